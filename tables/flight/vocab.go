@@ -1,0 +1,87 @@
+// Package flight holds the flight state of the msgx-flights group table and
+// the pure transition function that applies SIS flight messages to it.
+//
+// Nothing in this package performs I/O: the processor in processors/flights
+// reads the current state from its goka table, calls Apply, and writes the
+// result to PostgreSQL and Kafka.
+package flight
+
+// Scalars lists the scalar SIS tags of a flight (SPEC §6, seeds 001 §11.3).
+// A scalar that is present in a message overwrites the stored value; present
+// but empty clears it.
+var Scalars = []string{
+	"ALCD", "ALSC", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT", "RENO",
+	"TAOP", "TAFL", "TAID", "TRML", "CSOP", "CSFT", "MAID",
+	"ESTT", "ACTT", "BOTM", "LACL", "FINT", "APPT", "EGSR", "EGST", "PADT", "NAAT", "NEAT", "PEDT", "FTSS",
+	"STND", "PHAG", "FHAG", "MHAG", "CNCL", "REMC", "MAXP", "VIPP", "VIPR", "LBNO", "LBWT", "PAXC", "EXSC", "EXSR",
+	"FFID",
+}
+
+// CollectionSpec describes one variable-length collection of a flight.
+type CollectionSpec struct {
+	// Name is the SIS element name, e.g. "GTDT".
+	Name string
+	// SeqAttr is the attribute carrying the upstream sequence number
+	// (e.g. "GTNO"); empty for collections without one (DELY, SRVT, VIPF).
+	// A sequence number of "0" means "no allocation now".
+	SeqAttr string
+	// Max is the number of entries kept locally; 0 means unbounded.
+	Max int
+	// Raw marks collections stored verbatim and never merged (SRVT, VIPF).
+	Raw bool
+}
+
+// Collections lists the flight collections in their canonical order.
+// ROUT and ERUT are separate collections, each capped at 4 entries
+// (seeds 001 §11.3, US-05 AC3).
+var Collections = []CollectionSpec{
+	{Name: "GTDT", SeqAttr: "GTNO", Max: 99},
+	{Name: "CKDT", SeqAttr: "CKNO", Max: 99},
+	{Name: "CLDT", SeqAttr: "CLNO", Max: 99},
+	{Name: "CHDT", SeqAttr: "CHNO", Max: 99},
+	{Name: "PSDT", SeqAttr: "PSNO", Max: 9},
+	{Name: "CHOT", SeqAttr: "CSNO", Max: 99},
+	{Name: "ABTM", SeqAttr: "ASNO", Max: 99},
+	{Name: "DELY"},
+	{Name: "ROUT", SeqAttr: "RTNO", Max: 4},
+	{Name: "ERUT", SeqAttr: "RTNO", Max: 4},
+	{Name: "SRVT", Raw: true},
+	{Name: "VIPF", Raw: true},
+}
+
+// TextKey is the key under which an element's character data is kept when the
+// element carries attributes and text (DELY, FDIV, FRET).
+const TextKey = "TEXT"
+
+// Attributed lists the single-valued elements that carry attributes plus text
+// (seeds 001 §12.2): FDIV (DDES, DDIR) and FRET (REID). They are stored as
+// scalars named after their parts: FDIV, FDIV.DDES, FDIV.DDIR, FRET,
+// FRET.REID.
+var Attributed = map[string][]string{
+	"FDIV": {"DDES", "DDIR"},
+	"FRET": {"REID"},
+}
+
+// IsScalar reports whether tag is a scalar flight tag.
+func IsScalar(tag string) bool {
+	_, ok := scalarSet[tag]
+	return ok
+}
+
+// Collection returns the spec of the named collection.
+func Collection(name string) (CollectionSpec, bool) {
+	for _, c := range Collections {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return CollectionSpec{}, false
+}
+
+var scalarSet = func() map[string]struct{} {
+	m := make(map[string]struct{}, len(Scalars))
+	for _, s := range Scalars {
+		m[s] = struct{}{}
+	}
+	return m
+}()
