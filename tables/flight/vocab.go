@@ -55,8 +55,8 @@ const TextKey = "TEXT"
 
 // Attributed lists the single-valued elements that carry attributes plus text
 // (seeds 001 §12.2): FDIV (DDES, DDIR) and FRET (REID). They are stored as
-// scalars named after their parts: FDIV, FDIV.DDES, FDIV.DDIR, FRET,
-// FRET.REID.
+// scalars named after their SIS parts: the element's text under the element
+// name (FDIV, FRET) and each attribute under its own name (DDES, DDIR, REID).
 var Attributed = map[string][]string{
 	"FDIV": {"DDES", "DDIR"},
 	"FRET": {"REID"},
