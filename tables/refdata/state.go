@@ -1,0 +1,390 @@
+package refdata
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"time"
+)
+
+// Record is one reference record as the SIS codec builds it from the record
+// element's children: a leaf child without attributes is a string ("" when
+// present but empty); a child with attributes and/or element children is a
+// map[string]any with attributes under "@NAME", non-blank text under "#text"
+// and children recursively; a tag repeated in the same parent is a []any in
+// document order. Only these JSON types occur, so a Record survives a JSON
+// round trip unchanged.
+type Record map[string]any
+
+// Entry is one stored record of a category.
+type Entry struct {
+	// Attrs is the record as last received, key tag included. An empty tag
+	// is kept as "" (the value is unavailable), never dropped.
+	Attrs Record `json:"attrs"`
+	// UpdatedAt is the At of the transition that last changed this record.
+	UpdatedAt time.Time `json:"updatedAt"`
+	// LastMsgID is the message that last changed this record.
+	LastMsgID int64 `json:"lastMsgId"`
+}
+
+// State is the value of the msgx-refdata table for one RTYPE.
+type State struct {
+	// RType is the category, equal to the table key.
+	RType string `json:"rtype"`
+	// KeyTag is the tag the records are keyed by: the fixed tag of the 13
+	// categories, "RTYP|RSID" for RSTA, or the first child tag seen for a
+	// FirstChildTypes category (Apply refuses an increment keyed otherwise).
+	KeyTag string `json:"keyTag,omitempty"`
+	// Version counts the transitions that changed something.
+	Version int64 `json:"version"`
+	// LastMsgID is the last message applied, changed or not: the replay guard.
+	LastMsgID int64 `json:"lastMsgId"`
+	// UpdatedAt is the At of the last transition that changed something.
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Records maps RKEY to the stored record.
+	Records map[string]Entry `json:"records"`
+	// LastDeletes are the keys removed by message LastMsgID. A deletion
+	// leaves nothing behind in Records, so this is what lets a redelivery of
+	// that message (after a crash between the table write and the PG write)
+	// repeat its PG deletes; see Apply.
+	LastDeletes []string `json:"lastDeletes,omitempty"`
+}
+
+// NewState returns the empty state of category rtype.
+func NewState(rtype string) *State {
+	return &State{RType: rtype, Records: map[string]Entry{}}
+}
+
+// Transition is one reference message for one RTYPE as the router emits it
+// on msgx.refdata-transitions (key RTYPE).
+type Transition struct {
+	// MsgID is the inbox message id (CMINMSGS_ID, positive); it orders and
+	// deduplicates transitions.
+	MsgID int64 `json:"msgId"`
+	// RType is META.TYPE.
+	RType string `json:"rtype"`
+	// STYP is META.STYP: DNLD, RESP, ADD, UPD or DEL.
+	STYP string `json:"styp"`
+	// At is the instant the router attributes to the message. It is stored
+	// (in UTC) as UpdatedAt; the processor never reads its own clock.
+	At time.Time `json:"at"`
+	// FirstChild is the tag of the first child element of the first record,
+	// in document order. Only FirstChildTypes use it, and every record of the
+	// message must carry that tag: one message keys all its records alike.
+	FirstChild string `json:"firstChild,omitempty"`
+	// Records are the message's records in document order.
+	Records []Record `json:"records"`
+}
+
+// Result says what Apply did and what the PG sink must write.
+type Result struct {
+	// Upserts are the keys whose Entry the sink must write, sorted.
+	Upserts []string `json:"upserts,omitempty"`
+	// Deletes are the keys the sink must delete, sorted.
+	Deletes []string `json:"deletes,omitempty"`
+	// Changed reports whether the state changed (Upserts or Deletes non-empty
+	// on a first application).
+	Changed bool `json:"changed"`
+	// Replay reports that the transition was already applied (MsgID <=
+	// LastMsgID): the state is untouched, and Upserts/Deletes list the writes
+	// of that message that are still the current truth, so that the sink can
+	// repeat them idempotently.
+	Replay bool `json:"replay,omitempty"`
+}
+
+// Reason classifies a *RecordError so that the router can map it to an
+// error class (SPEC §5).
+type Reason string
+
+// Reasons of a *RecordError.
+const (
+	// ReasonMissingKey: the key tag is absent or blank.
+	ReasonMissingKey Reason = "missing-key"
+	// ReasonBadValue: a value violates the protocol (repeated key tag, RSTA
+	// RTYP or STAT out of range, window ending before it starts).
+	ReasonBadValue Reason = "bad-value"
+	// ReasonBadTime: an RSTA window time is not in SISTimeLayout; a codec
+	// limitation rather than a broken package.
+	ReasonBadTime Reason = "bad-time"
+	// ReasonKeyTag: an incremental message of a FirstChildTypes category is
+	// keyed by another tag than the stored records.
+	ReasonKeyTag Reason = "key-tag-mismatch"
+	// ReasonUnsupported: the TYPE is not reference data (wraps ErrUnsupported).
+	ReasonUnsupported Reason = "unsupported"
+)
+
+// RecordError reports a record that cannot be applied. Apply returns it
+// before changing anything: a message is applied whole or not at all.
+type RecordError struct {
+	// RType is the category.
+	RType string
+	// Index is the 0-based position of the record in Transition.Records.
+	Index int
+	// Tag is the offending tag, if any.
+	Tag string
+	// Reason classifies the error.
+	Reason Reason
+	// Detail is a human-readable explanation, if any.
+	Detail string
+}
+
+// Error formats e, e.g. "refdata AIRL record 1: missing key tag ITOP".
+func (e *RecordError) Error() string {
+	msg := fmt.Sprintf("refdata %s record %d: ", e.RType, e.Index)
+	switch {
+	case e.Reason == ReasonMissingKey && e.Detail == "":
+		return msg + "missing key tag " + e.Tag
+	case e.Detail != "":
+		return msg + e.Detail
+	}
+	return msg + string(e.Reason) + " " + e.Tag
+}
+
+// Unwrap makes errors.Is(err, ErrUnsupported) hold for ReasonUnsupported.
+func (e *RecordError) Unwrap() error {
+	if e.Reason == ReasonUnsupported {
+		return ErrUnsupported
+	}
+	return nil
+}
+
+// Apply applies t to s in place and reports the writes the PG sink must do.
+//
+//   - DNLD and RESP replace the whole category: every record of the message is
+//     upserted and every stored record absent from it is deleted (an empty
+//     package therefore empties the category).
+//   - ADD and UPD upsert each record: ADD of an existing key overwrites it, UPD
+//     of a missing key creates it. The record as sent replaces the stored one
+//     (SIS sends whole records; the COUL UPD sample shrinks a repeated REGC),
+//     and an empty tag is stored as "" — unavailable, never a deletion.
+//   - DEL removes each record by key; the record may carry only the key, and
+//     DEL of a missing key is a no-op.
+//   - RSTA never deletes by absence: DNLD, RESP, ADD and UPD upsert each
+//     status (a new event replaces the previous one of that resource) and DEL
+//     removes it, which restores the default E.
+//
+// A record equal to the stored one is not rewritten: it keeps its UpdatedAt
+// and LastMsgID and is not in Upserts. When one message carries a key twice,
+// the later record wins.
+//
+// Replay: if t.MsgID <= s.LastMsgID nothing changes; Result.Replay is set and
+// Upserts/Deletes repeat the writes of t.MsgID that are still current (entries
+// whose LastMsgID is t.MsgID, and LastDeletes if t is the last message), since
+// a redelivered message may be one whose table write survived a crash but
+// whose PG write did not.
+//
+// Errors leave s untouched: a *RecordError for a record that cannot be
+// applied (missing key, bad RSTA value, bad window time, key-tag mismatch), an
+// error wrapping ErrUnsupported for a TYPE or STYP not handled here, and a
+// plain error for a nil state or a state of another RTYPE.
+func Apply(s *State, t Transition) (Result, error) {
+	if s == nil {
+		return Result{}, errors.New("refdata: Apply on a nil state")
+	}
+	if !Supported(t.RType) {
+		return Result{}, fmt.Errorf("%w: TYPE %q", ErrUnsupported, t.RType)
+	}
+	if !SupportedSTYP(t.STYP) {
+		return Result{}, fmt.Errorf("%w: %s-%s", ErrUnsupported, t.RType, t.STYP)
+	}
+	if s.RType != "" && s.RType != t.RType {
+		return Result{}, fmt.Errorf("refdata: %s transition applied to the %s state", t.RType, s.RType)
+	}
+	if t.MsgID <= s.LastMsgID {
+		return replay(s, t.MsgID), nil
+	}
+
+	// Validate the whole message before touching s.
+	keyTag := stateKeyTag(t)
+	replace := (t.STYP == STYPDNLD || t.STYP == STYPRESP) && t.RType != RSTA
+	if s.KeyTag != "" && s.KeyTag != keyTag && !replace {
+		return Result{}, &RecordError{RType: t.RType, Tag: t.FirstChild, Reason: ReasonKeyTag,
+			Detail: fmt.Sprintf("keyed by %s but the stored records are keyed by %s", t.FirstChild, s.KeyTag)}
+	}
+	keys := make([]string, len(t.Records))
+	for i, rec := range t.Records {
+		key, rerr := keyOf(t.RType, rec, t.FirstChild)
+		if rerr == nil && t.RType == RSTA && t.STYP != STYPDEL {
+			rerr = checkStatus(rec)
+		}
+		if rerr != nil {
+			rerr.Index = i
+			return Result{}, rerr
+		}
+		keys[i] = key
+	}
+
+	// Apply.
+	if s.Records == nil {
+		s.Records = map[string]Entry{}
+	}
+	s.RType, s.KeyTag = t.RType, keyTag
+	at := t.At.UTC()
+	upserts := map[string]struct{}{}
+	var deletes []string
+	if t.STYP == STYPDEL {
+		for _, k := range keys {
+			if _, ok := s.Records[k]; ok {
+				delete(s.Records, k)
+				deletes = append(deletes, k)
+			}
+		}
+	} else {
+		for i, rec := range t.Records {
+			attrs := cloneRecord(rec)
+			if e, ok := s.Records[keys[i]]; ok && reflect.DeepEqual(e.Attrs, attrs) {
+				continue
+			}
+			s.Records[keys[i]] = Entry{Attrs: attrs, UpdatedAt: at, LastMsgID: t.MsgID}
+			upserts[keys[i]] = struct{}{}
+		}
+	}
+	if replace {
+		present := make(map[string]struct{}, len(keys))
+		for _, k := range keys {
+			present[k] = struct{}{}
+		}
+		for k := range s.Records {
+			if _, ok := present[k]; !ok {
+				delete(s.Records, k)
+				deletes = append(deletes, k)
+			}
+		}
+	}
+
+	res := Result{Upserts: sortedKeys(upserts), Deletes: deletes}
+	sort.Strings(res.Deletes)
+	res.Changed = len(res.Upserts) > 0 || len(res.Deletes) > 0
+	s.LastMsgID = t.MsgID
+	s.LastDeletes = res.Deletes
+	if res.Changed {
+		s.Version++
+		s.UpdatedAt = at
+	}
+	return res, nil
+}
+
+// stateKeyTag is the State.KeyTag a transition of t.RType keys by.
+func stateKeyTag(t Transition) string {
+	switch {
+	case t.RType == RSTA:
+		return StatusKey(TagRTYP, TagRSID)
+	case KeyTag(t.RType) != "":
+		return KeyTag(t.RType)
+	}
+	return t.FirstChild
+}
+
+// replay builds the Result of a transition already applied (see Apply).
+func replay(s *State, msgID int64) Result {
+	res := Result{Replay: true}
+	for k, e := range s.Records {
+		if e.LastMsgID == msgID {
+			res.Upserts = append(res.Upserts, k)
+		}
+	}
+	sort.Strings(res.Upserts)
+	if msgID == s.LastMsgID && len(s.LastDeletes) > 0 {
+		res.Deletes = append([]string(nil), s.LastDeletes...)
+	}
+	return res
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cloneRecord deep-copies rec so that the state never aliases the caller's
+// maps, normalising nested Records to map[string]any: the shape a JSON decode
+// produces, so that equal records compare equal before and after a restart.
+func cloneRecord(rec Record) Record {
+	if rec == nil {
+		return Record{}
+	}
+	return Record(cloneMap(rec))
+}
+
+func cloneMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		return cloneMap(x)
+	case Record:
+		return cloneMap(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = cloneValue(e)
+		}
+		return out
+	}
+	return v
+}
+
+// StateCodec is the goka codec of the msgx-refdata table: JSON of *State.
+// It satisfies goka.Codec structurally, so this package needs no goka import.
+type StateCodec struct{}
+
+// Encode marshals a *State (or State) to JSON.
+func (StateCodec) Encode(v any) ([]byte, error) {
+	switch s := v.(type) {
+	case *State:
+		return json.Marshal(s)
+	case State:
+		return json.Marshal(&s)
+	}
+	return nil, fmt.Errorf("refdata: StateCodec cannot encode %T", v)
+}
+
+// Decode unmarshals JSON into a *State with a non-nil Records map.
+func (StateCodec) Decode(b []byte) (any, error) {
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("refdata: decode state: %w", err)
+	}
+	if s.Records == nil {
+		s.Records = map[string]Entry{}
+	}
+	return &s, nil
+}
+
+// TransitionCodec is the goka codec of msgx.refdata-transitions: JSON of
+// Transition.
+type TransitionCodec struct{}
+
+// Encode marshals a Transition (or *Transition) to JSON.
+func (TransitionCodec) Encode(v any) ([]byte, error) {
+	switch t := v.(type) {
+	case Transition:
+		return json.Marshal(t)
+	case *Transition:
+		return json.Marshal(t)
+	}
+	return nil, fmt.Errorf("refdata: TransitionCodec cannot encode %T", v)
+}
+
+// Decode unmarshals JSON into a Transition (a value, not a pointer).
+func (TransitionCodec) Decode(b []byte) (any, error) {
+	var t Transition
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("refdata: decode transition: %w", err)
+	}
+	return t, nil
+}
