@@ -85,3 +85,63 @@ var scalarSet = func() map[string]struct{} {
 	}
 	return m
 }()
+
+// AttributedTags lists the scalar keys of the attributed elements in
+// canonical order: each element's text first, then its attributes.
+var AttributedTags = []string{"FDIV", "DDES", "DDIR", "FRET", "REID"}
+
+// DerivedScalars are status flags that Apply computes and no message sets.
+// BDST ("boarding status") is "Y" while BOTM (boarding time) is set and
+// absent otherwise; LCST ("last-call status") follows LACL the same way
+// (seeds 001 §12.2: a non-empty BOTM/LACL sets its status, an empty one
+// clears the time and resets the status). Keeping them in fields lets every
+// reader (PG columns, msg/schd consumers) see the status without knowing
+// the rule.
+var DerivedScalars = []string{"BDST", "LCST"}
+
+// FieldTags lists every key a flight's fields may hold, in canonical order:
+// Scalars, then AttributedTags, then DerivedScalars.
+var FieldTags = func() []string {
+	tags := make([]string, 0, len(Scalars)+len(AttributedTags)+len(DerivedScalars))
+	tags = append(tags, Scalars...)
+	tags = append(tags, AttributedTags...)
+	return append(tags, DerivedScalars...)
+}()
+
+// Pseudo tags that appear in a change list next to field and collection
+// tags.
+const (
+	// ChangedMAFL marks a change of a master's derived MAFL list.
+	ChangedMAFL = "MAFL"
+	// ChangedState marks a lifecycle change: creation, deletion, revival.
+	ChangedState = "STATE"
+	// ChangedOperationDay marks the one-time fill-in of an operation day
+	// for a flight that was created without one (ADFT without SODT).
+	ChangedOperationDay = "OPERATION_DAY"
+)
+
+// ChangeOrder is the canonical order of a change list: FieldTags, then the
+// collections in vocabulary order, then MAFL, STATE and OPERATION_DAY.
+var ChangeOrder = func() []string {
+	order := append([]string(nil), FieldTags...)
+	for _, c := range Collections {
+		order = append(order, c.Name)
+	}
+	return append(order, ChangedMAFL, ChangedState, ChangedOperationDay)
+}()
+
+// FLOPGroups lists the FLOP STYPs whose payload is a group of tags rather
+// than the single tag named by the STYP (SIS 3.30, 3.33, 3.37, 3.41, 3.43
+// and the EXSS sample). STYPs equal to a scalar or collection tag carry
+// just that tag.
+var FLOPGroups = map[string][]string{
+	"HNAG": {"FHAG", "PHAG", "MHAG"},
+	"TAOP": {"TAOP", "TAFL", "TAID"},
+	"VIPP": {"VIPP", "VIPR"},
+	"EXSS": {"EXSC", "EXSR"},
+	"FDIV": {"FDIV", "DDES", "DDIR"},
+	"FRET": {"FRET", "REID"},
+}
+
+// STYPDelete is the FLOP STYP that deletes a flight (SIS 3.29).
+const STYPDelete = "FDEL"

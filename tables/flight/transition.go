@@ -1,0 +1,112 @@
+package flight
+
+import (
+	"strings"
+	"time"
+)
+
+// Kind says how a Transition changes a flight.
+type Kind string
+
+// The transition kinds the router and the flights processor exchange.
+const (
+	// KindSchedule is one FLTR record of a SCHD DNLD/RESP package: merge,
+	// creating the flight if unknown and reviving it if deleted.
+	KindSchedule Kind = "SCHEDULE"
+	// KindADFT is a SCHD-ADFT record: set-only create or update.
+	KindADFT Kind = "ADFT"
+	// KindFLOP is the patch of one FLOP STYP.
+	KindFLOP Kind = "FLOP"
+	// KindDelete is FDEL, FLOP-FDEL, an absent-from-schedule delete or a
+	// cascade from a deleted master.
+	KindDelete Kind = "DELETE"
+	// KindLink is derived by Apply: a child's MAID link reported to its
+	// master.
+	KindLink Kind = "LINK"
+)
+
+// Sources that Apply itself puts on derived transitions.
+const (
+	// SourceCascade is the source of a DELETE derived from a master's
+	// deletion.
+	SourceCascade = "CASCADE"
+	// SourceLink is the source of a LINK derived from a child's change and
+	// of the master events it causes.
+	SourceLink = "DERIVED-LINK"
+)
+
+// Element is one collection entry: its attributes, its leaf children and its
+// character data under TextKey, all by SIS name. Raw collections (SRVT, VIPF)
+// carry the element's XML verbatim under RawKey.
+type Element map[string]string
+
+// RawKey is the Element key holding the verbatim XML of a raw collection
+// entry.
+const RawKey = "RAW"
+
+// Transition is one change to one flight, as the router emits it on
+// msgx.flight-transitions (key FLID, JSON) and as Apply derives it (LINK,
+// cascade DELETE).
+//
+// Attributed elements travel flattened in Fields under the names of their
+// parts: <FDIV DDES="HKG" DDIR="TO">WX</FDIV> is {"FDIV":"WX","DDES":"HKG",
+// "DDIR":"TO"}; an attribute missing from the element is missing from Fields.
+// The element counts as present when any of its parts is.
+type Transition struct {
+	// MsgID is the inbox message the transition comes from (CMINMSGS_ID).
+	MsgID int64 `json:"msgId"`
+	// Source names the message kind for events and audit, e.g. "SCHD-DNLD",
+	// "FLOP-ESTT", "FDEL", "DERIVED-LINK", "CASCADE".
+	Source string `json:"source"`
+	// Kind selects the merge rule.
+	Kind Kind `json:"kind"`
+	// STYP is the FLOP subtype (Kind FLOP only).
+	STYP string `json:"styp,omitempty"`
+	// FLID is the flight the transition applies to.
+	FLID string `json:"flid"`
+	// OperationDay (YYYY-MM-DD) is derived by the router; Apply uses it only
+	// when the flight has none yet.
+	OperationDay string `json:"operationDay,omitempty"`
+	// At is the time of the change (the inbox enqueue time); it becomes
+	// updatedAt. Apply never reads a clock.
+	At time.Time `json:"at"`
+	// Fields holds the present scalars; "" means present but empty.
+	Fields map[string]string `json:"fields,omitempty"`
+	// Collections holds the present collections, elements in message order.
+	Collections map[string][]Element `json:"collections,omitempty"`
+	// Link is the reported child link (Kind LINK only).
+	Link *Link `json:"link,omitempty"`
+	// Cascade marks a DELETE caused by the master's deletion. A cascade
+	// carries the deleting master in Fields["MAID"]: it deletes the flight
+	// only while the flight still belongs to that master.
+	Cascade bool `json:"cascade,omitempty"`
+}
+
+// Link reports the state of one child's MAID link to its master.
+type Link struct {
+	// Child is the child's FLID.
+	Child string `json:"flid"`
+	// FLNO is the child's flight number.
+	FLNO string `json:"flno"`
+	// Live is true while the child is ACTIVE and points at this master.
+	Live bool `json:"live"`
+	// ChildVersion is the child's StateVersion after the change; the master
+	// ignores reports that are not newer than the last one it recorded.
+	ChildVersion int64 `json:"childVersion"`
+}
+
+// SupportedFLOP reports whether Apply handles the FLOP subtype styp: every
+// scalar and collection tag of the vocabulary, the grouped STYPs of
+// FLOPGroups (HNAG, TAOP, VIPP, EXSS, FDIV, FRET) and FDEL. The router skips
+// other STYPs as unsupported:FLOP-<STYP> (SPEC §5, §6).
+func SupportedFLOP(styp string) bool {
+	styp = strings.ToUpper(strings.TrimSpace(styp))
+	if styp == STYPDelete || IsScalar(styp) {
+		return true
+	}
+	if _, ok := FLOPGroups[styp]; ok {
+		return true
+	}
+	_, ok := Collection(styp)
+	return ok
+}
