@@ -304,3 +304,29 @@ func without2(base map[string][]Element, name string) map[string][]Element {
 	}
 	return m
 }
+
+func TestRawEmpty(t *testing.T) {
+	tests := []struct {
+		e    Element
+		want bool
+	}{
+		{Element{}, true},
+		{Element{"RAW": "  "}, true},
+		{Element{"RAW": "<SRVT></SRVT>"}, true},
+		{Element{"RAW": "<SRVT/>"}, true},
+		{Element{"RAW": "<SRVT>\n\t</SRVT>"}, true},
+		{Element{"RAW": `<SRVT OPER=""></SRVT>`}, true},
+		{Element{"RAW": `<SRVT OPER="X"></SRVT>`}, false},
+		{Element{"RAW": "<SRVT><SRPR></SRPR></SRVT>"}, false}, // a child, even empty, is content: stored verbatim
+		{Element{"RAW": "<VIPF>text</VIPF>"}, false},
+		{Element{"RAW": "not xml at all"}, false},
+		{Element{"RAW": "<SRVT><unclosed></SRVT>"}, false}, // unparsable: kept verbatim
+		{Element{"SRTC": ""}, true},                        // decoded instead of raw: judged by its values
+		{Element{"SRTC": "ATN"}, false},
+	}
+	for _, tc := range tests {
+		if got := rawEmpty(tc.e); got != tc.want {
+			t.Errorf("rawEmpty(%v) = %v, want %v", tc.e, got, tc.want)
+		}
+	}
+}
