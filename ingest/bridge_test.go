@@ -1,0 +1,473 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"msgx/internal/clock"
+	"msgx/internal/testenv"
+	"msgx/sink"
+)
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestContiguousAcrossBatches(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ClaimBatch = 10 })
+	inserted := h.insert(25)
+	b, cur := h.started(h.clock)
+	// Two full batches ask to poll again at once, the third (short) one waits.
+	waits := []time.Duration{h.poll(b, cur), h.poll(b, cur), h.poll(b, cur)}
+	if !reflect.DeepEqual(waits, []time.Duration{0, 0, time.Second}) {
+		t.Fatalf("waits = %v", waits)
+	}
+	if cur.Watermark != 25 || h.cursor().Watermark != 25 {
+		t.Fatalf("watermark %d / stored %d, want 25", cur.Watermark, h.cursor().Watermark)
+	}
+	recs := h.topic(25)
+	if !reflect.DeepEqual(ids(recs), inserted) {
+		t.Fatalf("topic order %v, want %v", ids(recs), inserted)
+	}
+	if recs[3].Raw != msgXML(3) || recs[3].ReceivedAt == nil || !recs[3].EnqueuedAt.Equal(h.t0) {
+		t.Fatalf("record content wrong: %+v", recs[3])
+	}
+}
+
+func TestRunLoopProducesInOrder(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ClaimBatch = 7 })
+	inserted := h.insert(30)
+	b := h.bridge(clock.Real{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	recs := h.topic(30)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !reflect.DeepEqual(ids(recs), inserted) {
+		t.Fatalf("topic order %v, want %v", ids(recs), inserted)
+	}
+}
+
+// holdInsert starts a transaction that inserts one row and keeps it open.
+func holdInsert(t *testing.T, h *harness) (finish func(commit bool), id int64) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := h.my.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tx.Exec("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED) VALUES (?, NOW())", msgXML(99))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ = res.LastInsertId()
+	return func(commit bool) {
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+	}, id
+}
+
+// waitLockWait blocks until a transaction is waiting on a row lock (the probe).
+func waitLockWait(t *testing.T, h *harness) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := h.my.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		// InnoDB refreshes INNODB_TRX only after 100ms without readers:
+		// polling faster would read a stale snapshot forever.
+		time.Sleep(150 * time.Millisecond)
+	}
+	t.Fatal("the hole probe never waited on the in-flight insert")
+}
+
+func TestProbeWaitsForInFlightInsertThenReadsInOrder(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HoleProbeTimeout = 10 * time.Second })
+	h.insert(2)
+	finish, held := holdInsert(t, h)
+	after := h.insert(2)
+	b, cur := h.started(h.clock)
+
+	polled := make(chan time.Duration, 1)
+	go func() { polled <- h.poll(b, cur) }()
+	waitLockWait(t, h)
+	if got := h.topicLen(); got != 2 {
+		t.Fatalf("%d records on the topic while the hole is open, want the 2 before it", got)
+	}
+	finish(true)
+	if wait := <-polled; wait != 0 {
+		t.Fatalf("after the insert committed the bridge should read again at once, waits %v", wait)
+	}
+	h.poll(b, cur)
+	want := append(append(seq(1, 2), held), after...)
+	if got := ids(h.topic(5)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("topic order %v, want %v", got, want)
+	}
+	if cur.HasHole() {
+		t.Fatalf("hole timer still running: %+v", cur)
+	}
+}
+
+func TestProbeReleasesRolledBackIDWithinGrace(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HoleProbeTimeout = 10 * time.Second })
+	h.insert(2)
+	finish, held := holdInsert(t, h)
+	after := h.insert(2)
+	b, cur := h.started(h.clock)
+
+	polled := make(chan time.Duration, 1)
+	go func() { polled <- h.poll(b, cur) }()
+	waitLockWait(t, h)
+	finish(false)
+	// The first probe found the ID absent: the bridge now waits the grace on
+	// the fake clock before probing once more.
+	if err := h.clock.BlockUntil(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Second)
+	<-polled
+	h.poll(b, cur)
+
+	if got := ids(h.topic(4)); !reflect.DeepEqual(got, append(seq(1, 2), after...)) {
+		t.Fatalf("topic %v", got)
+	}
+	var reason string
+	var observed, released time.Time
+	if err := h.pool.QueryRow(context.Background(), "SELECT reason, observed_at, released_at FROM inbox_hole WHERE first_id = $1", held).Scan(&reason, &observed, &released); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "probe" || released.Sub(observed) > time.Second || time.Second >= h.cfg.MaxCommitDelay {
+		t.Fatalf("hole released by %q after %v; want the probe within the 1s grace", reason, released.Sub(observed))
+	}
+	if b.Stats().PermanentHoles != 1 {
+		t.Fatalf("stats %+v", b.Stats())
+	}
+}
+
+func TestGapFilledBeforeDelayKeepsOrder(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HoleProbe = false })
+	h.insertID(1)
+	h.insertID(2)
+	h.insertID(4)
+	h.insertID(5)
+	b, cur := h.started(h.clock)
+	h.poll(b, cur)
+	if cur.Watermark != 2 || !cur.HoleSince.Equal(h.t0) || cur.HoleEnd != 3 {
+		t.Fatalf("cursor %+v, want W=2 with the hole timer started", cur)
+	}
+	if n := h.topicLen(); n != 2 {
+		t.Fatalf("rows after the gap were enqueued: topic has %d records", n)
+	}
+	h.clock.Advance(4 * time.Minute)
+	h.poll(b, cur)
+	if n := h.topicLen(); n != 2 || cur.Watermark != 2 {
+		t.Fatalf("hole passed before the delay: W=%d topic=%d", cur.Watermark, n)
+	}
+	h.insertID(3)
+	h.poll(b, cur)
+	if got := ids(h.topic(5)); !reflect.DeepEqual(got, seq(1, 5)) {
+		t.Fatalf("topic order %v", got)
+	}
+	if cur.HasHole() {
+		t.Fatalf("timer not cleared: %+v", cur)
+	}
+}
+
+func TestGapReleasedAfterDelayAndLateRowCounted(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HoleProbe = false })
+	for _, id := range []int64{1, 2, 5, 6} {
+		h.insertID(id)
+	}
+	b, cur := h.started(h.clock)
+	h.poll(b, cur)
+	h.clock.Advance(5*time.Minute - time.Second)
+	h.poll(b, cur)
+	if cur.Watermark != 2 {
+		t.Fatalf("released early: %+v", cur)
+	}
+	h.clock.Advance(time.Second)
+	if wait := h.poll(b, cur); wait != 0 || cur.Watermark != 4 || cur.HasHole() {
+		t.Fatalf("after the delay: wait %v cursor %+v, want W=4 and no timer", wait, cur)
+	}
+	h.poll(b, cur)
+	if got := ids(h.topic(4)); !reflect.DeepEqual(got, []int64{1, 2, 5, 6}) {
+		t.Fatalf("topic %v", got)
+	}
+
+	// ID 3 commits after its hole was released: counted, never enqueued.
+	h.insertID(3)
+	h.clock.Advance(time.Minute)
+	if err := b.maybeCheckLate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.poll(b, cur)
+	var late int
+	if err := h.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM inbox_late_row WHERE msg_id = 3 AND hole_id = 3").Scan(&late); err != nil {
+		t.Fatal(err)
+	}
+	if late != 1 || b.Stats().LateRows != 1 {
+		t.Fatalf("late row not recorded: table %d stats %+v", late, b.Stats())
+	}
+	if n := h.topicLen(); n != 4 {
+		t.Fatalf("late row was enqueued: topic has %d records", n)
+	}
+	// Seen again on the next check: still counted once.
+	h.clock.Advance(time.Minute)
+	if err := b.maybeCheckLate(context.Background()); err != nil || b.Stats().LateRows != 1 {
+		t.Fatalf("late row counted twice: %v %+v", err, b.Stats())
+	}
+}
+
+func TestHoleTimerSurvivesRestart(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HoleProbe = false })
+	h.insertID(1)
+	h.insertID(3)
+	b1, cur1 := h.started(h.clock)
+	h.poll(b1, cur1)
+
+	// A new process three minutes later reads the persisted timer.
+	h.clock.Advance(3 * time.Minute)
+	b2, cur2 := h.started(h.clock)
+	if !cur2.HoleSince.Equal(h.t0) {
+		t.Fatalf("restart lost the hole timer: %+v", cur2)
+	}
+	h.poll(b2, cur2)
+	if cur2.Watermark != 1 || !h.cursor().HoleSince.Equal(h.t0) {
+		t.Fatalf("restart reset the timer: %+v", h.cursor())
+	}
+	h.clock.Advance(2 * time.Minute)
+	h.poll(b2, cur2)
+	if cur2.Watermark != 2 {
+		t.Fatalf("hole not released 5 minutes after it was first seen: %+v", cur2)
+	}
+}
+
+func TestSeeding(t *testing.T) {
+	for _, tc := range []struct {
+		cutover string
+		want    int64
+	}{{"min", 4}, {"zero", 0}, {"max", 7}, {"42", 42}} {
+		t.Run(tc.cutover, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Cutover = tc.cutover })
+			for _, id := range []int64{5, 6, 7} {
+				h.insertID(id)
+			}
+			_, cur := h.started(h.clock)
+			if cur.Watermark != tc.want || h.cursor().Watermark != tc.want {
+				t.Fatalf("seeded W=%d, want %d", cur.Watermark, tc.want)
+			}
+			// A second start with another mode keeps the cursor.
+			h.cfg.Cutover = "max"
+			h.insertID(8)
+			if _, again := h.started(h.clock); again.Watermark != tc.want {
+				t.Fatalf("re-seeded to %d", again.Watermark)
+			}
+			var mode string
+			if err := h.pool.QueryRow(context.Background(), "SELECT seed_mode FROM inbox_cursor").Scan(&mode); err != nil || mode != tc.cutover {
+				t.Fatalf("seed_mode %q %v", mode, err)
+			}
+		})
+	}
+}
+
+func TestSeedingRefusedWithoutDecision(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Cutover = "" })
+	_, err := h.bridge(h.clock).start(context.Background())
+	if !errors.Is(err, ErrNotSeeded) {
+		t.Fatalf("start without cursor or cut-over = %v, want ErrNotSeeded", err)
+	}
+}
+
+func TestSeedMinWaitsForFirstRow(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Cutover = "min" })
+	b := h.bridge(h.clock)
+	got := make(chan Cursor, 1)
+	go func() {
+		c, err := b.start(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+	}()
+	if err := h.clock.BlockUntil(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	h.insertID(100)
+	h.clock.Advance(time.Second)
+	if c := <-got; c.Watermark != 99 {
+		t.Fatalf("seeded %d, want 99", c.Watermark)
+	}
+}
+
+func TestMySQLDownKeepsWatermarkThenCatchesUp(t *testing.T) {
+	h := newHarness(t, nil)
+	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
+	dsn := strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 2 * time.Second}, testenv.Shanghai, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, cur := h.started(h.clock)
+	b.d.Inbox = NewInbox(db, nil, "cminmsgs", 2*time.Second)
+	h.insert(3)
+	h.poll(b, cur)
+
+	proxy.Down()
+	h.insert(3)
+	if _, err := b.poll(context.Background(), cur); err == nil {
+		t.Fatal("poll with MySQL down reported success")
+	}
+	if cur.Watermark != 3 || h.cursor().Watermark != 3 {
+		t.Fatalf("watermark moved during the outage: %d", h.cursor().Watermark)
+	}
+	proxy.Up()
+	h.poll(b, cur)
+	if got := ids(h.topic(6)); !reflect.DeepEqual(got, seq(1, 6)) {
+		t.Fatalf("after the outage topic = %v", got)
+	}
+}
+
+func TestCrashBetweenProduceAndCursorSave(t *testing.T) {
+	h := newHarness(t, nil)
+	h.insert(5)
+	b1, cur1 := h.started(h.clock)
+	crash := errors.New("killed")
+	b1.afterProduce = func() error { return crash }
+	if _, err := b1.poll(context.Background(), cur1); !errors.Is(err, crash) {
+		t.Fatalf("poll = %v", err)
+	}
+	if w := h.cursor().Watermark; w != 0 {
+		t.Fatalf("cursor saved despite the crash: %d", w)
+	}
+	// The next process produces the same rows again: nothing lost, and the
+	// duplicates carry the same MSG_ID.
+	b2, cur2 := h.started(h.clock)
+	h.poll(b2, cur2)
+	got := ids(h.topic(10))
+	if !reflect.DeepEqual(got, append(seq(1, 5), seq(1, 5)...)) {
+		t.Fatalf("topic %v", got)
+	}
+	if h.cursor().Watermark != 5 {
+		t.Fatalf("cursor %d", h.cursor().Watermark)
+	}
+}
+
+func TestTwoInstancesOnlyOneReads(t *testing.T) {
+	h := newHarness(t, nil)
+	clockA, clockB := clock.NewFake(h.t0), clock.NewFake(h.t0)
+	a, b := h.bridge(clockA), h.bridge(clockB)
+	ctxA, stopA := context.WithCancel(context.Background())
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- a.Run(ctxA) }()
+	// A sleeps after its first poll once it holds the lock.
+	if err := clockA.BlockUntil(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	go func() { doneB <- b.Run(ctxB) }()
+	// B finds the lock taken and waits as a standby.
+	if err := clockB.BlockUntil(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Stats().Active || b.Stats().Active {
+		t.Fatalf("active: A %v B %v", a.Stats().Active, b.Stats().Active)
+	}
+	h.insert(3)
+	clockA.Advance(time.Second)
+	clockB.Advance(time.Second)
+	if got := ids(h.topic(3)); !reflect.DeepEqual(got, seq(1, 3)) {
+		t.Fatalf("topic %v", got)
+	}
+	if err := clockB.BlockUntil(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if b.Stats().Active {
+		t.Fatal("standby became active while A holds the lock")
+	}
+
+	// A dies; B takes over on its next attempt and carries on from A's cursor.
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	h.insert(2)
+	for !b.Stats().Active {
+		clockB.Advance(time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := ids(h.topic(5))
+	if !reflect.DeepEqual(got, seq(1, 5)) {
+		t.Fatalf("after takeover topic %v", got)
+	}
+	if n := h.topicLen(); n != 5 {
+		t.Fatalf("takeover re-produced rows: %d records", n)
+	}
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+}
+
+func TestCursorCASStopsASecondWriter(t *testing.T) {
+	h := newHarness(t, nil)
+	h.insert(2)
+	b1, cur1 := h.started(h.clock)
+	b2, cur2 := h.started(h.clock)
+	h.poll(b1, cur1)
+	if _, err := b2.poll(context.Background(), cur2); !errors.Is(err, ErrCursorMoved) {
+		t.Fatalf("second writer: %v, want ErrCursorMoved", err)
+	}
+}
+
+func TestInboxRecordCodecRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 30, 16, 0, 0, 0, testenv.Shanghai)
+	in := Record{MsgID: 7, ReceivedAt: &at, EnqueuedAt: at.UTC(), Raw: "<MSG>登机</MSG>"}
+	b, err := Codec{}.Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Codec{}.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*Record)
+	if got.MsgID != 7 || !got.ReceivedAt.Equal(at) || got.Raw != in.Raw || !got.EnqueuedAt.Equal(at) {
+		t.Fatalf("round trip %+v", got)
+	}
+	if _, err := (Codec{}).Decode([]byte("nope")); err == nil {
+		t.Fatal("garbage decoded")
+	}
+	if fmt.Sprint(in.Key()) != "7" {
+		t.Fatal("key")
+	}
+}

@@ -1,0 +1,116 @@
+// Package ingest is the bridge from the legacy MySQL inbox (CMINMSGS) to the
+// single-partition internal topic msgx.inbox (SPEC §4): it reads rows strictly
+// in ID order behind a persisted watermark W, waits for or releases holes,
+// seeds the watermark at cut-over, detects late rows, and serves the legacy
+// compatibility endpoint POST /cminmsgs/send.
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures the ingest bridge.
+type Config struct {
+	// Table is the shared inbox table (the legacy CMINMSGS).
+	Table string `env:"MSGX_INBOX_TABLE" envDefault:"cminmsgs"`
+	// Topic is the internal source-of-truth topic.
+	Topic string `env:"MSGX_TOPIC_INBOX" envDefault:"msgx.inbox"`
+	// Retention of the inbox topic; 0 keeps records forever (rebuild is only as
+	// complete as this retention).
+	Retention time.Duration `env:"MSGX_INBOX_RETENTION" envDefault:"0"`
+	// PollInterval is the pause between reads once the bridge has caught up.
+	PollInterval time.Duration `env:"MSGX_POLL_INTERVAL" envDefault:"500ms"`
+	// ClaimBatch is the number of rows read per poll.
+	ClaimBatch int `env:"MSGX_CLAIM_BATCH" envDefault:"1000"`
+	// MaxCommitDelay is how long a hole may stay open before it is released
+	// as permanent (the aging fallback when the probe cannot decide).
+	MaxCommitDelay time.Duration `env:"MSGX_MAX_COMMIT_DELAY" envDefault:"5m"`
+	// HoleProbe enables the locking probe that waits for in-flight inserts.
+	HoleProbe bool `env:"MSGX_HOLE_PROBE" envDefault:"true"`
+	// HoleGrace is the wait between a probe that found a hole empty and the
+	// second probe that releases it (covers an ID allocated, not yet inserted).
+	HoleGrace time.Duration `env:"MSGX_HOLE_GRACE" envDefault:"1s"`
+	// HoleProbeTimeout is the probe's lock wait (innodb_lock_wait_timeout,
+	// whole seconds, at least 1s).
+	HoleProbeTimeout time.Duration `env:"MSGX_HOLE_PROBE_TIMEOUT" envDefault:"2s"`
+	// Cutover seeds the watermark of a new instance: min (read every existing
+	// row), zero (start at 0, holes age as usual), max (skip the rows visible
+	// now) or an explicit ID. Empty: refuse to start without a cursor.
+	Cutover string `env:"MSGX_CUTOVER_WATERMARK"`
+	// LateWatch is how long released holes are watched for late rows.
+	LateWatch time.Duration `env:"MSGX_LATE_WATCH" envDefault:"24h"`
+	// LateCheckInterval is how often watched holes are checked.
+	LateCheckInterval time.Duration `env:"MSGX_LATE_CHECK_INTERVAL" envDefault:"30s"`
+}
+
+var tableName = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$`)
+
+// Validate checks every value; errors name the variable.
+func (c Config) Validate() error {
+	var errs []error
+	if !tableName.MatchString(c.Table) {
+		errs = append(errs, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", c.Table))
+	}
+	if strings.TrimSpace(c.Topic) == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, errors.New("MSGX_INBOX_RETENTION: must be 0 (forever) or positive"))
+	}
+	if c.PollInterval <= 0 {
+		errs = append(errs, errors.New("MSGX_POLL_INTERVAL: must be positive"))
+	}
+	if c.ClaimBatch < 1 || c.ClaimBatch > 100000 {
+		errs = append(errs, fmt.Errorf("MSGX_CLAIM_BATCH=%d: must be 1..100000", c.ClaimBatch))
+	}
+	if c.MaxCommitDelay <= 0 {
+		errs = append(errs, errors.New("MSGX_MAX_COMMIT_DELAY: must be positive"))
+	}
+	if c.HoleGrace < 0 {
+		errs = append(errs, errors.New("MSGX_HOLE_GRACE: must not be negative"))
+	}
+	if c.HoleProbeTimeout < time.Second || c.HoleProbeTimeout%time.Second != 0 {
+		errs = append(errs, errors.New("MSGX_HOLE_PROBE_TIMEOUT: must be whole seconds, at least 1s"))
+	}
+	if _, _, err := ParseCutover(c.Cutover); err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_CUTOVER_WATERMARK: %w", err))
+	}
+	if c.LateWatch < 0 || c.LateCheckInterval <= 0 {
+		errs = append(errs, errors.New("MSGX_LATE_WATCH must not be negative and MSGX_LATE_CHECK_INTERVAL must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Seeding modes of MSGX_CUTOVER_WATERMARK.
+const (
+	SeedNone = ""
+	SeedMin  = "min"
+	SeedZero = "zero"
+	SeedMax  = "max"
+	SeedID   = "id"
+)
+
+// ParseCutover parses MSGX_CUTOVER_WATERMARK into a mode and, for an explicit
+// ID, the watermark.
+func ParseCutover(s string) (mode string, id int64, err error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return SeedNone, 0, nil
+	case SeedMin:
+		return SeedMin, 0, nil
+	case SeedZero:
+		return SeedZero, 0, nil
+	case SeedMax:
+		return SeedMax, 0, nil
+	}
+	id, err = strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || id < 0 {
+		return "", 0, fmt.Errorf("%q: want min, zero, max or a non-negative ID", s)
+	}
+	return SeedID, id, nil
+}

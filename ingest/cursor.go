@@ -1,0 +1,150 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrCursorMoved means the stored watermark is not the one this instance
+// read: another instance advanced it. The bridge must stop and re-acquire the
+// ingest lock rather than overwrite it.
+var ErrCursorMoved = errors.New("inbox cursor moved under us: another ingest instance is active")
+
+// Hole is a released gap.
+type Hole struct {
+	Gap
+	ObservedAt time.Time
+	ReleasedAt time.Time
+	Reason     string
+}
+
+// Cursors persists the bridge's cursor, released holes and late rows in
+// PostgreSQL. Every call has its own timeout.
+type Cursors struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+}
+
+// NewCursors returns the cursor store on pool.
+func NewCursors(pool *pgxpool.Pool, timeout time.Duration) *Cursors {
+	return &Cursors{pool: pool, timeout: timeout}
+}
+
+// Load returns the stored cursor; ok is false before the first seeding.
+func (s *Cursors) Load(ctx context.Context) (c Cursor, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var since *time.Time
+	var end *int64
+	err = s.pool.QueryRow(ctx, "SELECT watermark, hole_since, hole_end FROM inbox_cursor WHERE id = 1").Scan(&c.Watermark, &since, &end)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Cursor{}, false, nil
+	}
+	if err != nil {
+		return Cursor{}, false, fmt.Errorf("loading inbox cursor: %w", err)
+	}
+	if since != nil {
+		c.HoleSince = *since
+	}
+	if end != nil {
+		c.HoleEnd = *end
+	}
+	return c, true, nil
+}
+
+// Seed creates the cursor at watermark w. It reports false when a cursor
+// already exists: an instance with a cursor is never re-seeded.
+func (s *Cursors) Seed(ctx context.Context, w int64, mode string, now time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, `INSERT INTO inbox_cursor (id, watermark, seed_mode, seeded_at, updated_at)
+		VALUES (1, $1, $2, $3, $3) ON CONFLICT (id) DO NOTHING`, w, mode, now)
+	if err != nil {
+		return false, fmt.Errorf("seeding inbox cursor: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Save stores next if the stored watermark is still old (compare-and-set).
+func (s *Cursors) Save(ctx context.Context, old int64, next Cursor, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return save(ctx, s.pool, old, next, now)
+}
+
+// execer is what pgxpool.Pool and pgx.Tx have in common.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func save(ctx context.Context, q execer, old int64, next Cursor, now time.Time) error {
+	var since *time.Time
+	var end *int64
+	if next.HasHole() {
+		since, end = &next.HoleSince, &next.HoleEnd
+	}
+	tag, err := q.Exec(ctx, `UPDATE inbox_cursor SET watermark = $2, hole_since = $3, hole_end = $4, updated_at = $5
+		WHERE id = 1 AND watermark = $1`, old, next.Watermark, since, end, now)
+	if err != nil {
+		return fmt.Errorf("saving inbox cursor: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return ErrCursorMoved
+	}
+	return nil
+}
+
+// Release records hole h as permanent and moves the watermark past it in one
+// transaction.
+func (s *Cursors) Release(ctx context.Context, old int64, h Hole) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO inbox_hole (first_id, last_id, observed_at, released_at, reason)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (first_id) DO NOTHING`, h.From, h.To, h.ObservedAt, h.ReleasedAt, h.Reason); err != nil {
+			return fmt.Errorf("recording released hole %d-%d: %w", h.From, h.To, err)
+		}
+		return save(ctx, tx, old, Cursor{Watermark: h.To}, h.ReleasedAt)
+	})
+}
+
+// Watched returns the holes released since the given time (newest first, at
+// most limit): the bounded watch list for late rows.
+func (s *Cursors) Watched(ctx context.Context, since time.Time, limit int) ([]Hole, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, `SELECT first_id, last_id, observed_at, released_at, reason FROM inbox_hole
+		WHERE released_at >= $1 ORDER BY first_id DESC LIMIT $2`, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing released holes: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Hole, error) {
+		var h Hole
+		err := r.Scan(&h.From, &h.To, &h.ObservedAt, &h.ReleasedAt, &h.Reason)
+		return h, err
+	})
+}
+
+// RecordLate stores late rows and returns the IDs not reported before.
+func (s *Cursors) RecordLate(ctx context.Context, late map[int64]int64, now time.Time) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var fresh []int64
+	for id, hole := range late {
+		tag, err := s.pool.Exec(ctx, `INSERT INTO inbox_late_row (msg_id, hole_id, seen_at) VALUES ($1, $2, $3)
+			ON CONFLICT (msg_id) DO NOTHING`, id, hole, now)
+		if err != nil {
+			return fresh, fmt.Errorf("recording late row %d: %w", id, err)
+		}
+		if tag.RowsAffected() == 1 {
+			fresh = append(fresh, id)
+		}
+	}
+	return fresh, nil
+}

@@ -1,0 +1,172 @@
+package ingest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Row is one CMINMSGS row.
+type Row struct {
+	ID         int64
+	Raw        string
+	ReceivedAt *time.Time
+}
+
+// ErrProbeTimeout means the hole probe waited its whole lock timeout: an
+// insert is still in flight, so the hole is left to age.
+var ErrProbeTimeout = errors.New("hole probe: lock wait timeout")
+
+// Inbox reads and writes the shared MySQL inbox table.
+type Inbox struct {
+	db      *sql.DB
+	probe   *sql.DB
+	table   string
+	timeout time.Duration
+}
+
+// NewInbox returns access to table through db. probe must be a connection
+// pool to the primary whose sessions carry the probe's
+// innodb_lock_wait_timeout; it may be nil when the probe is disabled.
+func NewInbox(db, probe *sql.DB, table string, timeout time.Duration) *Inbox {
+	return &Inbox{db: db, probe: probe, table: table, timeout: timeout}
+}
+
+// ReadAfter returns up to limit rows with ID > w in ID order. The processed
+// mark is never used as the scan predicate (SPEC §4, §11).
+func (in *Inbox) ReadAfter(ctx context.Context, w int64, limit int) ([]Row, error) {
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	rows, err := in.db.QueryContext(ctx,
+		"SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+in.table+
+			" WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", w, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading inbox after %d: %w", w, err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var r Row
+		var raw sql.NullString
+		var rec sql.NullTime
+		if err := rows.Scan(&r.ID, &raw, &rec); err != nil {
+			return nil, fmt.Errorf("scanning inbox row: %w", err)
+		}
+		r.Raw = raw.String
+		if rec.Valid {
+			t := rec.Time
+			r.ReceivedAt = &t
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading inbox after %d: %w", w, err)
+	}
+	return out, nil
+}
+
+// Probe runs the locking read over the gap (w, next): under READ COMMITTED a
+// LOCK IN SHARE MODE read blocks on the record lock of an insert that is
+// still in flight and returns once it commits (the row is then seen) or rolls
+// back (nothing is seen). It returns the IDs found, or ErrProbeTimeout when
+// the lock wait timed out.
+func (in *Inbox) Probe(ctx context.Context, w, next int64, wait time.Duration) ([]int64, error) {
+	if in.probe == nil {
+		return nil, errors.New("hole probe disabled")
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout+wait)
+	defer cancel()
+	tx, err := in.probe.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("starting hole probe: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only; rollback releases the share locks
+	rows, err := tx.QueryContext(ctx,
+		"SELECT CMINMSGS_ID FROM "+in.table+" WHERE CMINMSGS_ID > ? AND CMINMSGS_ID < ? ORDER BY CMINMSGS_ID LOCK IN SHARE MODE", w, next)
+	if err != nil {
+		return nil, probeErr(err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scanning hole probe: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, probeErr(err)
+	}
+	return ids, nil
+}
+
+func probeErr(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1205 { // ER_LOCK_WAIT_TIMEOUT
+		return ErrProbeTimeout
+	}
+	return fmt.Errorf("hole probe: %w", err)
+}
+
+// Existing returns the IDs present in the inclusive ranges (late-row check).
+func (in *Inbox) Existing(ctx context.Context, ranges []Gap) ([]int64, error) {
+	if len(ranges) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	var cond []string
+	var args []any
+	for _, g := range ranges {
+		cond = append(cond, "CMINMSGS_ID BETWEEN ? AND ?")
+		args = append(args, g.From, g.To)
+	}
+	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID FROM "+in.table+" WHERE "+strings.Join(cond, " OR ")+" ORDER BY CMINMSGS_ID", args...)
+	if err != nil {
+		return nil, fmt.Errorf("checking released holes: %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scanning released holes: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// Bounds returns MIN and MAX of the inbox IDs; ok is false for an empty table.
+func (in *Inbox) Bounds(ctx context.Context) (minID, maxID int64, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	var lo, hi sql.NullInt64
+	if err := in.db.QueryRowContext(ctx, "SELECT MIN(CMINMSGS_ID), MAX(CMINMSGS_ID) FROM "+in.table).Scan(&lo, &hi); err != nil {
+		return 0, 0, false, fmt.Errorf("reading inbox bounds: %w", err)
+	}
+	return lo.Int64, hi.Int64, lo.Valid, nil
+}
+
+// Insert adds one message as a new row and returns its ID once committed.
+func (in *Inbox) Insert(ctx context.Context, raw string, receivedAt time.Time) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	res, err := in.db.ExecContext(ctx,
+		"INSERT INTO "+in.table+" (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, ?, 'VALID')",
+		raw, receivedAt)
+	if err != nil {
+		return 0, fmt.Errorf("inserting inbox row: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("reading new inbox ID: %w", err)
+	}
+	return id, nil
+}

@@ -1,0 +1,60 @@
+package ingest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"msgx/internal/kafka"
+)
+
+// Record is one inbox row as it travels on msgx.inbox (key = MSG_ID).
+// Duplicates created by a crash between produce and cursor save carry the
+// same MsgID and are recognised by it downstream.
+type Record struct {
+	// MsgID is CMINMSGS_ID.
+	MsgID int64 `json:"msgId"`
+	// ReceivedAt is CMINMSGS_DATE_RECEIVED (airport local time); nil when NULL.
+	ReceivedAt *time.Time `json:"receivedAt"`
+	// EnqueuedAt is when the bridge produced the row (injected clock).
+	EnqueuedAt time.Time `json:"enqueuedAt"`
+	// Raw is the XML message, as stored in the inbox.
+	Raw string `json:"raw"`
+}
+
+// Key returns the record's Kafka key, the decimal MSG_ID.
+func (r Record) Key() string { return strconv.FormatInt(r.MsgID, 10) }
+
+// Codec encodes Records as JSON; it implements goka.Codec for the router.
+type Codec struct{}
+
+// Encode implements goka.Codec.
+func (Codec) Encode(v any) ([]byte, error) {
+	switch r := v.(type) {
+	case Record:
+		return json.Marshal(r)
+	case *Record:
+		return json.Marshal(r)
+	}
+	return nil, fmt.Errorf("ingest codec: cannot encode %T", v)
+}
+
+// Decode implements goka.Codec.
+func (Codec) Decode(b []byte) (any, error) {
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decoding inbox record: %w", err)
+	}
+	return &r, nil
+}
+
+// TopicSpec is how msgx.inbox must look: one partition (global FIFO) and, by
+// default, records kept forever because the topic is the source of truth.
+func (c Config) TopicSpec() kafka.TopicSpec {
+	ret := c.Retention
+	if ret == 0 {
+		ret = -1
+	}
+	return kafka.TopicSpec{Name: c.Topic, Partitions: 1, Retention: ret}
+}

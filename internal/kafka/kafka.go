@@ -1,0 +1,141 @@
+// Package kafka configures msgx's Kafka clients: the D3 producer settings
+// (acks=all, idempotence, max.in.flight=1) enforced at start-up, consumers that
+// start from the oldest offset, topic creation with explicit partitions,
+// replication and cleanup policy, the goka options every processor shares, and
+// the embedded broker (kfake) used when no cluster is configured.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Config is how msgx talks to Kafka.
+type Config struct {
+	// Brokers of a real cluster. Empty means: start the embedded broker.
+	Brokers []string `env:"MSGX_KAFKA_BROKERS" envSeparator:","`
+	// EmbeddedAddr is where the embedded broker listens (host:port) so outside
+	// clients such as kcat can read the topics.
+	EmbeddedAddr string `env:"MSGX_EMBEDDED_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
+	// Version is the Kafka protocol version the clients speak.
+	Version string `env:"MSGX_KAFKA_VERSION" envDefault:"3.6.0"`
+	// Replication is the replication factor of every topic msgx creates
+	// (1 on the embedded single broker; 3 is typical on a real cluster).
+	Replication int `env:"MSGX_KAFKA_REPLICATION" envDefault:"1"`
+	// Acks must be "all" (decision D3).
+	Acks string `env:"MSGX_KAFKA_ACKS" envDefault:"all"`
+	// Idempotent must be true (D3).
+	Idempotent bool `env:"MSGX_KAFKA_IDEMPOTENT" envDefault:"true"`
+	// MaxInFlight must be 1 (D3: per-partition order even across retries).
+	MaxInFlight int `env:"MSGX_KAFKA_MAX_IN_FLIGHT" envDefault:"1"`
+	// Timeout bounds a produce or admin round trip.
+	Timeout time.Duration `env:"MSGX_KAFKA_TIMEOUT" envDefault:"10s"`
+}
+
+// Embedded reports whether msgx must run its own broker.
+func (c Config) Embedded() bool { return len(c.Brokers) == 0 }
+
+// Validate refuses anything but the D3 producer settings and bad values.
+func (c Config) Validate() error {
+	var errs []error
+	if !strings.EqualFold(c.Acks, "all") && c.Acks != "-1" {
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_ACKS=%q: Kafka producers must use acks=all (D3)", c.Acks))
+	}
+	if !c.Idempotent {
+		errs = append(errs, errors.New("MSGX_KAFKA_IDEMPOTENT=false: Kafka producers must be idempotent (D3)"))
+	}
+	if c.MaxInFlight != 1 {
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_MAX_IN_FLIGHT=%d: Kafka producers must use max.in.flight=1 (D3)", c.MaxInFlight))
+	}
+	if _, err := sarama.ParseKafkaVersion(c.Version); err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_VERSION: %w", err))
+	}
+	if c.Replication < 1 {
+		errs = append(errs, errors.New("MSGX_KAFKA_REPLICATION: must be at least 1"))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_KAFKA_TIMEOUT: must be positive"))
+	}
+	for _, b := range c.Brokers {
+		if !strings.Contains(b, ":") {
+			errs = append(errs, fmt.Errorf("MSGX_KAFKA_BROKERS: %q is not host:port", b))
+		}
+	}
+	if c.Embedded() && !strings.Contains(c.EmbeddedAddr, ":") {
+		errs = append(errs, fmt.Errorf("MSGX_EMBEDDED_KAFKA_ADDR: %q is not host:port", c.EmbeddedAddr))
+	}
+	return errors.Join(errs...)
+}
+
+// Sarama returns a client configuration with the D3 producer settings and
+// consumers starting at the oldest offset. goka's default (newest) silently
+// skips every record written before a group first starts.
+func (c Config) Sarama(clientID string) *sarama.Config {
+	sc := sarama.NewConfig()
+	sc.ClientID = clientID
+	if v, err := sarama.ParseKafkaVersion(c.Version); err == nil {
+		sc.Version = v
+	}
+	sc.Net.DialTimeout = c.Timeout
+	sc.Net.ReadTimeout = 3 * c.Timeout
+	sc.Net.WriteTimeout = c.Timeout
+	sc.Metadata.Retry.Max = 5
+	sc.Metadata.Retry.Backoff = 500 * time.Millisecond
+
+	sc.Producer.RequiredAcks = sarama.WaitForAll
+	sc.Producer.Idempotent = c.Idempotent
+	sc.Net.MaxOpenRequests = c.MaxInFlight
+	sc.Producer.Return.Successes = true
+	sc.Producer.Return.Errors = true
+	sc.Producer.Retry.Max = 10
+	sc.Producer.Retry.Backoff = 250 * time.Millisecond
+	sc.Producer.Timeout = c.Timeout
+	sc.Producer.Compression = sarama.CompressionNone
+	sc.Producer.Flush.Frequency = 5 * time.Millisecond
+	sc.Producer.Flush.MaxMessages = 1000
+	sc.Producer.MaxMessageBytes = 16 << 20
+
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	// A callback may block for minutes while the head of the queue is
+	// retried; the group keeps its partition meanwhile (SPEC §2 goka facts).
+	sc.Consumer.MaxProcessingTime = 10 * time.Minute
+	sc.Consumer.Offsets.AutoCommit.Interval = 200 * time.Millisecond
+	return sc
+}
+
+// CheckD3 verifies a built sarama configuration really carries the D3
+// settings; start-up calls it on every producer configuration it creates.
+func CheckD3(sc *sarama.Config) error {
+	if sc.Producer.RequiredAcks != sarama.WaitForAll || !sc.Producer.Idempotent || sc.Net.MaxOpenRequests != 1 {
+		return fmt.Errorf("kafka producer %q is not D3 (acks=%d idempotent=%v max.in.flight=%d)",
+			sc.ClientID, sc.Producer.RequiredAcks, sc.Producer.Idempotent, sc.Net.MaxOpenRequests)
+	}
+	return nil
+}
+
+// SlogAdapter routes goka's and sarama's printf-style logs to slog at a
+// fixed level (sarama is chatty: debug; goka reports group changes: info).
+type SlogAdapter struct {
+	Log   *slog.Logger
+	Level slog.Level
+}
+
+// Print implements sarama.StdLogger and goka.Logger.
+func (a SlogAdapter) Print(v ...any) { a.emit(fmt.Sprint(v...)) }
+
+// Println implements sarama.StdLogger and goka.Logger.
+func (a SlogAdapter) Println(v ...any) { a.emit(fmt.Sprintln(v...)) }
+
+// Printf implements sarama.StdLogger and goka.Logger.
+func (a SlogAdapter) Printf(format string, v ...any) { a.emit(fmt.Sprintf(format, v...)) }
+
+func (a SlogAdapter) emit(msg string) {
+	a.Log.Log(context.Background(), a.Level, strings.TrimSpace(msg))
+}

@@ -1,0 +1,95 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+)
+
+// TopicSpec is how one topic must look.
+type TopicSpec struct {
+	Name       string
+	Partitions int32
+	// Compact selects cleanup.policy=compact (goka tables, latest-state topics).
+	Compact bool
+	// Retention: negative keeps records forever (retention.ms=-1), zero leaves
+	// the broker default.
+	Retention time.Duration
+}
+
+func (s TopicSpec) configEntries() map[string]*string {
+	entries := map[string]*string{}
+	policy := "delete"
+	if s.Compact {
+		policy = "compact"
+	}
+	entries["cleanup.policy"] = &policy
+	switch {
+	case s.Retention < 0:
+		v := "-1"
+		entries["retention.ms"] = &v
+	case s.Retention > 0:
+		v := strconv.FormatInt(s.Retention.Milliseconds(), 10)
+		entries["retention.ms"] = &v
+	}
+	return entries
+}
+
+// EnsureTopics creates every missing topic with its partitions, replication and
+// cleanup policy, and refuses an existing topic whose partition count differs:
+// goka does not create output topics, and an emit to a missing topic stops the
+// whole processor (SPEC §2).
+func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logger) error {
+	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	if err != nil {
+		return fmt.Errorf("connecting kafka admin: %w", err)
+	}
+	defer admin.Close()
+	existing, err := admin.ListTopics()
+	if err != nil {
+		return fmt.Errorf("listing kafka topics: %w", err)
+	}
+	for _, s := range specs {
+		if d, ok := existing[s.Name]; ok {
+			if d.NumPartitions != s.Partitions {
+				return fmt.Errorf("kafka topic %s has %d partitions, msgx needs %d", s.Name, d.NumPartitions, s.Partitions)
+			}
+			continue
+		}
+		err := admin.CreateTopic(s.Name, &sarama.TopicDetail{
+			NumPartitions:     s.Partitions,
+			ReplicationFactor: int16(c.Replication),
+			ConfigEntries:     s.configEntries(),
+		}, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return fmt.Errorf("creating kafka topic %s: %w", s.Name, err)
+		}
+		log.Info("created kafka topic", "component", "kafka", "topic", s.Name,
+			"partitions", s.Partitions, "compact", s.Compact, "replication", c.Replication)
+	}
+	return nil
+}
+
+// GokaOptions returns the options every msgx goka processor is built with:
+// the D3 producer, consumers from the oldest offset, topic replication from
+// the configuration (goka's default of 2 fails on a one-broker cluster), the
+// given local storage, and logs through slog.
+func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.ProcessorOption {
+	tmc := goka.NewTopicManagerConfig()
+	tmc.Table.Replication = c.Replication
+	tmc.Stream.Replication = c.Replication
+	return []goka.ProcessorOption{
+		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(c.Sarama("msgx-consumer"))),
+		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(c.Sarama("msgx-consumer"))),
+		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(c.Sarama("msgx-producer"))),
+		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-topics"), tmc)),
+		goka.WithStorageBuilder(sb),
+		goka.WithLogger(SlogAdapter{Log: log, Level: slog.LevelInfo}),
+	}
+}

@@ -1,0 +1,210 @@
+// Package retry holds the one backoff helper of msgx and the one place where
+// errors are classified: an outage of a dependency (PostgreSQL, MySQL, Kafka)
+// pauses work without counting against a message (SPEC I7); a permanent error
+// never succeeds on retry; everything else is a failure of the message itself.
+package retry
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"msgx/internal/clock"
+)
+
+// Backoff is a list of delay tiers: the n-th consecutive failure waits
+// Tiers[n-1] (the last tier repeats), never longer than Cap.
+type Backoff struct {
+	Tiers []time.Duration
+	Cap   time.Duration
+}
+
+// Delay returns the wait after the given number of consecutive failures
+// (failures >= 1).
+func (b Backoff) Delay(failures int) time.Duration {
+	if len(b.Tiers) == 0 || failures < 1 {
+		return 0
+	}
+	i := failures - 1
+	if i >= len(b.Tiers) {
+		i = len(b.Tiers) - 1
+	}
+	d := b.Tiers[i]
+	if b.Cap > 0 && d > b.Cap {
+		d = b.Cap
+	}
+	return d
+}
+
+// Exponential returns Base·2^(failures-1) capped at Cap; the backfill sweeper
+// uses it (30s doubling to 15m).
+func Exponential(base, cap time.Duration, failures int) time.Duration {
+	if failures < 1 {
+		return 0
+	}
+	d := base
+	for i := 1; i < failures && d < cap; i++ {
+		d *= 2
+	}
+	if d > cap {
+		d = cap
+	}
+	return d
+}
+
+// ParseTiers parses a comma-separated list of Go durations ("1s,2s,4s").
+func ParseTiers(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		d, err := time.ParseDuration(part)
+		if err != nil {
+			return nil, fmt.Errorf("backoff tier %q: %w", part, err)
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("backoff tier %q: must be positive", part)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no backoff tiers")
+	}
+	return out, nil
+}
+
+// ErrOutage marks an error as a dependency outage. Wrap it with Outage.
+var ErrOutage = errors.New("dependency unavailable")
+
+type outageError struct {
+	dep string
+	err error
+}
+
+func (e *outageError) Error() string { return e.dep + " unavailable: " + e.err.Error() }
+func (e *outageError) Unwrap() []error {
+	return []error{ErrOutage, e.err}
+}
+
+// Outage wraps err as an outage of the named dependency ("postgres", "mysql",
+// "kafka"). A nil err stays nil.
+func Outage(dep string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &outageError{dep: dep, err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that no retry can fix.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err was marked Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// IsOutage reports whether err means a dependency could not be reached or
+// stopped answering, as opposed to rejecting what we asked of it. Shutdown
+// (context.Canceled) is neither.
+func IsOutage(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if errors.Is(err, ErrOutage) {
+		return true
+	}
+	// A per-call timeout means the dependency did not answer in time.
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	// PostgreSQL: failure to connect, or the server going away.
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.Timeout(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, cannot connect now
+			pgErr.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	// MySQL: a dropped or refused connection.
+	if errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1040, 1053, 2002, 2003, 2006, 2013: // too many connections, shutdown, gone away, lost
+			return true
+		}
+		return false
+	}
+	// Kafka: no broker reachable.
+	if errors.Is(err, sarama.ErrOutOfBrokers) || errors.Is(err, sarama.ErrNotConnected) ||
+		errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrBrokerNotAvailable) ||
+		errors.Is(err, sarama.ErrLeaderNotAvailable) || errors.Is(err, sarama.ErrNotLeaderForPartition) ||
+		errors.Is(err, sarama.ErrRequestTimedOut) {
+		return true
+	}
+	return false
+}
+
+// UntilAvailable calls fn until it succeeds, returns an error that is not an
+// outage, or ctx ends. Outages are retried with backoff and reported through
+// onOutage (for logs and readiness); they never count as failures of the work
+// itself (SPEC I7).
+func UntilAvailable(ctx context.Context, c clock.Clock, b Backoff, onOutage func(err error, wait time.Duration), fn func(context.Context) error) error {
+	for failures := 1; ; failures++ {
+		err := fn(ctx)
+		if err == nil || !IsOutage(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		wait := b.Delay(failures)
+		if onOutage != nil {
+			onOutage(err, wait)
+		}
+		if serr := clock.Sleep(ctx, c, wait); serr != nil {
+			return serr
+		}
+	}
+}

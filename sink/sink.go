@@ -1,0 +1,171 @@
+// Package sink is msgx's access to its databases: the PostgreSQL pool and
+// migrations of msgx's own schema, and the connection to the shared MySQL
+// inbox. Components above it (ingest, processors, jobs) own their SQL; sink owns
+// how connections are opened, timed out and migrated.
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers the pgx5:// scheme
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"msgx/migrations"
+)
+
+// Config is how msgx reaches its databases.
+type Config struct {
+	// PGDSN is msgx's own PostgreSQL (state, read model). URL or key=value form.
+	PGDSN string `env:"MSGX_PG_DSN" envDefault:"postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable"`
+	// MySQLDSN is the shared legacy inbox (go-sql-driver DSN). parseTime and the
+	// airport time zone are forced by OpenMySQL.
+	MySQLDSN string `env:"MSGX_MYSQL_DSN" envDefault:"root@tcp(127.0.0.1:3306)/aodbinterface"`
+	// Timeout bounds every single database call (seconds-scale duration).
+	Timeout time.Duration `env:"MSGX_DB_TIMEOUT" envDefault:"10s"`
+	// PGMaxConns is the size of the PostgreSQL pool.
+	PGMaxConns int32 `env:"MSGX_PG_MAX_CONNS" envDefault:"10"`
+}
+
+// Validate checks both DSNs parse and the limits are sane.
+func (c Config) Validate() error {
+	if _, err := pgxpool.ParseConfig(c.PGDSN); err != nil {
+		return fmt.Errorf("MSGX_PG_DSN: %w", err)
+	}
+	if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+		return fmt.Errorf("MSGX_MYSQL_DSN: %w", err)
+	}
+	if c.Timeout <= 0 {
+		return errors.New("MSGX_DB_TIMEOUT: must be positive")
+	}
+	if c.PGMaxConns < 2 {
+		return errors.New("MSGX_PG_MAX_CONNS: must be at least 2")
+	}
+	return nil
+}
+
+// OpenPG opens the PostgreSQL pool. It does not wait for the server: an
+// unreachable database is an outage the callers retry, not a start-up crash.
+func OpenPG(ctx context.Context, c Config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(c.PGDSN)
+	if err != nil {
+		return nil, fmt.Errorf("parsing MSGX_PG_DSN: %w", err)
+	}
+	pc.MaxConns = c.PGMaxConns
+	pc.ConnConfig.ConnectTimeout = c.Timeout
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// OpenMySQL opens the shared inbox database. DATETIME columns are read and
+// written in loc, the airport's time zone, because the legacy inbox stores
+// local wall-clock times without a zone. sessionVars are set on every
+// connection (e.g. innodb_lock_wait_timeout for the hole probe).
+func OpenMySQL(c Config, loc *time.Location, sessionVars map[string]string) (*sql.DB, error) {
+	mc, err := mysql.ParseDSN(c.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("parsing MSGX_MYSQL_DSN: %w", err)
+	}
+	for k, v := range sessionVars {
+		if mc.Params == nil {
+			mc.Params = map[string]string{}
+		}
+		mc.Params[k] = v
+	}
+	mc.ParseTime = true
+	mc.Loc = loc
+	if mc.Timeout == 0 {
+		mc.Timeout = c.Timeout
+	}
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("opening mysql: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	return db, nil
+}
+
+// Migrate applies every embedded migration up to the newest.
+func Migrate(c Config) error {
+	m, err := newMigrate(c.PGDSN)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrating postgres up: %w", err)
+	}
+	return nil
+}
+
+// MigrateDown reverts the given number of migrations (all when steps <= 0).
+func MigrateDown(c Config, steps int) error {
+	m, err := newMigrate(c.PGDSN)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if steps <= 0 {
+		err = m.Down()
+	} else {
+		err = m.Steps(-steps)
+	}
+	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrating postgres down: %w", err)
+	}
+	return nil
+}
+
+// MigrationVersion reports the applied schema version and whether a failed
+// migration left it dirty.
+func MigrationVersion(c Config) (version uint, dirty bool, err error) {
+	m, err := newMigrate(c.PGDSN)
+	if err != nil {
+		return 0, false, err
+	}
+	defer m.Close()
+	version, dirty, err = m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		return 0, false, nil
+	}
+	return version, dirty, err
+}
+
+func newMigrate(dsn string) (*migrate.Migrate, error) {
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return nil, fmt.Errorf("reading embedded migrations: %w", err)
+	}
+	url, err := pgx5URL(dsn)
+	if err != nil {
+		return nil, err
+	}
+	m, err := migrate.NewWithSourceInstance("iofs", src, url)
+	if err != nil {
+		return nil, fmt.Errorf("connecting migrations to postgres: %w", err)
+	}
+	return m, nil
+}
+
+// pgx5URL turns a postgres:// URL into golang-migrate's pgx5:// form.
+func pgx5URL(dsn string) (string, error) {
+	for _, p := range []string{"postgres://", "postgresql://"} {
+		if strings.HasPrefix(dsn, p) {
+			return "pgx5://" + strings.TrimPrefix(dsn, p), nil
+		}
+	}
+	return "", fmt.Errorf("MSGX_PG_DSN must be a postgres:// URL for migrations, got %q", dsn)
+}
