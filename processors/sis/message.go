@@ -6,7 +6,8 @@ import "time"
 type Kind string
 
 const (
-	// KindSchedule is TYPE=SCHD (STYP DNLD, RESP, ADFT): Message.Schedule.
+	// KindSchedule is TYPE=SCHD with any STYP (the router handles DNLD, RESP
+	// and ADFT): Message.Schedule.
 	KindSchedule Kind = "SCHEDULE"
 	// KindFlightOp is TYPE=FLOP with any STYP but FDEL: Message.Flight.
 	KindFlightOp Kind = "FLIGHT_OP"

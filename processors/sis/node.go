@@ -176,12 +176,40 @@ func escapeAttr(b *strings.Builder, s string) {
 	}
 }
 
-// frame is an open element during parsing; its text is collected in a
-// buffer so that text split into many pieces (by comments, CDATA sections
-// or child elements) costs linear, not quadratic, time.
+// frame is an open element during parsing. Its text usually comes in one
+// piece, stored straight into n.Text; text split into several pieces (by
+// comments, CDATA sections or child elements) is collected in buf so that it
+// costs linear, not quadratic, time.
 type frame struct {
-	n    *Node
-	text []byte
+	n      *Node
+	pieces int
+	buf    []byte
+}
+
+// addText appends one piece of character data.
+func (f *frame) addText(t []byte) {
+	switch f.pieces {
+	case 0:
+		f.n.Text = string(t)
+	case 1:
+		f.buf = append(append(f.buf[:0], f.n.Text...), t...)
+	default:
+		f.buf = append(f.buf, t...)
+	}
+	f.pieces++
+}
+
+// text returns the element's text so far.
+func (f *frame) text() string {
+	if f.pieces > 1 {
+		return string(f.buf)
+	}
+	return f.n.Text
+}
+
+// resetText forgets the text collected so far.
+func (f *frame) resetText() {
+	f.n.Text, f.pieces, f.buf = "", 0, f.buf[:0]
 }
 
 // parseTree parses a UTF-8 document into its root element, enforcing
@@ -237,9 +265,9 @@ func parseTree(doc []byte) (*Node, *DecodeError) {
 				root = n
 			} else {
 				p := &stack[len(stack)-1]
-				if len(p.n.Children) == 0 && isBlankBytes(p.text) {
+				if len(p.n.Children) == 0 && p.pieces > 0 && isBlank(p.text()) {
 					// Indentation before the first child is not content.
-					p.text = p.text[:0]
+					p.resetText()
 				}
 				p.n.Children = append(p.n.Children, n)
 			}
@@ -253,7 +281,7 @@ func parseTree(doc []byte) (*Node, *DecodeError) {
 				return nil, syntaxErr(d, "element <"+short(qname(xml.Name{Space: top.n.prefix, Local: top.n.Name}))+
 					"> closed by </"+short(qname(t.Name))+">")
 			}
-			top.n.Text = string(top.text)
+			top.n.Text = top.text()
 			stack = stack[:len(stack)-1]
 		case xml.CharData:
 			if len(stack) == 0 {
@@ -269,7 +297,7 @@ func parseTree(doc []byte) (*Node, *DecodeError) {
 			if len(f.n.Children) > 0 && isBlankBytes(t) {
 				continue
 			}
-			f.text = append(f.text, t...)
+			f.addText(t)
 		}
 	}
 	if root == nil {

@@ -88,9 +88,10 @@ func ParseDTTM(s string, loc *time.Location) (time.Time, error) {
 	if len(v) != 14 {
 		return time.Time{}, fmt.Errorf("%q: %w", short(s), ErrTimeFormat)
 	}
-	var n [7]int
-	widths := [7]int{4, 2, 2, 2, 2, 2}
-	for i, off := 0, 0; i < 6; i++ {
+	// yyyy MM dd HH mm ss
+	var n [6]int
+	widths := [6]int{4, 2, 2, 2, 2, 2}
+	for i, off := 0, 0; i < len(n); i++ {
 		x, ok := digits(v[off : off+widths[i]])
 		if !ok {
 			return time.Time{}, fmt.Errorf("%q: %w", short(s), ErrTimeFormat)
