@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-// Layout strings of the SIS time formats, for documentation and formatting.
+// Go layouts of the SIS time formats. time.Format with TimeLayout or
+// DateLayout writes a mixed-case month ("Jan"); use FormatTime for SIS
+// output, and ParseTime / ParseDate, which also check the ranges, for input.
 const (
 	// TimeLayout is the SIS date-time format ddMMMyyHHmm, e.g. 23JAN210535.
 	TimeLayout = "02Jan061504"
