@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"syscall"
@@ -205,6 +206,39 @@ func UntilAvailable(ctx context.Context, c clock.Clock, b Backoff, onOutage func
 		}
 		if serr := clock.Sleep(ctx, c, wait); serr != nil {
 			return serr
+		}
+	}
+}
+
+// Supervise runs a long-running component until ctx ends. When it stops with
+// an error that is not Permanent (a Kafka outage, a failed commit, a lost
+// lock), it is logged and restarted after a backoff instead of taking the
+// whole daemon down; readiness reports it meanwhile through onState. A
+// Permanent error is returned: the component cannot work with this
+// configuration.
+func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, name string, run func(context.Context) error) error {
+	for failures := 0; ; {
+		start := c.Now()
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if IsPermanent(err) {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		// A component that ran for a while before failing starts its
+		// backoff over: the failure is new, not a crash loop.
+		if c.Now().Sub(start) > time.Minute {
+			failures = 0
+		}
+		failures++
+		wait := b.Delay(failures)
+		if err == nil {
+			err = errors.New("stopped unexpectedly")
+		}
+		log.Error("component stopped; restarting", "component", name, "err", err, "restart_in", wait.String())
+		if err := clock.Sleep(ctx, c, wait); err != nil {
+			return nil
 		}
 	}
 }

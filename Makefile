@@ -1,0 +1,44 @@
+# msgx — see README.md. `make run` and `make test` are the two set-up commands.
+
+GO       ?= go
+PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+export MSGX_STATE_DIR ?= $(CURDIR)/.state
+
+.PHONY: run test bench services devdb build vet fuzz clean-state
+
+## run: the gateway on the embedded defaults against the local databases
+run: devdb
+	MSGX_CUTOVER_WATERMARK=$${MSGX_CUTOVER_WATERMARK:-min} $(GO) run ./cmd/msgx run
+
+## test: every test (real PostgreSQL, MariaDB and an in-process Kafka)
+test: services
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+## bench: throughput and latency figures
+bench: services
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+
+## services: start PostgreSQL and MariaDB if they are not running
+services:
+	@bash .ci/services.sh
+
+## devdb: create the local databases msgx uses for development (idempotent)
+devdb: services
+	@psql "$(PGADMIN)" -tAc "SELECT 1 FROM pg_database WHERE datname = 'msgx'" | grep -q 1 || psql "$(PGADMIN)" -qc "CREATE DATABASE msgx"
+	@mariadb -uroot -h127.0.0.1 -e "CREATE DATABASE IF NOT EXISTS aodbinterface CHARACTER SET utf8mb4"
+	@mariadb -uroot -h127.0.0.1 aodbinterface < internal/testenv/inbox.sql
+
+build:
+	$(GO) build -o bin/msgx ./cmd/msgx
+
+vet:
+	$(GO) vet ./...
+
+## fuzz: run the SIS decoder fuzzer for a minute
+fuzz:
+	$(GO) test ./processors/sis -run '^$$' -fuzz FuzzDecode -fuzztime 60s
+
+## clean-state: forget the embedded Kafka's data and goka's local tables
+clean-state:
+	rm -rf $(MSGX_STATE_DIR)

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"msgx/ingest"
+	"msgx/internal/kafka"
+	"msgx/sink"
+)
+
+// Config is the whole daemon's configuration: one struct per component plus
+// the process-wide settings. Every field comes from a MSGX_* variable
+// documented in the README.
+type Config struct {
+	// Env names the deployment ("development", "production").
+	Env string `env:"MSGX_ENV" envDefault:"development"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"MSGX_LOG_LEVEL" envDefault:"info"`
+	// StateDir holds the embedded Kafka's data and goka's local tables.
+	StateDir string `env:"MSGX_STATE_DIR" envDefault:".state"`
+	// HTTPAddr is where health, metrics, inspection and the compatibility
+	// endpoint listen.
+	HTTPAddr string `env:"MSGX_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
+	// AirportTZ is the airport's time zone: SIS times and inbox DATETIMEs are
+	// local wall-clock times in it.
+	AirportTZ string `env:"MSGX_AIRPORT_TZ" envDefault:"Asia/Shanghai"`
+	// ShutdownTimeout bounds a graceful stop.
+	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+
+	DB     sink.Config
+	Kafka  kafka.Config
+	Ingest ingest.Config
+	HTTP   ingest.HTTPConfig
+
+	loc *time.Location
+}
+
+// Location returns the parsed airport time zone.
+func (c Config) Location() *time.Location { return c.loc }
+
+// Validate checks every component's configuration; each problem names its
+// variable.
+func (c *Config) Validate() error {
+	var errs []error
+	loc, err := time.LoadLocation(c.AirportTZ)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_AIRPORT_TZ=%q: %w", c.AirportTZ, err))
+	}
+	c.loc = loc
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.TrimSpace(c.StateDir) == "" {
+		errs = append(errs, errors.New("MSGX_STATE_DIR: empty"))
+	}
+	if !strings.Contains(c.HTTPAddr, ":") {
+		errs = append(errs, fmt.Errorf("MSGX_HTTP_ADDR=%q: want host:port", c.HTTPAddr))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
+	}
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP} {
+		if err := v.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("MSGX_LOG_LEVEL=%q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// loadConfig reads the configuration from the environment and validates it.
+// A value that does not parse is reported with the variable's name (the
+// library only knows the Go field).
+func loadConfig(environ map[string]string) (Config, error) {
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Environment: environ}); err != nil {
+		return c, nameVariables(err, environ)
+	}
+	return c, c.Validate()
+}
+
+func environment() map[string]string {
+	out := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// nameVariables rewrites caarlos0/env parse errors as "MSGX_X=value: cause".
+func nameVariables(err error, environ map[string]string) error {
+	keys := map[string][]string{}
+	collectKeys(reflect.TypeOf(Config{}), keys)
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	var out []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if !errors.As(e, &pe) {
+			out = append(out, e)
+			continue
+		}
+		named := false
+		for _, k := range keys[pe.Name] {
+			if v, ok := environ[k]; ok {
+				out = append(out, fmt.Errorf("%s=%q: %v", k, v, pe.Err))
+				named = true
+			}
+		}
+		if !named {
+			out = append(out, e)
+		}
+	}
+	return errors.Join(out...)
+}
+
+func collectKeys(t reflect.Type, keys map[string][]string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Time{}) {
+			collectKeys(f.Type, keys)
+			continue
+		}
+		if tag := f.Tag.Get("env"); tag != "" {
+			name, _, _ := strings.Cut(tag, ",")
+			keys[f.Name] = append(keys[f.Name], name)
+		}
+	}
+}

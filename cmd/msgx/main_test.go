@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"msgx/ingest"
+	"msgx/internal/testenv"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// testConfig is the daemon's configuration against fresh test databases and
+// an embedded broker persisting under a temporary state directory.
+func testConfig(t *testing.T, extra map[string]string) (Config, string) {
+	t.Helper()
+	myDSN := testenv.NewMySQL(t)
+	envm := map[string]string{
+		"MSGX_PG_DSN":              testenv.NewEmptyPG(t),
+		"MSGX_MYSQL_DSN":           myDSN,
+		"MSGX_STATE_DIR":           t.TempDir(),
+		"MSGX_EMBEDDED_KAFKA_ADDR": freeAddr(t),
+		"MSGX_HTTP_ADDR":           "127.0.0.1:0",
+		"MSGX_CUTOVER_WATERMARK":   "min",
+		"MSGX_POLL_INTERVAL":       "50ms",
+	}
+	for k, v := range extra {
+		envm[k] = v
+	}
+	cfg, err := loadConfig(envm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, myDSN
+}
+
+// start runs the whole gateway in-process and returns its stop function.
+func start(t *testing.T, cfg Config) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runGateway(ctx, cfg, testenv.Logger(t), roleAll) }()
+	return func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway stopped with %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("gateway did not stop")
+		}
+	}
+}
+
+func inboxIDs(t *testing.T, brokers []string, n int) []int64 {
+	t.Helper()
+	var out []int64
+	for _, r := range testenv.ReadTopic(t, brokers, "msgx.inbox", n, 20*time.Second) {
+		var rec ingest.Record
+		if err := json.Unmarshal(r.Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec.MsgID)
+	}
+	return out
+}
+
+func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
+	cfg, myDSN := testConfig(t, nil)
+	my := testenv.OpenMySQL(t, myDSN)
+	brokers := []string{cfg.Kafka.EmbeddedAddr}
+	for i := 0; i < 5; i++ {
+		testenv.InsertInbox(t, my, "<MSG/>")
+	}
+	stop := start(t, cfg)
+	if got := inboxIDs(t, brokers, 5); !reflect.DeepEqual(got, []int64{1, 2, 3, 4, 5}) {
+		t.Fatalf("first run topic %v", got)
+	}
+	stop()
+
+	for i := 0; i < 3; i++ {
+		testenv.InsertInbox(t, my, "<MSG/>")
+	}
+	stop = start(t, cfg)
+	defer stop()
+	if got := inboxIDs(t, brokers, 8); !reflect.DeepEqual(got, []int64{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Fatalf("after restart topic %v: the embedded broker lost records or the cursor was reset", got)
+	}
+	if n := testenv.EndOffset(t, brokers, "msgx.inbox"); n != 8 {
+		t.Fatalf("topic has %d records after restart, want 8", n)
+	}
+}
+
+func TestConfigErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"MSGX_POLL_INTERVAL": "soon"}, "MSGX_POLL_INTERVAL"},
+		{map[string]string{"MSGX_CLAIM_BATCH": "many"}, "MSGX_CLAIM_BATCH"},
+		{map[string]string{"MSGX_CLAIM_BATCH": "0"}, "MSGX_CLAIM_BATCH"},
+		{map[string]string{"MSGX_KAFKA_ACKS": "1"}, "MSGX_KAFKA_ACKS"},
+		{map[string]string{"MSGX_KAFKA_IDEMPOTENT": "false"}, "MSGX_KAFKA_IDEMPOTENT"},
+		{map[string]string{"MSGX_KAFKA_MAX_IN_FLIGHT": "5"}, "MSGX_KAFKA_MAX_IN_FLIGHT"},
+		{map[string]string{"MSGX_CUTOVER_WATERMARK": "yesterday"}, "MSGX_CUTOVER_WATERMARK"},
+		{map[string]string{"MSGX_AIRPORT_TZ": "Mars/Olympus"}, "MSGX_AIRPORT_TZ"},
+		{map[string]string{"MSGX_PG_DSN": "postgres://:x"}, "MSGX_PG_DSN"},
+		{map[string]string{"MSGX_MAX_COMMIT_DELAY": "-1s"}, "MSGX_MAX_COMMIT_DELAY"},
+		{map[string]string{"MSGX_HOLE_PROBE": "perhaps"}, "MSGX_HOLE_PROBE"},
+	} {
+		_, err := loadConfig(tc.env)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v does not name %s", tc.env, err, tc.want)
+		}
+	}
+	if _, err := loadConfig(map[string]string{}); err != nil {
+		t.Fatalf("defaults rejected: %v", err)
+	}
+}
+
+func TestREADMEDocumentsEveryVariable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string][]string{}
+	collectKeys(reflect.TypeOf(Config{}), keys)
+	for _, names := range keys {
+		for _, name := range names {
+			if !strings.Contains(string(readme), "| `"+name+"` |") {
+				t.Errorf("README does not document %s", name)
+			}
+		}
+	}
+}

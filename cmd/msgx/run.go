@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	"msgx/ingest"
+	"msgx/internal/clock"
+	"msgx/internal/kafka"
+	"msgx/internal/retry"
+	"msgx/sink"
+)
+
+type role int
+
+const (
+	roleAll role = iota
+	roleIngest
+)
+
+// restartBackoff paces supervised restarts and start-up waits for
+// dependencies that are not reachable yet.
+var restartBackoff = retry.Backoff{Tiers: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}}
+
+// deps are the connections every role shares.
+type deps struct {
+	cfg     Config
+	log     *slog.Logger
+	clock   clock.Clock
+	brokers []string
+	pool    *pgxpool.Pool
+	mysql   *sql.DB
+	probe   *sql.DB
+	closers []func()
+}
+
+func (d *deps) close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// connect opens the databases, starts the embedded broker when no cluster is
+// configured (roleAll only), applies migrations and creates the topics. A
+// dependency that is down at start-up is waited for, not fatal.
+func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, error) {
+	d := &deps{cfg: cfg, log: log, clock: clock.Real{}}
+	ok := false
+	defer func() {
+		if !ok {
+			d.close()
+		}
+	}()
+	d.brokers = cfg.Kafka.Brokers
+	if cfg.Kafka.Embedded() {
+		if r != roleAll {
+			return nil, errors.New("MSGX_KAFKA_BROKERS is empty: only `msgx run` starts the embedded Kafka; run `msgx broker` and point MSGX_KAFKA_BROKERS at it")
+		}
+		b, err := kafka.StartBroker(cfg.Kafka.EmbeddedAddr, filepath.Join(cfg.StateDir, "kafka"), log)
+		if err != nil {
+			return nil, err
+		}
+		d.closers = append(d.closers, b.Close)
+		d.brokers = b.Addrs()
+		log.Info("embedded kafka listening", "component", "kafka", "addr", d.brokers[0], "data_dir", filepath.Join(cfg.StateDir, "kafka"))
+	}
+	pool, err := sink.OpenPG(ctx, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, pool.Close)
+	d.pool = pool
+	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, func() { my.Close() })
+	d.mysql = my
+	probe, err := sink.OpenMySQL(cfg.DB, cfg.Location(), map[string]string{
+		"innodb_lock_wait_timeout": strconv.Itoa(int(cfg.Ingest.HoleProbeTimeout / time.Second)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, func() { probe.Close() })
+	d.probe = probe
+
+	waitFor := func(what string, fn func(context.Context) error) error {
+		return retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
+			log.Warn(what+": dependency unavailable, waiting", "component", "main", "err", err, "retry_in", wait.String())
+		}, fn)
+	}
+	if err := waitFor("migrating postgres", func(context.Context) error { return retry.Outage("postgres", sink.Migrate(cfg.DB)) }); err != nil {
+		return nil, err
+	}
+	if err := waitFor("creating kafka topics", func(context.Context) error {
+		return retry.Outage("kafka", kafka.EnsureTopics(d.brokers, cfg.Kafka, topics(cfg), log))
+	}); err != nil {
+		return nil, err
+	}
+	ok = true
+	return d, nil
+}
+
+// topics lists every topic msgx needs, created at start-up.
+func topics(cfg Config) []kafka.TopicSpec {
+	return []kafka.TopicSpec{cfg.Ingest.TopicSpec()}
+}
+
+// runGateway runs the roles of r until ctx ends.
+func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error {
+	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded())
+	d, err := connect(ctx, cfg, log, r)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+
+	bridge := ingest.NewBridge(cfg.Ingest, ingest.Deps{
+		Inbox:   ingest.NewInbox(d.mysql, d.probe, cfg.Ingest.Table, cfg.DB.Timeout),
+		Cursors: ingest.NewCursors(d.pool, cfg.DB.Timeout),
+		PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /cminmsgs/send", &ingest.SendHandler{
+		Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
+		Cfg:   cfg.HTTP, Clock: d.clock, Log: log,
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, "ingest", bridge.Run) })
+	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })
+	err = g.Wait()
+	log.Info("msgx stopped", "component", "main")
+	return err
+}
+
+// serveHTTP serves handler on cfg.HTTPAddr until ctx ends, then drains.
+func serveHTTP(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("MSGX_HTTP_ADDR=%s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("http listening", "component", "http", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// runBroker runs the embedded Kafka alone until ctx ends.
+func runBroker(ctx context.Context, cfg Config, log *slog.Logger) error {
+	b, err := kafka.StartBroker(cfg.Kafka.EmbeddedAddr, filepath.Join(cfg.StateDir, "kafka"), log)
+	if err != nil {
+		return err
+	}
+	log.Info("embedded kafka listening", "component", "kafka", "addr", b.Addrs()[0])
+	return b.Run(ctx)
+}
+
+// runMigrate applies, reverts or reports the PostgreSQL schema.
+func runMigrate(cfg Config, args []string, out io.Writer) error {
+	cmd := "up"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "up":
+		if err := sink.Migrate(cfg.DB); err != nil {
+			return err
+		}
+	case "down":
+		steps := 1
+		if len(args) > 1 {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 0 {
+				return fmt.Errorf("migrate down: %q is not a step count", args[1])
+			}
+			steps = n
+		}
+		if err := sink.MigrateDown(cfg.DB, steps); err != nil {
+			return err
+		}
+	case "version":
+	default:
+		return fmt.Errorf("migrate: unknown action %q (want up, down [N] or version)", strings.Join(args, " "))
+	}
+	v, dirty, err := sink.MigrationVersion(cfg.DB)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "schema version %d dirty=%v\n", v, dirty)
+	return nil
+}
