@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"msgx/ingest"
+	"msgx/internal/clock"
+	"msgx/internal/kafka"
+	"msgx/internal/sample"
+	"msgx/internal/testenv"
+	"msgx/sink"
+)
+
+var seqnRE = regexp.MustCompile(`<SEQN>\s*\d+\s*</SEQN>`)
+
+// loadBacklog inserts n SIS messages (the samples, cycled, each with its own
+// SEQN) into the inbox with multi-row inserts.
+func loadBacklog(b *testing.B, db *sql.DB, n int) {
+	b.Helper()
+	samples, err := sample.Load(sample.Dir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const perStmt = 500
+	for done := 0; done < n; {
+		k := min(perStmt, n-done)
+		var sb strings.Builder
+		sb.WriteString("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ")
+		args := make([]any, 0, k)
+		for i := 0; i < k; i++ {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString("(?, NOW(), 'VALID')")
+			s := samples[(done+i)%len(samples)]
+			args = append(args, seqnRE.ReplaceAllString(s.XML, fmt.Sprintf("<SEQN>%d</SEQN>", done+i+1)))
+		}
+		if _, err := db.Exec(sb.String(), args...); err != nil {
+			b.Fatal(err)
+		}
+		done += k
+	}
+}
+
+type ingestRig struct {
+	cfg     ingest.Config
+	deps    ingest.Deps
+	brokers []string
+}
+
+func newIngestRig(b *testing.B, rows int) *ingestRig {
+	b.Helper()
+	pgDSN := testenv.NewPG(b)
+	myDSN := testenv.NewMySQL(b)
+	my := testenv.OpenMySQL(b, myDSN)
+	loadBacklog(b, my, rows)
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	// Persistent, synced broker, as in production on the embedded Kafka.
+	broker, err := kafka.StartBroker("127.0.0.1:0", b.TempDir(), testenv.Logger(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(broker.Close)
+	r := &ingestRig{brokers: broker.Addrs()}
+	r.cfg = ingest.Config{Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
+		MaxCommitDelay: 5 * time.Minute, HoleGrace: time.Second, HoleProbeTimeout: 2 * time.Second, Cutover: "min",
+		LateWatch: 24 * time.Hour, LateCheckInterval: 30 * time.Second}
+	kc := testenv.KafkaConfig(r.brokers)
+	if err := kafka.EnsureTopics(r.brokers, kc, []kafka.TopicSpec{r.cfg.TopicSpec()}, testenv.Logger(b)); err != nil {
+		b.Fatal(err)
+	}
+	r.deps = ingest.Deps{
+		Inbox:   ingest.NewInbox(my, nil, "cminmsgs", 30*time.Second),
+		Cursors: ingest.NewCursors(pool, 10*time.Second),
+		PG:      sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second},
+		Brokers: r.brokers, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(b),
+	}
+	return r
+}
+
+// run ingests until the topic holds want records and returns the elapsed time.
+func (r *ingestRig) run(b *testing.B, cfg ingest.Config, want int64, limit time.Duration) (int64, time.Duration) {
+	b.Helper()
+	br := ingest.NewBridge(cfg, r.deps)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- br.Run(ctx) }()
+	var got int64
+	for time.Since(start) < limit {
+		if got = br.Stats().Produced; got >= want {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return got, elapsed
+}
+
+// BenchmarkIngest measures MySQL → msgx.inbox throughput over a backlog of
+// 100k SIS messages (persistent, synced embedded Kafka; real MariaDB and
+// PostgreSQL): msgx's defaults (claim-batch 1000, next poll at once while
+// behind) and claim-batch 50 back to back, beside the seeds' defaults
+// (claim-batch 50 with one poll per second: at most 50 rows/s whatever a
+// poll costs).
+func BenchmarkIngest(b *testing.B) {
+	const rows = 100_000
+	for i := 0; i < b.N; i++ {
+		rates := map[int]float64{}
+		for _, batch := range []int{1000, 50} {
+			r := newIngestRig(b, rows)
+			cfg := r.cfg
+			cfg.ClaimBatch = batch
+			n, elapsed := r.run(b, cfg, rows, 20*time.Minute)
+			if n < rows {
+				b.Fatalf("only %d of %d rows ingested in %v", n, rows, elapsed)
+			}
+			if got := testenv.EndOffset(b, r.brokers, cfg.Topic); got < rows {
+				b.Fatalf("topic has %d records", got)
+			}
+			rates[batch] = float64(n) / elapsed.Seconds()
+			pollMS := elapsed.Seconds() * 1000 / float64(rows/batch)
+			b.Logf("claim-batch %4d, next poll at once while behind: %d rows in %v = %.0f rows/s (%.2f ms per poll)",
+				batch, n, elapsed.Round(time.Millisecond), rates[batch], pollMS)
+			if batch == 50 {
+				seeds := 50 / max(1, pollMS/1000)
+				b.Logf("seeds' defaults (claim-batch 50, one poll every 1 s): %.0f rows/s; msgx defaults: %.0f rows/s (%.0fx)",
+					seeds, rates[1000], rates[1000]/seeds)
+				b.ReportMetric(seeds, "seed-rows/s")
+			}
+		}
+		b.ReportMetric(rates[1000], "rows/s")
+		b.ReportMetric(rates[50], "batch50-rows/s")
+	}
+}
