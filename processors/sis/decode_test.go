@@ -178,7 +178,7 @@ func TestDecodeFamilies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &RefData{Type: "RSTA", Records: []RefRecord{{"@a": "1", "RTYP": "GATE", "RSID": "G1", "STAT": "D"}}}
+		want := &RefData{Type: "RSTA", FirstChild: "RTYP", Records: []RefRecord{{"@a": "1", "RTYP": "GATE", "RSID": "G1", "STAT": "D"}}}
 		if m.Kind != KindRefData || !reflect.DeepEqual(m.RefData, want) {
 			t.Errorf("refdata = %+v", m.RefData)
 		}

@@ -151,6 +151,10 @@ type RefData struct {
 	DeclaredPresent bool
 	// Records are the records in document order.
 	Records []RefRecord
+	// FirstChild is the name of the first child element of the first record
+	// (e.g. ABCD for ABDG): the key tag of reference types that have no fixed
+	// key (SPEC §8). Empty when there is no record.
+	FirstChild string
 }
 
 // RefDataRequest is the payload of TYPE=RQRD (our reference data request).

@@ -25,6 +25,9 @@ func decodeRefData(root *Node, typ string) (rd *RefData, ok bool, derr *DecodeEr
 		return nil, true, malformed("TYPE=%s: RECS=%d but no <%s> record", short(typ), rd.Declared, short(typ))
 	}
 	rd.Records = make([]RefRecord, 0, len(records))
+	if len(records) > 0 && len(records[0].Children) > 0 {
+		rd.FirstChild = records[0].Children[0].Name
+	}
 	for _, r := range records {
 		m := RefRecord{}
 		fillRef(m, r)

@@ -345,6 +345,9 @@ func TestSampleSRVTMultiple(t *testing.T) {
 func TestSampleAIRL(t *testing.T) {
 	m := decodeSample(t, "INSERT_CMINMSGS_AIRL.sql", 0)
 	rd := m.RefData
+	if rd.FirstChild != "ITOP" {
+		t.Errorf("FirstChild = %q, want ITOP", rd.FirstChild)
+	}
 	if m.Kind != KindRefData || rd.Type != "AIRL" || rd.Declared != 3 || !rd.DeclaredPresent || len(rd.Records) != 3 {
 		t.Fatalf("refdata = %+v", rd)
 	}

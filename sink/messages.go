@@ -1,0 +1,317 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Message states (proc_state.state).
+const (
+	StatePending   = "PENDING"
+	StateFailed    = "FAILED"
+	StateRouted    = "ROUTED"
+	StateSucceeded = "SUCCEEDED"
+	StateSkipped   = "SKIPPED"
+	StateDead      = "DEAD"
+	StateArchived  = "ARCHIVED"
+)
+
+// Error classes (proc_state.error_class).
+const (
+	ClassMalformed  = "MALFORMED"
+	ClassProtocol   = "PROTOCOL"
+	ClassCodecError = "CODEC_ERROR"
+	ClassInfra      = "INFRA"
+	ClassExhausted  = "EXHAUSTED"
+)
+
+// IsTerminal reports whether a message in this state no longer blocks the
+// queue (SUCCEEDED, SKIPPED, DEAD; ARCHIVED rows were terminal).
+func IsTerminal(state string) bool {
+	switch state {
+	case StateSucceeded, StateSkipped, StateDead, StateArchived:
+		return true
+	}
+	return false
+}
+
+// Message is one proc_state row.
+type Message struct {
+	MsgID        int64      `json:"msgId"`
+	State        string     `json:"state"`
+	IdentityKey  *string    `json:"identityKey"`
+	SNDR         *string    `json:"sndr"`
+	Type         *string    `json:"type"`
+	STYP         *string    `json:"styp"`
+	SEQN         *string    `json:"seqn"`
+	Attempts     int        `json:"attempts"`
+	NextAttempt  *time.Time `json:"nextAttemptAt"`
+	ErrorClass   *string    `json:"errorClass"`
+	Reason       *string    `json:"reason"`
+	LastError    *string    `json:"lastError"`
+	ReceivedAt   *time.Time `json:"receivedAt"`
+	EnqueuedAt   time.Time  `json:"enqueuedAt"`
+	UpdatedAt    time.Time  `json:"updatedAt"`
+	RoutedAt     *time.Time `json:"routedAt"`
+	NTransitions *int       `json:"nTransitions"`
+	NApplied     int        `json:"nApplied"`
+	BackfillAt   *time.Time `json:"backfillAt"`
+}
+
+const messageColumns = `msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, attempts, next_attempt_at,
+	error_class, reason, last_error, received_at, enqueued_at, updated_at, routed_at, n_transitions, n_applied, backfill_at`
+
+func scanMessage(row pgx.Row) (Message, error) {
+	var m Message
+	err := row.Scan(&m.MsgID, &m.State, &m.IdentityKey, &m.SNDR, &m.Type, &m.STYP, &m.SEQN, &m.Attempts, &m.NextAttempt,
+		&m.ErrorClass, &m.Reason, &m.LastError, &m.ReceivedAt, &m.EnqueuedAt, &m.UpdatedAt, &m.RoutedAt, &m.NTransitions,
+		&m.NApplied, &m.BackfillAt)
+	return m, err
+}
+
+// Messages is the proc_state store. The router is its writer for message
+// decisions; the applying processors complete messages through MarkApplied.
+type Messages struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+}
+
+// NewMessages returns the store on pool; every call is bounded by timeout.
+func NewMessages(pool *pgxpool.Pool, timeout time.Duration) *Messages {
+	return &Messages{pool: pool, timeout: timeout}
+}
+
+// Pool exposes the pool for callers composing their own transactions.
+func (s *Messages) Pool() *pgxpool.Pool { return s.pool }
+
+// Touch returns the message's row, creating it as PENDING on its first
+// delivery. enqueued_at keeps the first delivery's time, so re-deliveries
+// (ingest duplicates) see the same row.
+func (s *Messages) Touch(ctx context.Context, msgID int64, receivedAt *time.Time, enqueuedAt, now time.Time) (Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	m, err := scanMessage(s.pool.QueryRow(ctx, `INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at)
+		VALUES ($1, 'PENDING', $2, $3, $4)
+		ON CONFLICT (msg_id) DO UPDATE SET msg_id = proc_state.msg_id
+		RETURNING `+messageColumns, msgID, receivedAt, enqueuedAt, now))
+	if err != nil {
+		return Message{}, fmt.Errorf("recording message %d: %w", msgID, err)
+	}
+	return m, nil
+}
+
+// Get returns one message; ok is false when it is unknown.
+func (s *Messages) Get(ctx context.Context, msgID int64) (Message, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	m, err := scanMessage(s.pool.QueryRow(ctx, `SELECT `+messageColumns+` FROM proc_state WHERE msg_id = $1`, msgID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Message{}, false, nil
+	}
+	if err != nil {
+		return Message{}, false, fmt.Errorf("reading message %d: %w", msgID, err)
+	}
+	return m, true, nil
+}
+
+// FlightDay is a flight_index entry.
+type FlightDay struct {
+	FLID       string
+	Day        *time.Time // nil: not known yet
+	FirstMsgID int64
+}
+
+// Lookups are what routing needs to know from PostgreSQL.
+type Lookups struct {
+	// Owner is the message holding the identity key, 0 when free.
+	Owner int64
+	// Days are the index entries of the message's FLIDs.
+	Days map[string]FlightDay
+	// Earlier lists, per operation day, the flights the index knew before
+	// this message (first_msg_id < msgID): the "absent from the package"
+	// candidates. Filled only when asked for.
+	Earlier map[string][]string
+}
+
+// Lookup reads the identity owner, the index entries of flids and, when
+// days is not empty, the flights indexed on those days before msgID — in one
+// round trip.
+func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, flids []string, days []time.Time) (Lookups, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out := Lookups{Days: map[string]FlightDay{}, Earlier: map[string][]string{}}
+	b := &pgx.Batch{}
+	if identityKey != "" {
+		b.Queue(`SELECT msg_id FROM proc_state WHERE identity_key = $1`, identityKey).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&out.Owner)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
+	}
+	if len(flids) > 0 {
+		b.Queue(`SELECT flid, operation_day, first_msg_id FROM flight_index WHERE flid = ANY($1)`, flids).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var d FlightDay
+				if err := rows.Scan(&d.FLID, &d.Day, &d.FirstMsgID); err != nil {
+					return err
+				}
+				out.Days[d.FLID] = d
+			}
+			return rows.Err()
+		})
+	}
+	if len(days) > 0 {
+		b.Queue(`SELECT flid, operation_day FROM flight_index WHERE operation_day = ANY($1) AND first_msg_id < $2 ORDER BY flid`, days, msgID).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var flid string
+				var day time.Time
+				if err := rows.Scan(&flid, &day); err != nil {
+					return err
+				}
+				k := day.Format(time.DateOnly)
+				out.Earlier[k] = append(out.Earlier[k], flid)
+			}
+			return rows.Err()
+		})
+	}
+	if b.Len() == 0 {
+		return out, nil
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Lookups{}, fmt.Errorf("routing lookups for message %d: %w", msgID, err)
+	}
+	return out, nil
+}
+
+// Decision is the router's verdict on a message, written in one transaction.
+type Decision struct {
+	MsgID int64
+	// State is ROUTED (transitions emitted next) or a terminal state.
+	State       string
+	IdentityKey string // bound now; empty for ignored, duplicate, malformed
+	SNDR        string
+	Type        string
+	STYP        string
+	SEQN        string
+	ErrorClass  string
+	Reason      string
+	LastError   string
+	// N is the number of transitions the router emits (ROUTED only).
+	N int
+	// Index are flight_index entries to create (or whose unknown day to set).
+	Index []FlightDay
+	Now   time.Time
+}
+
+// Record stores a decision: the message's state, its identity, the number of
+// transitions and the index entries, atomically. A terminal state carries
+// its backfill intent (backfill_next_at) in the same statement. Only a
+// PENDING or FAILED message is decided; deciding it again is a no-op (false).
+func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var changed bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var backfill *time.Time
+		var routedAt *time.Time
+		if IsTerminal(d.State) {
+			backfill = &d.Now
+		}
+		if d.State == StateRouted {
+			routedAt = &d.Now
+		}
+		tag, err := tx.Exec(ctx, `UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
+				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
+				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
+				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14
+			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`,
+			d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
+			d.N, d.Now, routedAt, backfill)
+		if err != nil {
+			return fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
+		}
+		changed = tag.RowsAffected() == 1
+		if !changed {
+			return nil
+		}
+		for _, f := range d.Index {
+			if _, err := tx.Exec(ctx, `INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day)`,
+				f.FLID, f.Day, d.MsgID, d.Now); err != nil {
+				return fmt.Errorf("indexing flight %s: %w", f.FLID, err)
+			}
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// Fail records a failure that belongs to the message and returns its attempt
+// count: the message stays FAILED, at the head, until nextAt.
+func (s *Messages) Fail(ctx context.Context, msgID int64, class, lastError string, nextAt, now time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var attempts int
+	err := s.pool.QueryRow(ctx, `UPDATE proc_state SET state = 'FAILED', attempts = attempts + 1, error_class = $2,
+			last_error = $3, next_attempt_at = $4, updated_at = $5
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING attempts`,
+		msgID, class, truncate(lastError, 1000), nextAt, now).Scan(&attempts)
+	if err != nil {
+		return 0, fmt.Errorf("recording failure of message %d: %w", msgID, err)
+	}
+	return attempts, nil
+}
+
+// Exhaust makes a message whose attempts are used up DEAD(EXHAUSTED): the
+// class is overwritten, last_error is kept, and the backfill intent is set in
+// the same statement.
+func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `UPDATE proc_state SET state = 'DEAD', error_class = 'EXHAUSTED',
+			reason = 'exhausted:' || COALESCE(error_class, 'unknown'), next_attempt_at = NULL, updated_at = $2, backfill_next_at = $2
+		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, now)
+	if err != nil {
+		return fmt.Errorf("exhausting message %d: %w", msgID, err)
+	}
+	return nil
+}
+
+// MarkApplied records, inside the caller's transaction, that the transition
+// of msgID for (kind, key) was applied. Marking twice is a no-op. When the
+// last of the message's n transitions is marked, the message becomes
+// SUCCEEDED with its backfill intent in the same statement; completed
+// reports that.
+func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, kind, key string, now time.Time) (completed bool, err error) {
+	var state string
+	err = tx.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO transition_applied (msg_id, kind, key, applied_at) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING RETURNING 1)
+		UPDATE proc_state SET n_applied = n_applied + 1,
+			state = CASE WHEN n_applied + 1 >= n_transitions THEN 'SUCCEEDED' ELSE state END,
+			backfill_next_at = CASE WHEN n_applied + 1 >= n_transitions THEN $4 ELSE backfill_next_at END,
+			updated_at = $4
+		WHERE msg_id = $1 AND state = 'ROUTED' AND EXISTS (SELECT 1 FROM ins)
+		RETURNING state`, msgID, kind, key, now).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("marking %s %s of message %d applied: %w", kind, key, msgID, err)
+	}
+	return state == StateSucceeded, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
