@@ -13,6 +13,7 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/processors/router"
 	"msgx/sink"
 )
 
@@ -39,6 +40,7 @@ type Config struct {
 	Kafka  kafka.Config
 	Ingest ingest.Config
 	HTTP   ingest.HTTPConfig
+	Router router.Config
 
 	loc *time.Location
 }
@@ -67,7 +69,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

@@ -19,6 +19,9 @@ const usage = `msgx — airport message gateway (MySQL inbox → Kafka stream pr
 Usage:
   msgx run                  every role in one process (embedded Kafka when MSGX_KAFKA_BROKERS is empty)
   msgx ingest               the ingest role only: inbox → msgx.inbox, plus POST /cminmsgs/send
+  msgx process              the processing role only: the goka processors (router, …)
+  msgx table get messages <MSG_ID>
+                            print a message's record from the router table as JSON
   msgx broker               the embedded Kafka alone, on MSGX_EMBEDDED_KAFKA_ADDR
   msgx migrate [up|down [N]|version]
                             PostgreSQL schema migrations (msgx run applies them itself)
@@ -56,6 +59,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runGateway(ctx, cfg, log, roleAll)
 	case "ingest":
 		err = runGateway(ctx, cfg, log, roleIngest)
+	case "process":
+		err = runGateway(ctx, cfg, log, roleProcess)
+	case "table":
+		err = runTable(ctx, cfg, args[1:], stdout, log)
 	case "broker":
 		err = runBroker(ctx, cfg, log)
 	case "migrate":

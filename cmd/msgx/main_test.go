@@ -8,10 +8,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 	"time"
 
 	"msgx/ingest"
 	"msgx/internal/testenv"
+	"msgx/sink"
 )
 
 func freeAddr(t *testing.T) string {
@@ -104,6 +107,49 @@ func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 	if n := testenv.EndOffset(t, brokers, "msgx.inbox"); n != 8 {
 		t.Fatalf("topic has %d records after restart, want 8", n)
 	}
+	// The router's group offset and table survived: message 1, decided in
+	// the first run, is read from the table and was not decided again.
+	pg := pgx(t, cfg)
+	var first, again time.Time
+	waitRow(t, pg, 8)
+	if err := pg.QueryRow(context.Background(), "SELECT updated_at FROM proc_state WHERE msg_id = 1").Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := runTable(context.Background(), cfg, []string{"get", "messages", "1"}, &out, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"state": "DEAD"`) || !strings.Contains(out.String(), `"errorClass": "MALFORMED"`) {
+		t.Fatalf("table get messages 1:\n%s", out.String())
+	}
+	if err := pg.QueryRow(context.Background(), "SELECT updated_at FROM proc_state WHERE msg_id = 1").Scan(&again); err != nil || !again.Equal(first) {
+		t.Fatalf("message 1 was processed again after restart: %v → %v (%v)", first, again, err)
+	}
+}
+
+func pgx(t *testing.T, cfg Config) *pgxpool.Pool {
+	t.Helper()
+	pool, err := sink.OpenPG(context.Background(), cfg.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// waitRow waits until message id has a terminal or routed row.
+func waitRow(t *testing.T, pool *pgxpool.Pool, id int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var state string
+		err := pool.QueryRow(context.Background(), "SELECT state FROM proc_state WHERE msg_id = $1", id).Scan(&state)
+		if err == nil && state != "PENDING" && state != "FAILED" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("message %d was never decided", id)
 }
 
 func TestConfigErrorsNameTheVariable(t *testing.T) {

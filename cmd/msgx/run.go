@@ -15,21 +15,27 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
 	"golang.org/x/sync/errgroup"
 
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
+	"msgx/processors/router"
 	"msgx/sink"
 )
 
 type role int
 
 const (
-	roleAll role = iota
-	roleIngest
+	roleAll     role = iota // everything in one process
+	roleIngest              // inbox → msgx.inbox, compatibility endpoint
+	roleProcess             // the goka processors
 )
+
+func (r role) has(other role) bool { return r == roleAll || r == other }
 
 // restartBackoff paces supervised restarts and start-up waits for
 // dependencies that are not reachable yet.
@@ -117,7 +123,13 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 
 // topics lists every topic msgx needs, created at start-up.
 func topics(cfg Config) []kafka.TopicSpec {
-	return []kafka.TopicSpec{cfg.Ingest.TopicSpec()}
+	return append([]kafka.TopicSpec{cfg.Ingest.TopicSpec()}, cfg.Router.TopicSpecs()...)
+}
+
+// gokaOptions are the processors' Kafka clients and local table storage
+// (under $MSGX_STATE_DIR/goka; lost storage is recovered from the changelog).
+func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
+	return kafka.GokaOptions(cfg.Kafka, storage.DefaultBuilder(filepath.Join(cfg.StateDir, "goka")), log)
 }
 
 // runGateway runs the roles of r until ctx ends.
@@ -129,20 +141,30 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	}
 	defer d.close()
 
-	bridge := ingest.NewBridge(cfg.Ingest, ingest.Deps{
-		Inbox:   ingest.NewInbox(d.mysql, d.probe, cfg.Ingest.Table, cfg.DB.Timeout),
-		Cursors: ingest.NewCursors(d.pool, cfg.DB.Timeout),
-		PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
-	})
 	mux := http.NewServeMux()
-	mux.Handle("POST /cminmsgs/send", &ingest.SendHandler{
-		Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
-		Cfg:   cfg.HTTP, Clock: d.clock, Log: log,
-	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, "ingest", bridge.Run) })
+	supervise := func(name string, run func(context.Context) error) {
+		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, name, run) })
+	}
+
+	if r.has(roleIngest) {
+		bridge := ingest.NewBridge(cfg.Ingest, ingest.Deps{
+			Inbox:   ingest.NewInbox(d.mysql, d.probe, cfg.Ingest.Table, cfg.DB.Timeout),
+			Cursors: ingest.NewCursors(d.pool, cfg.DB.Timeout),
+			PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
+		})
+		supervise("ingest", bridge.Run)
+		mux.Handle("POST /cminmsgs/send", &ingest.SendHandler{
+			Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
+			Cfg:   cfg.HTTP, Clock: d.clock, Log: log,
+		})
+	}
+	if r.has(roleProcess) {
+		msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
+		rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location()})
+		supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	}
 	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })
 	err = g.Wait()
 	log.Info("msgx stopped", "component", "main")

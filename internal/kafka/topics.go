@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,4 +93,35 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 		goka.WithStorageBuilder(sb),
 		goka.WithLogger(SlogAdapter{Log: log, Level: slog.LevelInfo}),
 	}
+}
+
+// ReadTable recovers a goka table from its changelog into memory and calls fn
+// with the running view: the operator's read-only window on a processor's
+// state (`msgx table get …`). It gives up when ctx ends.
+func ReadTable(ctx context.Context, brokers []string, c Config, table goka.Table, codec goka.Codec, log *slog.Logger, fn func(*goka.View) error) error {
+	tmc := goka.NewTopicManagerConfig()
+	tmc.Table.Replication = c.Replication
+	view, err := goka.NewView(brokers, table, codec,
+		goka.WithViewStorageBuilder(storage.MemoryBuilder()),
+		goka.WithViewConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(c.Sarama("msgx-view"))),
+		goka.WithViewTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-view-topics"), tmc)),
+		goka.WithViewLogger(SlogAdapter{Log: log, Level: slog.LevelDebug}))
+	if err != nil {
+		return fmt.Errorf("opening table %s: %w", table, err)
+	}
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- view.Run(vctx) }()
+	select {
+	case <-view.WaitRunning():
+	case err := <-errc:
+		return fmt.Errorf("reading table %s: %w", table, err)
+	case <-ctx.Done():
+		return fmt.Errorf("reading table %s: %w", table, ctx.Err())
+	}
+	ferr := fn(view)
+	cancel()
+	<-errc
+	return ferr
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/lovoo/goka"
+
+	"msgx/internal/kafka"
+	"msgx/processors/router"
+)
+
+// tables are the goka tables an operator can read, by CLI name.
+var tables = map[string]struct {
+	table goka.Table
+	codec goka.Codec
+}{
+	"messages": {router.Table, router.EntryCodec{}},
+}
+
+// runTable prints a goka table entry as JSON: `msgx table get <table> <key>`.
+// It reads the table's changelog from Kafka, so it works while the daemon
+// runs (and reports what the processors have committed).
+func runTable(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
+	if len(args) != 3 || args[0] != "get" {
+		return fmt.Errorf("usage: msgx table get <%s> <key>", tableNames())
+	}
+	t, ok := tables[args[1]]
+	if !ok {
+		return fmt.Errorf("unknown table %q (want %s)", args[1], tableNames())
+	}
+	brokers := cfg.Kafka.Brokers
+	if cfg.Kafka.Embedded() {
+		brokers = []string{cfg.Kafka.EmbeddedAddr}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return kafka.ReadTable(ctx, brokers, cfg.Kafka, t.table, t.codec, log, func(v *goka.View) error {
+		val, err := v.Get(args[2])
+		if err != nil {
+			return err
+		}
+		if val == nil {
+			return fmt.Errorf("%s %s: not found", args[1], args[2])
+		}
+		b, err := json.MarshalIndent(val, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(out, string(b))
+		return err
+	})
+}
+
+func tableNames() string {
+	names := ""
+	for n := range tables {
+		if names != "" {
+			names += "|"
+		}
+		names += n
+	}
+	return names
+}

@@ -1,0 +1,147 @@
+// Package router is the goka group msgx-router: it reads msgx.inbox strictly
+// in MSG_ID order and gives every message a decision (SPEC §5): decode,
+// ignore rules, business identity, whole-package validation, then one
+// transition per flight on msgx.flight-transitions and one per reference type
+// on msgx.refdata-transitions. The head of the queue is retried in place;
+// nothing behind it moves until it is terminal.
+package router
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"msgx/internal/kafka"
+	"msgx/internal/retry"
+	"msgx/tables/flight"
+)
+
+// Group is the router's goka group; its table (keyed by MSG_ID) is
+// msgx-router-table.
+const Group = "msgx-router"
+
+// Config configures the router.
+type Config struct {
+	// FlightTopic carries one transition per flight (key FLID).
+	FlightTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
+	// RefdataTopic carries one transition per reference type (key RTYPE).
+	RefdataTopic string `env:"MSGX_TOPIC_REFDATA_TRANSITIONS" envDefault:"msgx.refdata-transitions"`
+	// Partitions of the transition topics (1 keeps the pipeline globally FIFO).
+	Partitions int32 `env:"MSGX_TRANSITION_PARTITIONS" envDefault:"1"`
+	// MaxAttempts is how often a message's own failure is tried before it is
+	// DEAD(EXHAUSTED).
+	MaxAttempts int `env:"MSGX_MAX_ATTEMPTS" envDefault:"5"`
+	// Backoff lists the waits after the 1st, 2nd, … failure; there must be
+	// exactly MaxAttempts-1 tiers (a tier that never fires is a mistake).
+	Backoff string `env:"MSGX_BACKOFF" envDefault:"1s,2s,4s,8s"`
+	// BackoffCap bounds every wait.
+	BackoffCap time.Duration `env:"MSGX_BACKOFF_CAP" envDefault:"60s"`
+	// IgnoreRules are TYPE-STYP or TYPE-* patterns (case-insensitive) whose
+	// messages are SKIPPED ignored:<rule>.
+	IgnoreRules string `env:"MSGX_IGNORE_RULES" envDefault:"LDM-*,EROR-*"`
+	// IdentityDayBoundary adds the message day (DTTM, airport time) to the
+	// business identity, for upstreams that reset SEQN daily. Changing it
+	// after go-live changes which messages count as duplicates.
+	IdentityDayBoundary bool `env:"MSGX_IDENTITY_DAY_BOUNDARY" envDefault:"false"`
+	// OpdayCutover is the local time (HH:MM) at which an operation day
+	// starts; a flight scheduled earlier belongs to the previous day.
+	OpdayCutover string `env:"MSGX_OPDAY_CUTOVER" envDefault:"00:00"`
+	// ScheduleAbsent decides what happens to flights of a package's
+	// operation day that a DNLD/RESP does not carry: keep or delete.
+	ScheduleAbsent string `env:"MSGX_SCHEDULE_ABSENT" envDefault:"keep"`
+}
+
+// Validate checks the configuration; errors name the variable.
+func (c Config) Validate() error {
+	var errs []error
+	if c.FlightTopic == "" || c.RefdataTopic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_FLIGHT_TRANSITIONS and MSGX_TOPIC_REFDATA_TRANSITIONS must be set"))
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, errors.New("MSGX_TRANSITION_PARTITIONS: must be at least 1"))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, errors.New("MSGX_MAX_ATTEMPTS: must be at least 1"))
+	}
+	if tiers, err := retry.ParseTiers(c.Backoff); err != nil {
+		if c.MaxAttempts != 1 || strings.TrimSpace(c.Backoff) != "" {
+			errs = append(errs, fmt.Errorf("MSGX_BACKOFF: %w", err))
+		}
+	} else if len(tiers) != c.MaxAttempts-1 {
+		errs = append(errs, fmt.Errorf("MSGX_BACKOFF has %d tiers but MSGX_MAX_ATTEMPTS=%d allows %d waits: every tier must be able to fire",
+			len(tiers), c.MaxAttempts, c.MaxAttempts-1))
+	}
+	if c.BackoffCap <= 0 {
+		errs = append(errs, errors.New("MSGX_BACKOFF_CAP: must be positive"))
+	}
+	if _, err := ParseRules(c.IgnoreRules); err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_IGNORE_RULES: %w", err))
+	}
+	if _, err := parseCutover(c.OpdayCutover); err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_OPDAY_CUTOVER: %w", err))
+	}
+	switch c.ScheduleAbsent {
+	case flight.ScheduleMissingKeep, "delete":
+	default:
+		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_ABSENT=%q: want keep or delete", c.ScheduleAbsent))
+	}
+	return errors.Join(errs...)
+}
+
+// backoff returns the parsed retry schedule.
+func (c Config) backoff() retry.Backoff {
+	tiers, _ := retry.ParseTiers(c.Backoff)
+	return retry.Backoff{Tiers: tiers, Cap: c.BackoffCap}
+}
+
+// TopicSpecs are the router's output topics (created at start-up: goka does
+// not create outputs, and an emit to a missing topic stops the processor).
+func (c Config) TopicSpecs() []kafka.TopicSpec {
+	return []kafka.TopicSpec{
+		{Name: c.FlightTopic, Partitions: c.Partitions},
+		{Name: c.RefdataTopic, Partitions: c.Partitions},
+	}
+}
+
+func parseCutover(s string) (time.Duration, error) {
+	t, err := time.Parse("15:04", strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q: want HH:MM", s)
+	}
+	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
+}
+
+// Rule is one ignore rule: TYPE and STYP, where STYP "*" matches any.
+type Rule struct{ Type, STYP string }
+
+// String renders the rule as configured (upper case), e.g. "LDM-*".
+func (r Rule) String() string { return r.Type + "-" + r.STYP }
+
+// ParseRules parses a comma-separated rule list such as "LDM-*,eror-*,FLOP-COBT".
+func ParseRules(s string) ([]Rule, error) {
+	var out []Rule
+	for _, part := range strings.Split(s, ",") {
+		part = strings.ToUpper(strings.TrimSpace(part))
+		if part == "" {
+			continue
+		}
+		typ, styp, ok := strings.Cut(part, "-")
+		if !ok || typ == "" || styp == "" || strings.Contains(typ, "*") {
+			return nil, fmt.Errorf("rule %q: want TYPE-STYP or TYPE-*", part)
+		}
+		out = append(out, Rule{Type: typ, STYP: styp})
+	}
+	return out, nil
+}
+
+// match returns the first rule matching TYPE/STYP (case-insensitive).
+func match(rules []Rule, typ, styp string) (Rule, bool) {
+	typ, styp = strings.ToUpper(typ), strings.ToUpper(styp)
+	for _, r := range rules {
+		if r.Type == typ && (r.STYP == "*" || r.STYP == styp) {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}

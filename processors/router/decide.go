@@ -1,0 +1,416 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"msgx/processors/sis"
+	"msgx/sink"
+	"msgx/tables/flight"
+	"msgx/tables/refdata"
+)
+
+// Settings are the parsed configuration the decisions depend on.
+type Settings struct {
+	Rules        []Rule
+	DayBoundary  bool
+	Loc          *time.Location
+	Cutover      time.Duration
+	AbsentDelete bool
+}
+
+// Settings parses the configuration (call Validate first).
+func (c Config) Settings(loc *time.Location) Settings {
+	rules, _ := ParseRules(c.IgnoreRules)
+	cut, _ := parseCutover(c.OpdayCutover)
+	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: loc, Cutover: cut, AbsentDelete: c.ScheduleAbsent == "delete"}
+}
+
+// Verdict is a message's decision.
+type Verdict struct {
+	// State is ROUTED (transitions follow) or a terminal state.
+	State      string
+	ErrorClass string
+	Reason     string
+	Detail     string
+	// IdentityKey is bound with the verdict (empty: none).
+	IdentityKey string
+	Flights     []flight.Transition
+	Refdata     []refdata.Transition
+	// Index lists the flight_index entries the verdict creates.
+	Index []sink.FlightDay
+}
+
+// N is the number of transitions the verdict emits.
+func (v Verdict) N() int { return len(v.Flights) + len(v.Refdata) }
+
+// Failure is a failure that belongs to the message: it is retried with
+// backoff and counts against its attempts.
+type Failure struct {
+	Class string
+	Err   error
+}
+
+func (f *Failure) Error() string { return f.Class + ": " + f.Err.Error() }
+
+// Plan is the first, pure half of a decision: the decoded message and what
+// PostgreSQL must tell before the decision can be made.
+type Plan struct {
+	MsgID int64
+	Msg   *sis.Message
+	// Early is a verdict reached before identity (malformed, ignored).
+	Early *Verdict
+	// Fail is a failure reached before identity (codec error).
+	Fail *Failure
+	// IdentityKey is SNDR|TYPE|STYP|SEQN[|day].
+	IdentityKey string
+	// Invalid is the verdict of a message that fails dispatch or whole-package
+	// validation; it applies once identity is bound.
+	Invalid *Verdict
+	// DispatchFail is a codec failure found during dispatch (e.g. a SODT in
+	// an unknown format).
+	DispatchFail *Failure
+	// FLIDs the decision must look up in the flight index.
+	FLIDs []string
+	// Days are the package's operation days (absent-flight lookup).
+	Days []time.Time
+
+	flights []plannedFlight
+	refdata *refdata.Transition
+}
+
+type plannedFlight struct {
+	kind flight.Kind
+	flid string
+	day  *time.Time // operation day derived from SODT (SCHEDULE, ADFT)
+	rec  *sis.FlightRecord
+	styp string
+}
+
+// Prepare decodes and classifies a message: everything that can be decided
+// without PostgreSQL.
+func Prepare(msgID int64, raw string, s Settings) Plan {
+	p := Plan{MsgID: msgID}
+	if strings.TrimSpace(raw) == "" {
+		p.Early = &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed, Reason: "raw-missing", Detail: "the inbox row has no message text"}
+		return p
+	}
+	m, err := sis.Decode([]byte(raw), s.Loc)
+	if err != nil {
+		var de *sis.DecodeError
+		if errors.As(err, &de) && de.Class == sis.CodecError {
+			p.Fail = &Failure{Class: sink.ClassCodecError, Err: err}
+			return p
+		}
+		reason := err.Error()
+		if errors.As(err, &de) {
+			reason = de.Reason
+		}
+		p.Early = &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed, Reason: truncate(reason, 200), Detail: err.Error()}
+		return p
+	}
+	p.Msg = m
+	if r, ok := match(s.Rules, m.Meta.TYPE, m.Meta.STYP); ok {
+		p.Early = &Verdict{State: sink.StateSkipped, Reason: "ignored:" + r.String()}
+		return p
+	}
+	p.IdentityKey = identity(m.Meta, s)
+	p.dispatch(s)
+	return p
+}
+
+// identity is the business identity SNDR|TYPE|STYP|SEQN, optionally with the
+// message's day.
+func identity(m sis.Meta, s Settings) string {
+	key := strings.Join([]string{m.SNDR, m.TYPE, m.STYP, m.SEQN}, "|")
+	if s.DayBoundary {
+		day := "-"
+		if !m.DTTM.IsZero() {
+			day = m.DTTM.In(s.Loc).Format(time.DateOnly)
+		}
+		key += "|" + day
+	}
+	return key
+}
+
+func unsupported(m *sis.Message) *Verdict {
+	return &Verdict{State: sink.StateSkipped, Reason: "unsupported:" + m.Meta.TYPE + "-" + m.Meta.STYP}
+}
+
+func protocol(format string, args ...any) *Verdict {
+	d := fmt.Sprintf(format, args...)
+	return &Verdict{State: sink.StateDead, ErrorClass: sink.ClassProtocol, Reason: truncate(d, 200), Detail: d}
+}
+
+func malformedPayload(format string, args ...any) *Verdict {
+	d := fmt.Sprintf(format, args...)
+	return &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed, Reason: truncate(d, 200), Detail: d}
+}
+
+// dispatch routes by MsgKind and validates the whole package (SPEC §5, I3).
+func (p *Plan) dispatch(s Settings) {
+	m := p.Msg
+	switch m.Kind {
+	case sis.KindSchedule:
+		p.schedule(s)
+	case sis.KindFlightOp, sis.KindFlightDelete:
+		p.flightOp()
+	case sis.KindRefData:
+		p.refData()
+	default:
+		p.Invalid = unsupported(m)
+	}
+}
+
+func (p *Plan) schedule(s Settings) {
+	m := p.Msg
+	sc := m.Schedule
+	var kind flight.Kind
+	switch m.Meta.STYP {
+	case "DNLD", "RESP":
+		kind = flight.KindSchedule
+		if !sc.DeclaredPresent {
+			p.Invalid = protocol("SCHD-%s without RECS", m.Meta.STYP)
+			return
+		}
+		if sc.Declared != len(sc.Flights) {
+			p.Invalid = protocol("SCHD-%s declares RECS=%d but carries %d FLTR", m.Meta.STYP, sc.Declared, len(sc.Flights))
+			return
+		}
+	case "ADFT":
+		kind = flight.KindADFT
+	default:
+		p.Invalid = unsupported(m)
+		return
+	}
+	seen := map[string]int{}
+	days := map[time.Time]bool{}
+	for i := range sc.Flights {
+		rec := &sc.Flights[i]
+		if rec.FLID == "" {
+			p.Invalid = protocol("FLTR %d has no FLID", i+1)
+			return
+		}
+		if j, dup := seen[rec.FLID]; dup {
+			p.Invalid = protocol("FLID %s appears in FLTR %d and %d", rec.FLID, j+1, i+1)
+			return
+		}
+		seen[rec.FLID] = i
+		sodt, has := rec.Fields["SODT"]
+		var day *time.Time
+		switch {
+		case has && sodt != "":
+			t, err := sis.ParseTime(sodt, s.Loc)
+			if err != nil {
+				p.DispatchFail = &Failure{Class: sink.ClassCodecError, Err: fmt.Errorf("FLTR %d (FLID %s) SODT: %w", i+1, rec.FLID, err)}
+				return
+			}
+			d := OperationDay(t, s.Loc, s.Cutover)
+			day = &d
+			days[d] = true
+		case kind == flight.KindSchedule:
+			p.Invalid = protocol("FLTR %d (FLID %s) has no SODT", i+1, rec.FLID)
+			return
+		}
+		p.flights = append(p.flights, plannedFlight{kind: kind, flid: rec.FLID, day: day, rec: rec})
+		p.FLIDs = append(p.FLIDs, rec.FLID)
+	}
+	if kind == flight.KindSchedule && s.AbsentDelete {
+		for d := range days {
+			p.Days = append(p.Days, d)
+		}
+		sort.Slice(p.Days, func(i, j int) bool { return p.Days[i].Before(p.Days[j]) })
+	}
+}
+
+func (p *Plan) flightOp() {
+	m := p.Msg
+	op := m.Flight
+	styp := m.Meta.STYP
+	if m.Kind == sis.KindFlightDelete {
+		styp = flight.STYPDelete
+	}
+	if !flight.SupportedFLOP(styp) {
+		p.Invalid = unsupported(m)
+		return
+	}
+	if op == nil || op.FLID == "" {
+		p.Invalid = malformedPayload("%s-%s without FLID", m.Meta.TYPE, m.Meta.STYP)
+		return
+	}
+	kind := flight.KindFLOP
+	if styp == flight.STYPDelete {
+		kind = flight.KindDelete
+	} else if !carries(&op.FlightRecord, styp) {
+		p.Invalid = malformedPayload("FLOP-%s carries no %s payload", styp, styp)
+		return
+	}
+	p.flights = []plannedFlight{{kind: kind, flid: op.FLID, rec: &op.FlightRecord, styp: styp}}
+	p.FLIDs = []string{op.FLID}
+}
+
+// carries reports whether a FLOP body holds the payload its STYP names.
+func carries(rec *sis.FlightRecord, styp string) bool {
+	tags := flight.FLOPGroups[styp]
+	if tags == nil {
+		tags = []string{styp}
+	}
+	for _, t := range tags {
+		if _, ok := rec.Fields[t]; ok {
+			return true
+		}
+		if _, ok := rec.Collections[t]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Plan) refData() {
+	m := p.Msg
+	rd := m.RefData
+	if !refdata.Supported(rd.Type) || !refdata.SupportedSTYP(m.Meta.STYP) {
+		p.Invalid = unsupported(m)
+		return
+	}
+	// A full replace that lost records would delete what it does not carry:
+	// the declared count must match (whole package, I3).
+	if (m.Meta.STYP == refdata.STYPDNLD || m.Meta.STYP == refdata.STYPRESP) && rd.DeclaredPresent && rd.Declared != len(rd.Records) {
+		p.Invalid = protocol("%s-%s declares RECS=%d but carries %d records", rd.Type, m.Meta.STYP, rd.Declared, len(rd.Records))
+		return
+	}
+	t := &refdata.Transition{MsgID: p.MsgID, RType: rd.Type, STYP: m.Meta.STYP, FirstChild: rd.FirstChild}
+	for i, r := range rd.Records {
+		rec := refdata.Record(r)
+		if _, err := refdata.KeyOf(rd.Type, rec, rd.FirstChild); err != nil {
+			p.Invalid = protocol("%s-%s record %d: %v", rd.Type, m.Meta.STYP, i+1, err)
+			return
+		}
+		t.Records = append(t.Records, rec)
+	}
+	p.refdata = t
+}
+
+// Decide finishes a decision with what PostgreSQL knows: the identity's
+// owner and the flight index. at is the time the transitions carry (the
+// message's first enqueue time, so a re-routed message emits identical
+// transitions).
+func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
+	if p.Early != nil {
+		return *p.Early, nil
+	}
+	if p.Fail != nil {
+		return Verdict{}, p.Fail
+	}
+	// Identity comes before dispatch: a message whose identity another
+	// message holds is a duplicate, whatever it carries (I5).
+	if l.Owner != 0 && l.Owner != p.MsgID {
+		return Verdict{State: sink.StateSkipped, Reason: fmt.Sprintf("duplicate-of:%d", l.Owner)}, nil
+	}
+	if p.Invalid != nil {
+		v := *p.Invalid
+		v.IdentityKey = p.IdentityKey
+		return v, nil
+	}
+	if p.DispatchFail != nil {
+		return Verdict{}, p.DispatchFail
+	}
+	v := Verdict{State: sink.StateRouted, IdentityKey: p.IdentityKey}
+	source := p.Msg.Meta.TYPE + "-" + p.Msg.Meta.STYP
+	if p.refdata != nil {
+		t := *p.refdata
+		t.At = at
+		v.Refdata = append(v.Refdata, t)
+	}
+	inPackage := map[string]bool{}
+	for _, f := range p.flights {
+		inPackage[f.flid] = true
+		known, isKnown := l.Days[f.flid]
+		t := flight.Transition{MsgID: p.MsgID, Source: source, Kind: f.kind, FLID: f.flid, At: at}
+		switch f.kind {
+		case flight.KindSchedule, flight.KindADFT:
+			if isKnown && known.Day != nil && f.day != nil && !known.Day.Equal(*f.day) {
+				// I3: one conflicting flight rejects the whole package.
+				return protocolVerdict(p, "FLID %s: operation day %s conflicts with its indexed day %s",
+					f.flid, f.day.Format(time.DateOnly), known.Day.Format(time.DateOnly)), nil
+			}
+			if !isKnown || (known.Day == nil && f.day != nil) {
+				v.Index = append(v.Index, sink.FlightDay{FLID: f.flid, Day: f.day})
+			}
+			day := f.day
+			if isKnown && known.Day != nil {
+				day = known.Day
+			}
+			if day != nil {
+				t.OperationDay = day.Format(time.DateOnly)
+			}
+			t.Fields, t.Collections = f.rec.Fields, elements(f.rec.Collections)
+		case flight.KindFLOP, flight.KindDelete:
+			if !isKnown {
+				return Verdict{State: sink.StateSkipped, Reason: "no-match", Detail: "FLID " + f.flid + " is not a known flight",
+					IdentityKey: p.IdentityKey}, nil
+			}
+			if known.Day != nil {
+				t.OperationDay = known.Day.Format(time.DateOnly)
+			}
+			if f.kind == flight.KindFLOP {
+				t.STYP = f.styp
+				t.Fields, t.Collections = f.rec.Fields, elements(f.rec.Collections)
+			}
+		}
+		v.Flights = append(v.Flights, t)
+	}
+	// Flights of the package's days that it does not carry (delete mode).
+	for _, d := range p.Days {
+		for _, flid := range l.Earlier[d.Format(time.DateOnly)] {
+			if inPackage[flid] {
+				continue
+			}
+			inPackage[flid] = true
+			v.Flights = append(v.Flights, flight.Transition{MsgID: p.MsgID, Source: source, Kind: flight.KindDelete,
+				FLID: flid, At: at, OperationDay: d.Format(time.DateOnly)})
+		}
+	}
+	if v.N() == 0 {
+		v.State = sink.StateSucceeded
+	}
+	return v, nil
+}
+
+func protocolVerdict(p Plan, format string, args ...any) Verdict {
+	v := *protocol(format, args...)
+	v.IdentityKey = p.IdentityKey
+	return v
+}
+
+func elements(in map[string][]map[string]string) map[string][]flight.Element {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string][]flight.Element, len(in))
+	for k, list := range in {
+		els := make([]flight.Element, len(list))
+		for i, e := range list {
+			els[i] = flight.Element(e)
+		}
+		out[k] = els
+	}
+	return out
+}
+
+// OperationDay is the operation day of a flight scheduled at sodt: its local
+// date in the airport's time zone, counted from the daily cut-over.
+func OperationDay(sodt time.Time, loc *time.Location, cutover time.Duration) time.Time {
+	local := sodt.In(loc).Add(-cutover)
+	return time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

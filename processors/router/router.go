@@ -1,0 +1,428 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/lovoo/goka"
+
+	"msgx/ingest"
+	"msgx/internal/clock"
+	"msgx/internal/retry"
+	"msgx/sink"
+	"msgx/tables/flight"
+	"msgx/tables/refdata"
+)
+
+// Entry is the router table's value for one message (key = MSG_ID): the
+// decision as the router made it. Completion by the applying processors
+// (ROUTED → SUCCEEDED) is recorded in PostgreSQL proc_state.
+type Entry struct {
+	MsgID        int64      `json:"msgId"`
+	State        string     `json:"state"`
+	ErrorClass   string     `json:"errorClass,omitempty"`
+	Reason       string     `json:"reason,omitempty"`
+	Detail       string     `json:"detail,omitempty"`
+	IdentityKey  string     `json:"identityKey,omitempty"`
+	Type         string     `json:"type,omitempty"`
+	STYP         string     `json:"styp,omitempty"`
+	Attempts     int        `json:"attempts"`
+	NTransitions int        `json:"nTransitions"`
+	ReceivedAt   *time.Time `json:"receivedAt"`
+	EnqueuedAt   time.Time  `json:"enqueuedAt"`
+	DecidedAt    time.Time  `json:"decidedAt"`
+}
+
+// EntryCodec is the JSON codec of the router table.
+type EntryCodec struct{}
+
+// Encode implements goka.Codec.
+func (EntryCodec) Encode(v any) ([]byte, error) {
+	switch e := v.(type) {
+	case Entry:
+		return json.Marshal(e)
+	case *Entry:
+		return json.Marshal(e)
+	}
+	return nil, fmt.Errorf("router: cannot encode %T", v)
+}
+
+// Decode implements goka.Codec.
+func (EntryCodec) Decode(b []byte) (any, error) {
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("decoding router entry: %w", err)
+	}
+	return &e, nil
+}
+
+// Table is the router's goka table topic.
+var Table = goka.GroupTable(goka.Group(Group))
+
+// Deps are the router's collaborators.
+type Deps struct {
+	Messages *sink.Messages
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Loc      *time.Location
+}
+
+// Stats are the router's running figures.
+type Stats struct {
+	Decided   map[string]int64 // by state
+	Retries   int64
+	Paused    bool
+	PausedFor string
+	LastMsgID int64
+}
+
+// Router is the msgx-router processor.
+type Router struct {
+	cfg   Config
+	set   Settings
+	inbox string
+	d     Deps
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// New returns the router reading inboxTopic.
+func New(cfg Config, inboxTopic string, d Deps) *Router {
+	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), inbox: inboxTopic, d: d,
+		log: d.Log.With("component", "router"), stats: Stats{Decided: map[string]int64{}}}
+}
+
+// Stats returns a snapshot of the running figures.
+func (r *Router) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stats
+	s.Decided = map[string]int64{}
+	for k, v := range r.stats.Decided {
+		s.Decided[k] = v
+	}
+	return s
+}
+
+// Graph is the router's goka group graph: input msgx.inbox, outputs the two
+// transition topics, table keyed by MSG_ID.
+func (r *Router) Graph() *goka.GroupGraph {
+	return goka.DefineGroup(goka.Group(Group),
+		goka.Input(goka.Stream(r.inbox), ingest.Codec{}, r.handle),
+		goka.Output(goka.Stream(r.cfg.FlightTopic), flight.TransitionCodec{}),
+		goka.Output(goka.Stream(r.cfg.RefdataTopic), refdata.TransitionCodec{}),
+		goka.Persist(EntryCodec{}),
+	)
+}
+
+// Processor builds the goka processor. opts carry the Kafka clients and
+// storage (kafka.GokaOptions) or a goka tester.
+func (r *Router) Processor(brokers []string, opts ...goka.ProcessorOption) (*goka.Processor, error) {
+	p, err := goka.NewProcessor(brokers, r.Graph(), opts...)
+	if err != nil {
+		return nil, retry.Outage("kafka", fmt.Errorf("creating router processor: %w", err))
+	}
+	return p, nil
+}
+
+// Run runs the router until ctx ends.
+func (r *Router) Run(ctx context.Context, brokers []string, opts ...goka.ProcessorOption) error {
+	p, err := r.Processor(brokers, opts...)
+	if err != nil {
+		return err
+	}
+	return RunProcessor(ctx, p, "router")
+}
+
+// RunProcessor runs a goka processor until ctx ends; a stop caused by the
+// context is not an error.
+func RunProcessor(ctx context.Context, p *goka.Processor, name string) error {
+	if err := p.Run(ctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s processor: %w", name, err)
+	}
+	return nil
+}
+
+// outcome is what one message leads to in the callback.
+type outcome struct {
+	entry   Entry
+	flights []flight.Transition
+	refdata []refdata.Transition
+	// replay marks a message already decided before: its transitions are
+	// emitted again, nothing else changes.
+	replay bool
+}
+
+// handle is the goka callback. It blocks while the message is retried or an
+// outage lasts: the partition is single, so nothing behind the head moves
+// (I2). If goka cancels the context (shutdown, rebalance) the callback fails
+// the context instead of returning, so the offset is not committed and the
+// message is processed again after restart.
+func (r *Router) handle(gctx goka.Context, msg any) {
+	rec, ok := msg.(*ingest.Record)
+	if !ok {
+		gctx.Fail(fmt.Errorf("router: unexpected input %T", msg))
+	}
+	out, err := r.decide(gctx.Context(), rec)
+	if err != nil {
+		gctx.Fail(err)
+	}
+	// Emits are asynchronous; goka commits the offset only after all of
+	// them were acknowledged, so a crash before that re-delivers the
+	// message, which finds it ROUTED and emits the same transitions again.
+	for _, t := range out.flights {
+		gctx.Emit(goka.Stream(r.cfg.FlightTopic), t.FLID, t)
+	}
+	for _, t := range out.refdata {
+		gctx.Emit(goka.Stream(r.cfg.RefdataTopic), t.RType, t)
+	}
+	if !out.replay || gctx.Value() == nil {
+		gctx.SetValue(out.entry)
+	}
+}
+
+// decide returns the message's outcome, retrying the message's own failures
+// in place with backoff and waiting out outages. The only error is the
+// context's.
+func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error) {
+	log := r.log.With("msg_id", rec.MsgID)
+	for {
+		var m sink.Message
+		err := r.available(ctx, func(ctx context.Context) error {
+			var err error
+			m, err = r.d.Messages.Touch(ctx, rec.MsgID, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now())
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcome{}, ctx.Err()
+			}
+			// Not an outage, yet the row cannot be written: there is no row
+			// to count attempts on, so wait and try again.
+			log.Error("recording the message failed; retrying", "err", err)
+			if err := clock.Sleep(ctx, r.d.Clock, r.cfg.backoff().Delay(1)); err != nil {
+				return outcome{}, err
+			}
+			continue
+		}
+		switch m.State {
+		case sink.StateSucceeded, sink.StateSkipped, sink.StateDead, sink.StateArchived:
+			// An ingest duplicate or a re-delivery after a crash: the
+			// message is finished, nothing to do.
+			log.Debug("message already decided", "state", m.State)
+			return outcome{entry: entryOf(m), replay: true}, nil
+		case sink.StateRouted:
+			return r.reroute(ctx, log, rec, m)
+		}
+		if m.State == sink.StateFailed {
+			if m.Attempts >= r.cfg.MaxAttempts {
+				return r.exhaust(ctx, log, m)
+			}
+			if m.NextAttempt != nil {
+				// Restarted during a backoff: keep the head waiting.
+				if err := clock.Sleep(ctx, r.d.Clock, m.NextAttempt.Sub(r.d.Clock.Now())); err != nil {
+					return outcome{}, err
+				}
+			}
+		}
+		out, fail, err := r.route(ctx, rec, m)
+		if err != nil {
+			return outcome{}, err
+		}
+		if fail == nil {
+			return out, nil
+		}
+		if err := r.fail(ctx, log, m.MsgID, fail); err != nil {
+			return outcome{}, err
+		}
+	}
+}
+
+// route decides a PENDING or FAILED message and records the decision.
+func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) (outcome, *Failure, error) {
+	p := Prepare(rec.MsgID, rec.Raw, r.set)
+	var l sink.Lookups
+	if p.Early == nil && p.Fail == nil {
+		err := r.available(ctx, func(ctx context.Context) error {
+			var err error
+			l, err = r.d.Messages.Lookup(ctx, rec.MsgID, p.IdentityKey, p.FLIDs, p.Days)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcome{}, nil, ctx.Err()
+			}
+			return outcome{}, &Failure{Class: sink.ClassInfra, Err: err}, nil
+		}
+	}
+	v, fail := Decide(p, l, m.EnqueuedAt)
+	if fail != nil {
+		return outcome{}, fail, nil
+	}
+	now := r.d.Clock.Now()
+	d := sink.Decision{MsgID: rec.MsgID, State: v.State, IdentityKey: v.IdentityKey, ErrorClass: v.ErrorClass,
+		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, Now: now}
+	if p.Msg != nil {
+		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
+	}
+	var recorded bool
+	err := r.available(ctx, func(ctx context.Context) error {
+		var err error
+		recorded, err = r.d.Messages.Record(ctx, d)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return outcome{}, nil, ctx.Err()
+		}
+		return outcome{}, &Failure{Class: sink.ClassInfra, Err: err}, nil
+	}
+	if !recorded {
+		return outcome{}, &Failure{Class: sink.ClassInfra, Err: fmt.Errorf("message %d changed state while it was being decided", rec.MsgID)}, nil
+	}
+	r.log.Info("message decided", "msg_id", rec.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
+		"type", d.Type, "styp", d.STYP, "transitions", v.N())
+	r.count(v.State, rec.MsgID)
+	e := Entry{MsgID: rec.MsgID, State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Detail: v.Detail,
+		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
+		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: now}
+	return outcome{entry: e, flights: v.Flights, refdata: v.Refdata}, nil, nil
+}
+
+// reroute handles a message found ROUTED: it was decided before a crash or
+// is an ingest duplicate. Its transitions are computed again — the decision
+// depends only on the record, the configuration and index entries older
+// than the message, so they are the same — and emitted again; the applying
+// processors recognise what they already applied.
+func (r *Router) reroute(ctx context.Context, log *slog.Logger, rec *ingest.Record, m sink.Message) (outcome, error) {
+	p := Prepare(rec.MsgID, rec.Raw, r.set)
+	var l sink.Lookups
+	err := r.available(ctx, func(ctx context.Context) error {
+		var err error
+		l, err = r.d.Messages.Lookup(ctx, rec.MsgID, p.IdentityKey, p.FLIDs, p.Days)
+		return err
+	})
+	if err != nil {
+		return outcome{}, ctx.Err()
+	}
+	v, fail := Decide(p, l, m.EnqueuedAt)
+	if fail != nil || v.State != sink.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
+		// Only a configuration change between the two deliveries can get
+		// here; the recorded decision stands and an operator must look.
+		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason, "failure", fail)
+		return outcome{entry: entryOf(m), replay: true}, nil
+	}
+	log.Info("re-emitting the transitions of a routed message", "transitions", v.N())
+	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata, replay: true}, nil
+}
+
+// fail records a failure of the message and waits its backoff; when the
+// attempts are used up the message becomes DEAD(EXHAUSTED) on the next turn.
+func (r *Router) fail(ctx context.Context, log *slog.Logger, msgID int64, f *Failure) error {
+	var attempts int
+	now := r.d.Clock.Now()
+	// The wait after this failure is known only once the count is; the
+	// stored next_attempt_at uses the tier of the new count.
+	err := r.available(ctx, func(ctx context.Context) error {
+		m, ok, err := r.d.Messages.Get(ctx, msgID)
+		if err != nil {
+			return err
+		}
+		next := 1
+		if ok {
+			next = m.Attempts + 1
+		}
+		attempts, err = r.d.Messages.Fail(ctx, msgID, f.Class, f.Err.Error(), now.Add(r.cfg.backoff().Delay(next)), now)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The failure could not be counted; still never spin on the head.
+		log.Error("recording a failure failed", "err", err, "failure", f)
+		return clock.Sleep(ctx, r.d.Clock, r.cfg.backoff().Delay(1))
+	}
+	r.mu.Lock()
+	r.stats.Retries++
+	r.mu.Unlock()
+	wait := r.cfg.backoff().Delay(attempts)
+	log.Warn("message failed; the head is retried in place", "error_class", f.Class, "err", f.Err, "attempt", attempts,
+		"max_attempts", r.cfg.MaxAttempts, "retry_in", wait.String())
+	if attempts >= r.cfg.MaxAttempts {
+		return nil
+	}
+	return clock.Sleep(ctx, r.d.Clock, wait)
+}
+
+// exhaust makes a message whose attempts are used up DEAD(EXHAUSTED).
+func (r *Router) exhaust(ctx context.Context, log *slog.Logger, m sink.Message) (outcome, error) {
+	now := r.d.Clock.Now()
+	if err := r.available(ctx, func(ctx context.Context) error { return r.d.Messages.Exhaust(ctx, m.MsgID, now) }); err != nil {
+		return outcome{}, ctx.Err()
+	}
+	log.Error("message DEAD: attempts exhausted", "attempts", m.Attempts, "last_error", deref(m.LastError))
+	r.count(sink.StateDead, m.MsgID)
+	e := entryOf(m)
+	e.State, e.ErrorClass, e.DecidedAt = sink.StateDead, sink.ClassExhausted, now
+	e.Reason = "exhausted:" + deref(m.ErrorClass)
+	return outcome{entry: e}, nil
+}
+
+// available runs fn, waiting out PostgreSQL outages without counting them
+// against the message (I7). It returns fn's last error when that is not an
+// outage, or the context's error.
+func (r *Router) available(ctx context.Context, fn func(context.Context) error) error {
+	pausedAt := time.Time{}
+	err := retry.UntilAvailable(ctx, r.d.Clock, outageBackoff, func(err error, wait time.Duration) {
+		if pausedAt.IsZero() {
+			pausedAt = r.d.Clock.Now()
+			r.log.Warn("paused: a dependency is unavailable; the message keeps its attempts", "err", err)
+		}
+		r.mu.Lock()
+		r.stats.Paused, r.stats.PausedFor = true, err.Error()
+		r.mu.Unlock()
+	}, fn)
+	if !pausedAt.IsZero() {
+		r.mu.Lock()
+		r.stats.Paused, r.stats.PausedFor = false, ""
+		r.mu.Unlock()
+		if err == nil {
+			r.log.Info("resumed after outage", "paused_for", r.d.Clock.Now().Sub(pausedAt).String())
+		}
+	}
+	return err
+}
+
+// outageBackoff paces retries while a dependency is down.
+var outageBackoff = retry.Backoff{Tiers: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}}
+
+func (r *Router) count(state string, msgID int64) {
+	r.mu.Lock()
+	r.stats.Decided[state]++
+	r.stats.LastMsgID = msgID
+	r.mu.Unlock()
+}
+
+func entryOf(m sink.Message) Entry {
+	e := Entry{MsgID: m.MsgID, State: m.State, ErrorClass: deref(m.ErrorClass), Reason: deref(m.Reason),
+		IdentityKey: deref(m.IdentityKey), Type: deref(m.Type), STYP: deref(m.STYP), Attempts: m.Attempts,
+		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: m.UpdatedAt}
+	if m.NTransitions != nil {
+		e.NTransitions = *m.NTransitions
+	}
+	return e
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
