@@ -242,3 +242,42 @@ func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, 
 		}
 	}
 }
+
+// WriteBackoff paces retries of a write that must eventually succeed.
+var WriteBackoff = Backoff{Tiers: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}}
+
+// Forever runs fn until it succeeds or ctx ends, for a write a processor
+// cannot skip (skipping would lose it, failing the message would be wrong
+// for a dependency's fault). Outages are reported through onPause(true, err)
+// and the end of a pause through onPause(false, nil); any other error is
+// logged and retried with the same backoff. It returns nil or ctx's error.
+func Forever(ctx context.Context, c clock.Clock, log *slog.Logger, onPause func(paused bool, err error), fn func(context.Context) error) error {
+	paused := false
+	for failures := 1; ; failures++ {
+		err := fn(ctx)
+		if err == nil {
+			if paused && onPause != nil {
+				onPause(false, nil)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := WriteBackoff.Delay(failures)
+		if IsOutage(err) {
+			if !paused {
+				log.Warn("paused: a dependency is unavailable; the work waits, nothing is skipped", "err", err)
+			}
+			paused = true
+			if onPause != nil {
+				onPause(true, err)
+			}
+		} else {
+			log.Error("write failed; retrying", "err", err, "retry_in", wait.String())
+		}
+		if err := clock.Sleep(ctx, c, wait); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,246 @@
+// Package flights is the goka group msgx-flights: it applies flight
+// transitions (input msgx.flight-transitions, key FLID) to the flight state
+// in its table with the pure flight.Apply, writes the result through to
+// PostgreSQL together with the message's completion, then emits one event per
+// applied change on the msg topic — all before the offset is committed.
+package flights
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lovoo/goka"
+
+	"msgx/internal/clock"
+	"msgx/internal/kafka"
+	"msgx/internal/retry"
+	"msgx/sink"
+	"msgx/tables/flight"
+)
+
+// Group is the processor's goka group; its table (key FLID) is
+// msgx-flights-table and derived transitions (MAFL links, cascades) travel
+// on its loop topic msgx-flights-loop.
+const Group = "msgx-flights"
+
+// Table is the flights table topic.
+var Table = goka.GroupTable(goka.Group(Group))
+
+// Config configures the flights processor.
+type Config struct {
+	// MsgTopic receives one event per applied change (key FLID).
+	MsgTopic string `env:"MSGX_TOPIC_MSG" envDefault:"msgx.msg"`
+	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
+	// ("keep", 004 Q13) or cleared ("clear", 001 §12.1).
+	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MsgTopic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_MSG: empty"))
+	}
+	if c.ScheduleMissing != flight.ScheduleMissingKeep && c.ScheduleMissing != flight.ScheduleMissingClear {
+		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_MISSING=%q: want keep or clear", c.ScheduleMissing))
+	}
+	return errors.Join(errs...)
+}
+
+// TopicSpecs are the topics the processor writes (created at start-up).
+func (c Config) TopicSpecs(partitions int32) []kafka.TopicSpec {
+	return []kafka.TopicSpec{
+		{Name: c.MsgTopic, Partitions: partitions},
+		{Name: Group + "-loop", Partitions: partitions},
+	}
+}
+
+// Deps are the processor's collaborators.
+type Deps struct {
+	Pool    *pgxpool.Pool
+	Timeout time.Duration
+	Clock   clock.Clock
+	Log     *slog.Logger
+}
+
+// Stats are the processor's running figures.
+type Stats struct {
+	Applied  int64
+	Replays  int64
+	Events   int64
+	Rejected int64
+	Paused   bool
+}
+
+// Processor is the msgx-flights processor.
+type Processor struct {
+	cfg   Config
+	input string
+	opts  flight.Options
+	d     Deps
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// New returns the processor reading transitionTopic.
+func New(cfg Config, transitionTopic string, d Deps) *Processor {
+	return &Processor{cfg: cfg, input: transitionTopic, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
+		d: d, log: d.Log.With("component", "flights")}
+}
+
+// Stats returns a snapshot of the running figures.
+func (p *Processor) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Graph is the group graph: input transitions, loop for derived ones,
+// output msg events, table keyed by FLID.
+func (p *Processor) Graph() *goka.GroupGraph {
+	return goka.DefineGroup(goka.Group(Group),
+		goka.Input(goka.Stream(p.input), flight.TransitionCodec{}, p.handle),
+		goka.Loop(flight.TransitionCodec{}, p.handle),
+		goka.Output(goka.Stream(p.cfg.MsgTopic), flight.EventCodec{}),
+		goka.Persist(flight.StateCodec{}),
+	)
+}
+
+// Processor builds the goka processor (opts: kafka.GokaOptions or a tester).
+func (p *Processor) Processor(brokers []string, opts ...goka.ProcessorOption) (*goka.Processor, error) {
+	gp, err := goka.NewProcessor(brokers, p.Graph(), opts...)
+	if err != nil {
+		return nil, retry.Outage("kafka", fmt.Errorf("creating flights processor: %w", err))
+	}
+	return gp, nil
+}
+
+// Run runs the processor until ctx ends.
+func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.ProcessorOption) error {
+	gp, err := p.Processor(brokers, opts...)
+	if err != nil {
+		return err
+	}
+	if err := gp.Run(ctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("flights processor: %w", err)
+	}
+	return nil
+}
+
+// handle applies one transition. The sequence, and what a crash at each
+// step leaves behind:
+//
+//  1. Apply the transition to the table's state (pure).
+//  2. One PostgreSQL transaction: the flight row and its collections, and —
+//     for a transition the router counted — the (msg, FLID) applied mark,
+//     which makes the message SUCCEEDED with its backfill intent when it is
+//     the last one. A crash before the commit changes nothing; the
+//     transition is delivered again.
+//  3. SetValue, emit the msg event and the derived transitions. A crash
+//     after the commit but before goka commits the offset re-delivers the
+//     transition: either the table is still old (Apply gives the same
+//     state again; the PostgreSQL write is idempotent, the mark a no-op) or
+//     it is new (Apply sees msgId <= lastMsgId: a replay, which re-emits
+//     the event that state implies). Consumers dedupe by (FLID,
+//     stateVersion).
+func (p *Processor) handle(gctx goka.Context, msg any) {
+	t, ok := msg.(*flight.Transition)
+	if !ok {
+		gctx.Fail(fmt.Errorf("flights: unexpected input %T", msg))
+	}
+	log := p.log.With("msg_id", t.MsgID, "flid", t.FLID)
+	var cur *flight.State
+	if v := gctx.Value(); v != nil {
+		cur = v.(*flight.State)
+	}
+	res, err := flight.Apply(cur, *t, p.opts)
+	if err != nil {
+		// Only a transition the router should never have built gets here.
+		// It is counted as consumed so its message completes, and reported.
+		log.Error("flight transition rejected; nothing applied", "err", err, "source", t.Source)
+		p.mu.Lock()
+		p.stats.Rejected++
+		p.mu.Unlock()
+		res = flight.Result{}
+	}
+	if err := p.write(gctx.Context(), log, t, res); err != nil {
+		// Shutdown: not committed, delivered again after restart.
+		gctx.Fail(err)
+	}
+	if res.State != nil {
+		gctx.SetValue(res.State)
+	}
+	if res.Event != nil {
+		gctx.Emit(goka.Stream(p.cfg.MsgTopic), t.FLID, res.Event)
+	}
+	for _, d := range res.Derived {
+		gctx.Loopback(d.FLID, d)
+	}
+	p.mu.Lock()
+	if res.Replay {
+		p.stats.Replays++
+	} else if res.Applied {
+		p.stats.Applied++
+	}
+	if res.Event != nil {
+		p.stats.Events++
+	}
+	p.mu.Unlock()
+	log.Debug("flight transition applied", "outcome", res.Outcome, "state_version", versionOf(res.State), "changed", res.Changed)
+}
+
+// counted reports whether the router counted t in its message's n: derived
+// transitions (MAFL links, cascade deletes) are not.
+func counted(t *flight.Transition) bool {
+	return t.Kind != flight.KindLink && !t.Cascade
+}
+
+// write runs step 2, waiting out outages (no progress, nothing lost) and
+// retrying other failures with backoff. It returns only the context's error.
+func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Transition, res flight.Result) error {
+	if res.State == nil && !counted(t) {
+		return nil
+	}
+	return retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
+		defer cancel()
+		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
+			if res.State != nil {
+				if err := sink.WriteFlight(wctx, tx, res.State); err != nil {
+					return err
+				}
+			}
+			if counted(t) {
+				done, err := sink.MarkApplied(wctx, tx, t.MsgID, "flight", t.FLID, p.d.Clock.Now())
+				if err != nil {
+					return err
+				}
+				if done {
+					log.Info("message succeeded: all its transitions are applied")
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func (p *Processor) setPaused(v bool, _ error) {
+	p.mu.Lock()
+	p.stats.Paused = v
+	p.mu.Unlock()
+}
+
+func versionOf(s *flight.State) int64 {
+	if s == nil {
+		return 0
+	}
+	return s.StateVersion
+}

@@ -1,0 +1,158 @@
+package flights
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/tester"
+
+	"msgx/internal/clock"
+	"msgx/internal/testenv"
+	"msgx/sink"
+	"msgx/tables/flight"
+)
+
+type rig struct {
+	t      *testing.T
+	tt     *tester.Tester
+	pool   *pgxpool.Pool
+	msgs   *sink.Messages
+	events *tester.QueueTracker
+	t0     time.Time
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	rg := &rig{t: t, pool: pool, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	p := New(Config{MsgTopic: "msgx.msg", ScheduleMissing: "keep"}, "msgx.flight-transitions",
+		Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: testenv.Logger(t)})
+	rg.tt = tester.New(t)
+	gp, err := p.Processor(nil, goka.WithTester(rg.tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gp.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	rg.events = rg.tt.NewQueueTracker("msgx.msg")
+	return rg
+}
+
+// routed records message id as ROUTED with n transitions, as the router does.
+func (rg *rig) routed(id int64, n int) {
+	rg.t.Helper()
+	ctx := context.Background()
+	if _, err := rg.msgs.Touch(ctx, id, nil, rg.t0, rg.t0); err != nil {
+		rg.t.Fatal(err)
+	}
+	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: id, State: sink.StateRouted, N: n, Now: rg.t0}); err != nil || !ok {
+		rg.t.Fatalf("record %d: %v %v", id, ok, err)
+	}
+}
+
+func (rg *rig) apply(t flight.Transition) {
+	if t.At.IsZero() {
+		t.At = rg.t0
+	}
+	rg.tt.Consume("msgx.flight-transitions", t.FLID, t)
+}
+
+func (rg *rig) events_() []*flight.Event {
+	var out []*flight.Event
+	for {
+		_, v, ok := rg.events.Next()
+		if !ok {
+			return out
+		}
+		out = append(out, v.(*flight.Event))
+	}
+}
+
+func (rg *rig) state(id int64) string {
+	m, _, err := rg.msgs.Get(context.Background(), id)
+	if err != nil {
+		rg.t.Fatal(err)
+	}
+	return m.State
+}
+
+func (rg *rig) pgVersion(flid string) (int64, string) {
+	var v int64
+	var state string
+	err := rg.pool.QueryRow(context.Background(), "SELECT state_version, state FROM flight_schd WHERE flid = $1", flid).Scan(&v, &state)
+	if err != nil {
+		rg.t.Fatalf("flight %s in PG: %v", flid, err)
+	}
+	return v, state
+}
+
+func TestFlightsProcessor(t *testing.T) {
+	rg := newRig(t)
+	rg.routed(1, 2)
+	rg.routed(2, 1)
+	rg.routed(3, 1)
+	sched := func(flid string, fields map[string]string) flight.Transition {
+		return flight.Transition{MsgID: 1, Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: flid, OperationDay: "2021-01-23", Fields: fields,
+			Collections: map[string][]flight.Element{"GTDT": {{"GTNO": "1", "GATE": "G28"}, {"GTNO": "2", "GATE": "G28"}}}}
+	}
+	rg.apply(sched("15", map[string]string{"FLNO": "YG9028", "SODT": "23JAN210535"}))
+	if rg.state(1) != sink.StateRouted {
+		t.Fatal("message 1 completed after one of its two transitions")
+	}
+	rg.apply(sched("16", map[string]string{"FLNO": "YG9061", "SODT": "23JAN210325", "MAID": "15"}))
+	if rg.state(1) != sink.StateSucceeded {
+		t.Fatalf("message 1 is %s after both transitions", rg.state(1))
+	}
+	ev := rg.events_()
+	// 15 created, 16 created, then 15 again: the child's LINK (loop topic)
+	// put 16 into the master's MAFL.
+	if len(ev) != 3 || ev[0].FLID != "15" || ev[1].FLID != "16" || ev[2].FLID != "15" || ev[2].Source != flight.SourceLink ||
+		len(ev[2].Flight.MAFL) != 1 || ev[2].Flight.MAFL[0].FLID != "16" {
+		b, _ := json.Marshal(ev)
+		t.Fatalf("events %s", b)
+	}
+	if v, _ := rg.pgVersion("15"); v != 2 {
+		t.Fatalf("master version in PG %d, want 2", v)
+	}
+	var gates int
+	if err := rg.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM flight_gtdt WHERE flid = '15'").Scan(&gates); err != nil || gates != 2 {
+		t.Fatalf("GTDT rows %d (%v): equal gate numbers are two allocations", gates, err)
+	}
+
+	esst := flight.Transition{MsgID: 2, Source: "FLOP-ESTT", Kind: flight.KindFLOP, STYP: "ESTT", FLID: "15", Fields: map[string]string{"ESTT": "23JAN210600"}}
+	rg.apply(esst)
+	ev = rg.events_()
+	if len(ev) != 1 || ev[0].EventType != flight.EventUpsert || ev[0].StateVersion != 3 || ev[0].Changed[0] != "ESTT" || rg.state(2) != sink.StateSucceeded {
+		t.Fatalf("FLOP event %+v, message 2 %s", ev, rg.state(2))
+	}
+	// A replay of the same transition changes nothing and re-emits the
+	// event of the current version.
+	rg.apply(esst)
+	ev = rg.events_()
+	if v, _ := rg.pgVersion("15"); v != 3 || len(ev) != 1 || ev[0].StateVersion != 3 {
+		t.Fatalf("replay: version %d, events %+v", v, ev)
+	}
+
+	rg.apply(flight.Transition{MsgID: 3, Source: "FLOP-FDEL", Kind: flight.KindDelete, FLID: "16"})
+	ev = rg.events_()
+	if len(ev) != 2 || ev[0].EventType != flight.EventTombstone || ev[0].FLID != "16" || ev[1].FLID != "15" || len(ev[1].Flight.MAFL) != 0 {
+		t.Fatalf("delete events %+v", ev)
+	}
+	if _, st := rg.pgVersion("16"); st != flight.StateDeleted || rg.state(3) != sink.StateSucceeded {
+		t.Fatalf("deleted flight in PG %s, message 3 %s", st, rg.state(3))
+	}
+	s, ok := rg.tt.TableValue(Table, "16").(*flight.State)
+	if !ok || s.State != flight.StateDeleted {
+		t.Fatalf("table value %+v", s)
+	}
+}

@@ -1,0 +1,175 @@
+// Package refdata is the goka group msgx-refdata: it applies reference-data
+// transitions (input msgx.refdata-transitions, key RTYPE) to the category
+// state in its table with the pure refdata.Apply and writes the result
+// through to PostgreSQL ref_master together with the message's completion,
+// before the offset is committed. Reference data has no Kafka events.
+package refdata
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lovoo/goka"
+
+	"msgx/internal/clock"
+	"msgx/internal/retry"
+	"msgx/sink"
+	"msgx/tables/refdata"
+)
+
+// Group is the processor's goka group; its table is msgx-refdata-table,
+// keyed by RTYPE.
+const Group = "msgx-refdata"
+
+// Table is the refdata table topic.
+var Table = goka.GroupTable(goka.Group(Group))
+
+// Deps are the processor's collaborators.
+type Deps struct {
+	Pool    *pgxpool.Pool
+	Timeout time.Duration
+	Clock   clock.Clock
+	Log     *slog.Logger
+	// OnApplied, if set, runs inside the write transaction after the
+	// category was written: outbound request tracking completes a
+	// request there, so it closes only once its response's data is applied.
+	OnApplied func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error
+}
+
+// Stats are the processor's running figures.
+type Stats struct {
+	Applied  int64
+	Replays  int64
+	Rejected int64
+	Paused   bool
+}
+
+// Processor is the msgx-refdata processor.
+type Processor struct {
+	input string
+	d     Deps
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// New returns the processor reading transitionTopic.
+func New(transitionTopic string, d Deps) *Processor {
+	return &Processor{input: transitionTopic, d: d, log: d.Log.With("component", "refdata")}
+}
+
+// Stats returns a snapshot of the running figures.
+func (p *Processor) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Graph is the group graph: input transitions, table keyed by RTYPE.
+func (p *Processor) Graph() *goka.GroupGraph {
+	return goka.DefineGroup(goka.Group(Group),
+		goka.Input(goka.Stream(p.input), refdata.TransitionCodec{}, p.handle),
+		goka.Persist(refdata.StateCodec{}),
+	)
+}
+
+// Processor builds the goka processor (opts: kafka.GokaOptions or a tester).
+func (p *Processor) Processor(brokers []string, opts ...goka.ProcessorOption) (*goka.Processor, error) {
+	gp, err := goka.NewProcessor(brokers, p.Graph(), opts...)
+	if err != nil {
+		return nil, retry.Outage("kafka", fmt.Errorf("creating refdata processor: %w", err))
+	}
+	return gp, nil
+}
+
+// Run runs the processor until ctx ends.
+func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.ProcessorOption) error {
+	gp, err := p.Processor(brokers, opts...)
+	if err != nil {
+		return err
+	}
+	if err := gp.Run(ctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("refdata processor: %w", err)
+	}
+	return nil
+}
+
+// handle applies one transition: Apply on the table's state, then one
+// PostgreSQL transaction (ref_master rows + the applied mark that completes
+// the message), then SetValue. A crash before the commit changes nothing; a
+// crash after it re-delivers the transition, which either applies again to
+// the old table value (same rows, idempotent) or is a replay of the new one
+// (Apply re-lists the writes still current; the sink's last_msg_id guard
+// keeps them from overwriting anything newer).
+func (p *Processor) handle(gctx goka.Context, msg any) {
+	var t *refdata.Transition
+	switch v := msg.(type) {
+	case *refdata.Transition:
+		t = v
+	case refdata.Transition:
+		t = &v
+	default:
+		gctx.Fail(fmt.Errorf("refdata: unexpected input %T", msg))
+	}
+	log := p.log.With("msg_id", t.MsgID, "rtype", t.RType)
+	s, _ := gctx.Value().(*refdata.State)
+	if s == nil {
+		s = refdata.NewState(t.RType)
+	}
+	res, err := refdata.Apply(s, *t)
+	applied := err == nil
+	if err != nil {
+		// The router validates whole packages; what still fails here is
+		// reported and counted as consumed so the message completes.
+		log.Error("reference transition rejected; nothing applied", "err", err, "styp", t.STYP)
+		p.mu.Lock()
+		p.stats.Rejected++
+		p.mu.Unlock()
+	}
+	err = retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
+		defer cancel()
+		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
+			if applied {
+				if err := sink.WriteRefData(wctx, tx, s, res); err != nil {
+					return err
+				}
+				if p.d.OnApplied != nil {
+					if err := p.d.OnApplied(wctx, tx, t); err != nil {
+						return err
+					}
+				}
+			}
+			done, err := sink.MarkApplied(wctx, tx, t.MsgID, "refdata", t.RType, p.d.Clock.Now())
+			if err == nil && done {
+				log.Info("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
+			}
+			return err
+		})
+	})
+	if err != nil {
+		gctx.Fail(err) // shutdown: delivered again after restart
+	}
+	if applied && !res.Replay {
+		gctx.SetValue(s)
+	}
+	p.mu.Lock()
+	if res.Replay {
+		p.stats.Replays++
+	} else if applied {
+		p.stats.Applied++
+	}
+	p.mu.Unlock()
+}
+
+func (p *Processor) setPaused(v bool, _ error) {
+	p.mu.Lock()
+	p.stats.Paused = v
+	p.mu.Unlock()
+}

@@ -1,0 +1,107 @@
+package refdata
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/tester"
+
+	"msgx/internal/clock"
+	"msgx/internal/sample"
+	"msgx/internal/testenv"
+	"msgx/processors/router"
+	"msgx/sink"
+	"msgx/tables/refdata"
+)
+
+// TestEverySampleReferenceFile routes every reference-data sample with the
+// real router decisions and applies the transitions with this processor
+// (under goka's tester) against a real PostgreSQL: each message completes,
+// and ref_master always equals the table's state.
+func TestEverySampleReferenceFile(t *testing.T) {
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	msgs := sink.NewMessages(pool, 10*time.Second)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	tt := tester.New(t)
+	p := New("msgx.refdata-transitions", Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(t0), Log: testenv.Logger(t)})
+	gp, err := p.Processor(nil, goka.WithTester(tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gp.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	samples, err := sample.Load(sample.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg := router.Config{IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
+	set := rcfg.Settings(testenv.Shanghai)
+	applied := map[string]bool{}
+	var id int64
+	for _, s := range samples {
+		id++
+		plan := router.Prepare(id, s.XML, set)
+		v, fail := router.Decide(plan, sink.Lookups{}, t0)
+		if fail != nil || len(v.Refdata) == 0 {
+			continue
+		}
+		if _, err := msgs.Touch(ctx, id, nil, t0, t0); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := msgs.Record(ctx, sink.Decision{MsgID: id, State: v.State, N: v.N(), Now: t0}); err != nil || !ok {
+			t.Fatalf("%s: record %v %v", s.Name(), ok, err)
+		}
+		tr := v.Refdata[0]
+		tt.Consume("msgx.refdata-transitions", tr.RType, tr)
+		if m, _, _ := msgs.Get(ctx, id); m.State != sink.StateSucceeded {
+			t.Fatalf("%s: message %s after its transition", s.Name(), m.State)
+		}
+		st, _ := tt.TableValue(Table, tr.RType).(*refdata.State)
+		if st == nil {
+			t.Fatalf("%s: no table value for %s", s.Name(), tr.RType)
+		}
+		var want []string
+		for k := range st.Records {
+			want = append(want, k)
+		}
+		sort.Strings(want)
+		rows, err := sink.RefRecords(ctx, pool, 10*time.Second, tr.RType, t0, testenv.Shanghai)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.RKey)
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("%s: ref_master keys %v, table keys %v", s.Name(), got, want)
+		}
+		applied[tr.RType] = true
+	}
+	for _, rt := range []string{"AIRC", "AIRL", "ARPT", "BLST", "CHLT", "CLST", "COUL", "FLTL", "GLST", "ORGN", "REGN", "SLST", "TLST", "ABDG", "CITY"} {
+		if !applied[rt] {
+			t.Errorf("no sample of %s was applied", rt)
+		}
+	}
+	// AIRL: DNLD (UA, AA, CX), ADD (AB, ZZ), DEL (ZZ).
+	rows, _ := sink.RefRecords(ctx, pool, 10*time.Second, "AIRL", t0, testenv.Shanghai)
+	var keys []string
+	for _, r := range rows {
+		keys = append(keys, r.RKey)
+	}
+	if strings.Join(keys, ",") != "AA,AB,CX,UA" {
+		t.Fatalf("AIRL keys %v", keys)
+	}
+}
