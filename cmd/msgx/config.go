@@ -13,6 +13,7 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/processors/flights"
 	"msgx/processors/router"
 	"msgx/sink"
 )
@@ -36,11 +37,12 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
-	DB     sink.Config
-	Kafka  kafka.Config
-	Ingest ingest.Config
-	HTTP   ingest.HTTPConfig
-	Router router.Config
+	DB      sink.Config
+	Kafka   kafka.Config
+	Ingest  ingest.Config
+	HTTP    ingest.HTTPConfig
+	Router  router.Config
+	Flights flights.Config
 
 	loc *time.Location
 }
@@ -69,7 +71,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

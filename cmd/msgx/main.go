@@ -20,8 +20,9 @@ Usage:
   msgx run                  every role in one process (embedded Kafka when MSGX_KAFKA_BROKERS is empty)
   msgx ingest               the ingest role only: inbox → msgx.inbox, plus POST /cminmsgs/send
   msgx process              the processing role only: the goka processors (router, …)
-  msgx table get messages <MSG_ID>
-                            print a message's record from the router table as JSON
+  msgx table get messages <MSG_ID>    a message's record from the router table (JSON)
+  msgx table get flights <FLID>       a flight from the flights table (JSON, SPEC §6)
+  msgx table list refdata <RTYPE>     a reference category from the refdata table (JSON)
   msgx broker               the embedded Kafka alone, on MSGX_EMBEDDED_KAFKA_ADDR
   msgx migrate [up|down [N]|version]
                             PostgreSQL schema migrations (msgx run applies them itself)

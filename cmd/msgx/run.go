@@ -23,6 +23,8 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
+	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
 )
@@ -123,7 +125,8 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 
 // topics lists every topic msgx needs, created at start-up.
 func topics(cfg Config) []kafka.TopicSpec {
-	return append([]kafka.TopicSpec{cfg.Ingest.TopicSpec()}, cfg.Router.TopicSpecs()...)
+	specs := append([]kafka.TopicSpec{cfg.Ingest.TopicSpec()}, cfg.Router.TopicSpecs()...)
+	return append(specs, cfg.Flights.TopicSpecs(cfg.Router.Partitions)...)
 }
 
 // gokaOptions are the processors' Kafka clients and local table storage
@@ -164,7 +167,12 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
 		rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location()})
 		supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+		fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+		supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+		rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+		supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	}
+	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })
 	err = g.Wait()
 	log.Info("msgx stopped", "component", "main")

@@ -11,23 +11,33 @@ import (
 	"github.com/lovoo/goka"
 
 	"msgx/internal/kafka"
+	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
+	"msgx/tables/flight"
+	"msgx/tables/refdata"
 )
 
 // tables are the goka tables an operator can read, by CLI name.
 var tables = map[string]struct {
 	table goka.Table
 	codec goka.Codec
+	// view turns a table value into what the operator sees.
+	view func(any) any
 }{
-	"messages": {router.Table, router.EntryCodec{}},
+	"messages": {router.Table, router.EntryCodec{}, nil},
+	// The flight as SPEC §6 shows it, without the table's bookkeeping.
+	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).View() }},
+	"refdata": {refdataproc.Table, refdata.StateCodec{}, func(v any) any { return v.(*refdata.State).List() }},
 }
 
-// runTable prints a goka table entry as JSON: `msgx table get <table> <key>`.
-// It reads the table's changelog from Kafka, so it works while the daemon
-// runs (and reports what the processors have committed).
+// runTable prints a goka table entry as JSON: `msgx table get <table> <key>`
+// (`list` is a synonym, as in `msgx table list refdata AIRL`). It reads the
+// table's changelog from Kafka, so it works while the daemon runs and shows
+// what the processors have committed.
 func runTable(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
-	if len(args) != 3 || args[0] != "get" {
-		return fmt.Errorf("usage: msgx table get <%s> <key>", tableNames())
+	if len(args) != 3 || (args[0] != "get" && args[0] != "list") {
+		return fmt.Errorf("usage: msgx table get|list <%s> <key>", tableNames())
 	}
 	t, ok := tables[args[1]]
 	if !ok {
@@ -46,6 +56,9 @@ func runTable(ctx context.Context, cfg Config, args []string, out io.Writer, log
 		}
 		if val == nil {
 			return fmt.Errorf("%s %s: not found", args[1], args[2])
+		}
+		if t.view != nil {
+			val = t.view(val)
 		}
 		b, err := json.MarshalIndent(val, "", "  ")
 		if err != nil {
