@@ -4,7 +4,7 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services devdb build vet fuzz clean-state
+.PHONY: run test bench services devdb demo build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
@@ -28,6 +28,11 @@ devdb: services
 	@psql "$(PGADMIN)" -tAc "SELECT 1 FROM pg_database WHERE datname = 'msgx'" | grep -q 1 || psql "$(PGADMIN)" -qc "CREATE DATABASE msgx"
 	@mariadb -uroot -h127.0.0.1 -e "CREATE DATABASE IF NOT EXISTS aodbinterface CHARACTER SET utf8mb4"
 	@mariadb -uroot -h127.0.0.1 aodbinterface < internal/testenv/inbox.sql
+
+## demo: insert a coherent sample day into the local inbox (run it while `make run` runs)
+demo: devdb
+	@mariadb -uroot -h127.0.0.1 aodbinterface < testdata/demo.sql
+	@echo "inserted testdata/demo.sql; try: go run ./cmd/msgx table get flights 15"
 
 build:
 	$(GO) build -o bin/msgx ./cmd/msgx

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -26,6 +27,9 @@ func StartBroker(addr, dataDir string, log *slog.Logger) (*Broker, error) {
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DefaultNumPartitions(1),
+		// Let clients choose short session timeouts, so a crashed member's
+		// partitions move on quickly.
+		kfake.GroupMinSessionTimeout(time.Second),
 		kfake.WithLogger(kfakeLogger{log: log}),
 		// kfake listens on 127.0.0.1 by default; honour the configured host
 		// so the broker can be exposed where the operator wants it.

@@ -36,6 +36,9 @@ type Config struct {
 	MaxInFlight int `env:"MSGX_KAFKA_MAX_IN_FLIGHT" envDefault:"1"`
 	// Timeout bounds a produce or admin round trip.
 	Timeout time.Duration `env:"MSGX_KAFKA_TIMEOUT" envDefault:"10s"`
+	// SessionTimeout is how long the group coordinator waits for a silent
+	// member (a crashed process) before giving its partitions to another.
+	SessionTimeout time.Duration `env:"MSGX_KAFKA_SESSION_TIMEOUT" envDefault:"10s"`
 }
 
 // Embedded reports whether msgx must run its own broker.
@@ -61,6 +64,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_KAFKA_TIMEOUT: must be positive"))
+	}
+	if c.SessionTimeout < time.Second {
+		errs = append(errs, errors.New("MSGX_KAFKA_SESSION_TIMEOUT: must be at least 1s"))
 	}
 	for _, b := range c.Brokers {
 		if !strings.Contains(b, ":") {
@@ -107,6 +113,10 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 	// retried; the group keeps its partition meanwhile (SPEC §2 goka facts).
 	sc.Consumer.MaxProcessingTime = 10 * time.Minute
 	sc.Consumer.Offsets.AutoCommit.Interval = 200 * time.Millisecond
+	if c.SessionTimeout > 0 {
+		sc.Consumer.Group.Session.Timeout = c.SessionTimeout
+		sc.Consumer.Group.Heartbeat.Interval = c.SessionTimeout / 3
+	}
 	return sc
 }
 

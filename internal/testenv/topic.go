@@ -54,3 +54,40 @@ func EndOffset(t testing.TB, brokers []string, topic string) int64 {
 	}
 	return o.Offset
 }
+
+// WaitCaughtUp waits until consumer group has committed offsets up to the end
+// of every partition-0 topic listed: everything it read was fully processed
+// (goka commits only after a message's emits were acknowledged).
+func WaitCaughtUp(t testing.TB, brokers []string, group string, topics []string, timeout time.Duration) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err1 := adm.ListEndOffsets(ctx, topics...)
+		committed, err2 := adm.FetchOffsets(ctx, group)
+		cancel()
+		done := err1 == nil && err2 == nil
+		if done {
+			for _, tp := range topics {
+				end, _ := ends.Lookup(tp, 0)
+				c, ok := committed.Lookup(tp, 0)
+				if end.Offset > 0 && (!ok || c.At < end.Offset) {
+					done = false
+				}
+			}
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s did not catch up with %v (%v %v)", group, topics, err1, err2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,45 @@
+package workload
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"msgx/processors/router"
+	"msgx/processors/sis"
+	"msgx/sink"
+)
+
+func TestDayIsDeterministicAndDecodes(t *testing.T) {
+	a := Day(Options{Seed: 7, Flights: 120, Ops: 500, SharedEvery: 10})
+	b := Day(Options{Seed: 7, Flights: 120, Ops: 500, SharedEvery: 10})
+	if strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Fatal("same seed, different day")
+	}
+	if len(a) < 500 {
+		t.Fatalf("%d messages", len(a))
+	}
+	loc, _ := time.LoadLocation("Asia/Shanghai")
+	set := router.Config{IgnoreRules: "LDM-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}.Settings(loc)
+	kinds := map[string]int{}
+	for i, m := range a {
+		p := router.Prepare(int64(i+1), m, set)
+		v, fail := router.Decide(p, sink.Lookups{}, time.Time{})
+		switch {
+		case fail != nil:
+			t.Fatalf("message %d fails: %v", i, fail)
+		case v.State == sink.StateDead && v.ErrorClass != sink.ClassMalformed:
+			t.Fatalf("message %d is %s %s: %s", i, v.State, v.ErrorClass, v.Reason)
+		}
+		if p.Msg != nil {
+			kinds[p.Msg.Meta.TYPE+"-"+p.Msg.Meta.STYP]++
+		} else if _, err := sis.Decode([]byte(m), loc); err == nil {
+			t.Fatalf("message %d decodes but was not planned", i)
+		}
+	}
+	for _, k := range []string{"SCHD-DNLD", "SCHD-ADFT", "FLOP-FDEL", "FLOP-ESTT", "FLOP-GTDT", "LDM-LDM"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in the day: %v", k, kinds)
+		}
+	}
+}
