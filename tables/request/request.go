@@ -1,0 +1,476 @@
+// Package request is the state of msgx's outbound requests to the AODB
+// (SPEC §9, seeds 000 §7.2 and 001 §7.2): RQRD asks for one category of
+// reference data, RQFD for the flights scheduled in a time window. A request
+// lives in the PostgreSQL table req_track and moves through
+//
+//	PENDING ──▶ SENT ──▶ DONE      (a matching RESP was applied)
+//	   │          ├────▶ EXPIRED   (no answer within the timeout, or superseded)
+//	   │          └────▶ FAILED    (the AODB answered EROR)
+//	   └──▶ EXPIRED (superseded before it was confirmed sent) | FAILED (EROR)
+//
+// This package holds only the rules: pure functions that take the current
+// request and the instant of the event and return the next request, never
+// touching a database or a clock. The emitter (emitters/outbound) loads a row,
+// applies one of these functions and writes the result back in one
+// transaction, so that every path — live sends, crash recovery, replays of the
+// inbox — goes through the same decisions.
+//
+// Slots. At most one request is open (PENDING or SENT) per slot, the pair
+// (kind, STYP): an RQRD for AIRL and an RQRD for COUL are different slots
+// because the AODB answers each with its own TYPE=AIRL / TYPE=COUL STYP=RESP
+// message (seeds 001 §13.1: "match the response TYPE to the request STYP"),
+// while every RQFD shares the single slot (RQFD, NONE) because every answer is
+// the same SCHD STYP=RESP. Registering a new request closes the open one of
+// its slot as EXPIRED (seeds: "同类新请求前作旧请求过期").
+//
+// Matching a response (Complete). The AODB's answers carry no request id
+// (seeds 001 §13.1), so a response is matched by slot and time only. A
+// response completes the open request of its slot if and only if
+//
+//   - the request is SENT: its COUTMSGS row is confirmed (a PENDING request
+//     may not even be in the outbox, so nothing can be answering it), and
+//   - the response has a META DTTM, and DTTM >= SentAt − skew.
+//
+// SentAt is our clock's instant of the COUTMSGS insert (the value written into
+// COUTMSGS_DATE_INSERTED), DTTM is the AODB's clock read in the airport time
+// zone; both are absolute instants, so the comparison is zone-free, and skew
+// is the tolerated difference between the two clocks (the seeds leave the
+// tolerance open, Q5; the emitter makes it a setting). DTTM, not the time the
+// message reached msgx, is compared because it is a property of the message:
+// the decision is the same when the message is processed late (an outage) or
+// again (a rebuild replaying msgx.inbox), and an old RESP replayed while a
+// newer request is SENT is rejected as stale instead of completing it. A
+// response without DTTM cannot prove it is not older than the request and
+// never matches. Once closed a request is never reopened or changed by an
+// answer: DONE, EXPIRED and FAILED are final (late answers are no-ops).
+//
+// The remaining risk, accepted and audited (seeds C-23): an answer to an
+// earlier request of the same slot whose DTTM falls within skew before the
+// newer request's SentAt completes the newer request. Both answers carry the
+// AODB's current data of the same kind, so the applied data is right; the
+// completing message is recorded in ResponseMsgID.
+package request
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is the request type, META/TYPE of the outbound message.
+type Kind string
+
+const (
+	// RQRD requests one category of reference data (body <RQRD><RTYP>…).
+	RQRD Kind = "RQRD"
+	// RQFD requests the flights scheduled in a window (body <RQFD><STDB/><STDE/>).
+	RQFD Kind = "RQFD"
+)
+
+// STYPNone is the STYP of every RQFD, and so the STYP of its single slot.
+const STYPNone = "NONE"
+
+// State is where a request is in its life.
+type State string
+
+const (
+	// StatePending means registered in PostgreSQL; its COUTMSGS row may or may not
+	// exist yet (Attempts tells whether an insert was ever started).
+	StatePending State = "PENDING"
+	// StateSent means its COUTMSGS row is confirmed (OutboxID, SentAt); waiting for
+	// the answer.
+	StateSent State = "SENT"
+	// StateDone means a matching response was applied (ResponseMsgID).
+	StateDone State = "DONE"
+	// StateExpired means no answer within the timeout, or superseded by a newer
+	// request of the same slot (CloseReason tells which).
+	StateExpired State = "EXPIRED"
+	// StateFailed means the AODB answered with EROR.
+	StateFailed State = "FAILED"
+)
+
+// Open reports whether s still occupies its slot (PENDING or SENT).
+func (s State) Open() bool { return s == StatePending || s == StateSent }
+
+// Valid reports whether s is one of the five states.
+func (s State) Valid() bool {
+	switch s {
+	case StatePending, StateSent, StateDone, StateExpired, StateFailed:
+		return true
+	}
+	return false
+}
+
+// Close reasons stored with a closed request.
+const (
+	// ReasonResponse closes a request as DONE.
+	ReasonResponse = "RESPONSE"
+	// ReasonTimeout closes a SENT request that got no answer in time.
+	ReasonTimeout = "TIMEOUT"
+	// ReasonSuperseded prefixes the reason of a request closed by a newer
+	// one of its slot: "SUPERSEDED by SEQN <n>".
+	ReasonSuperseded = "SUPERSEDED"
+	// ReasonEror closes a request as FAILED.
+	ReasonEror = "EROR"
+)
+
+// Why a transition did not apply. The functions of this package do no I/O,
+// so every error they return is one of these rule rejections (wrapped with
+// detail): callers treat them as "no match / nothing to do", not as failures.
+var (
+	// ErrInvalid: the input itself is unusable (zero time, bad SEQN, …).
+	ErrInvalid = errors.New("invalid request input")
+	// ErrOtherSlot: the event belongs to another slot or another request.
+	ErrOtherSlot = errors.New("event is for another request")
+	// ErrClosed: the request is already DONE, EXPIRED or FAILED; late
+	// answers never reopen or change it.
+	ErrClosed = errors.New("request already closed")
+	// ErrDuplicate: the very same event already closed this request (a
+	// redelivered RESP or EROR): a no-op.
+	ErrDuplicate = errors.New("event already applied")
+	// ErrNotSent: the request is PENDING, its outbox row is not confirmed.
+	ErrNotSent = errors.New("request not confirmed sent")
+	// ErrNoDTTM: the response has no META DTTM, so it cannot be shown to
+	// be newer than the request.
+	ErrNoDTTM = errors.New("response has no DTTM")
+	// ErrStale: the response is dated before the request was sent (beyond
+	// the clock skew tolerance).
+	ErrStale = errors.New("response older than the request")
+	// ErrConflict: the request would be tied to a second outbox row, i.e.
+	// it was sent twice. Never expected; reported, never applied.
+	ErrConflict = errors.New("request already tied to another outbox row")
+)
+
+// Slot is the unit of "one open request at a time": (kind, STYP).
+type Slot struct {
+	// Kind is RQRD or RQFD.
+	Kind Kind
+	// STYP is the requested reference type for RQRD, STYPNone for RQFD.
+	STYP string
+}
+
+// String renders the slot as "KIND-STYP" for logs.
+func (s Slot) String() string { return string(s.Kind) + "-" + s.STYP }
+
+// rtypePattern bounds what may be written into STYP and <RTYP>: SIS type
+// codes are short upper-case alphanumerics (AIRL, COUL, RSTA, …).
+var rtypePattern = regexp.MustCompile(`^[A-Z0-9]{1,16}$`)
+
+// SlotOf normalises (kind, styp) into a Slot: STYP is trimmed and
+// upper-cased; for RQFD an empty STYP means STYPNone and anything else is
+// rejected, because every RQFD shares one slot.
+func SlotOf(kind Kind, styp string) (Slot, error) {
+	styp = strings.ToUpper(strings.TrimSpace(styp))
+	switch kind {
+	case RQRD:
+		if !rtypePattern.MatchString(styp) || styp == STYPNone {
+			return Slot{}, fmt.Errorf("%w: RQRD STYP %q is not a reference type", ErrInvalid, styp)
+		}
+	case RQFD:
+		if styp == "" {
+			styp = STYPNone
+		}
+		if styp != STYPNone {
+			return Slot{}, fmt.Errorf("%w: RQFD STYP must be %s, got %q", ErrInvalid, STYPNone, styp)
+		}
+	default:
+		return Slot{}, fmt.Errorf("%w: request kind %q (want RQRD or RQFD)", ErrInvalid, kind)
+	}
+	return Slot{Kind: kind, STYP: styp}, nil
+}
+
+// ReqTrack is one outbound request, a row of req_track.
+type ReqTrack struct {
+	// ID is req_track.id, assigned by PostgreSQL (0 before registration).
+	ID int64 `json:"id"`
+	// Kind is RQRD or RQFD.
+	Kind Kind `json:"kind"`
+	// STYP is META/STYP of the request: the requested type for RQRD,
+	// STYPNone for RQFD. (Kind, STYP) is the request's slot.
+	STYP string `json:"styp"`
+	// RTypes are the requested reference types (one, equal to STYP) for
+	// RQRD; empty for RQFD.
+	RTypes []string `json:"rtypes,omitempty"`
+	// WindowFrom and WindowTo are the scheduled-time window of an RQFD
+	// (STDB, STDE), whole minutes; zero for RQRD.
+	WindowFrom time.Time `json:"windowFrom,omitzero"`
+	WindowTo   time.Time `json:"windowTo,omitzero"`
+	// SEQN is META/SEQN, unique among msgx's requests.
+	SEQN int64 `json:"seqn"`
+	// SNDR is META/SNDR ("MSGX").
+	SNDR string `json:"sndr"`
+	// State is where the request is.
+	State State `json:"state"`
+	// Payload is the exact XML written (and, on recovery, re-written) to
+	// COUTMSGS_CLOB_MSG.
+	Payload string `json:"payload,omitempty"`
+	// Attempts counts the COUTMSGS inserts started. 0 proves that no outbox
+	// row can exist, which lets recovery send without searching.
+	Attempts int `json:"attempts"`
+	// OutboxFloor is MAX(COUTMSGS_ID) read before the first insert attempt
+	// (meaningful when Attempts > 0): auto-increment IDs only grow, so the
+	// request's row, if any, has an ID above it.
+	OutboxFloor int64 `json:"outboxFloor,omitempty"`
+	// OutboxID is the request's COUTMSGS_ID once confirmed.
+	OutboxID int64 `json:"outboxId,omitempty"`
+	// CreatedAt is when the request was registered.
+	CreatedAt time.Time `json:"createdAt"`
+	// SentAt is the instant of the confirmed COUTMSGS insert
+	// (COUTMSGS_DATE_INSERTED, whole seconds).
+	SentAt time.Time `json:"sentAt,omitzero"`
+	// ClosedAt is when the request left the open states.
+	ClosedAt time.Time `json:"closedAt,omitzero"`
+	// CloseReason is one of the Reason* values (superseded with the SEQN).
+	CloseReason string `json:"closeReason,omitempty"`
+	// ResponseMsgID is the inbox message (MSG_ID) that closed the request:
+	// the RESP for DONE, the EROR for FAILED when known.
+	ResponseMsgID int64 `json:"responseMsgId,omitempty"`
+	// LastError is the last failure to send, cleared once SENT.
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Slot returns the request's slot.
+func (r ReqTrack) Slot() Slot { return Slot{Kind: r.Kind, STYP: r.STYP} }
+
+// Open reports whether the request still occupies its slot.
+func (r ReqTrack) Open() bool { return r.State.Open() }
+
+func checkNew(seqn int64, sndr string, now time.Time) error {
+	switch {
+	case seqn <= 0:
+		return fmt.Errorf("%w: SEQN %d must be positive", ErrInvalid, seqn)
+	case strings.TrimSpace(sndr) == "":
+		return fmt.Errorf("%w: empty SNDR", ErrInvalid)
+	case now.IsZero():
+		return fmt.Errorf("%w: zero registration time", ErrInvalid)
+	}
+	return nil
+}
+
+// NewRefdata returns a PENDING RQRD for one reference type (trimmed and
+// upper-cased; it becomes the STYP and the single <RTYP>). One type per
+// request keeps matching exact: the answer's TYPE names the slot it closes.
+func NewRefdata(rtype string, seqn int64, sndr string, now time.Time) (ReqTrack, error) {
+	if err := checkNew(seqn, sndr, now); err != nil {
+		return ReqTrack{}, err
+	}
+	slot, err := SlotOf(RQRD, rtype)
+	if err != nil {
+		return ReqTrack{}, err
+	}
+	return ReqTrack{
+		Kind: RQRD, STYP: slot.STYP, RTypes: []string{slot.STYP},
+		SEQN: seqn, SNDR: sndr, State: StatePending, CreatedAt: now,
+	}, nil
+}
+
+// NewFlights returns a PENDING RQFD for the flights scheduled in [from, to].
+// SIS writes STDB/STDE to the minute, so both ends are truncated to whole
+// minutes (what is stored is what is sent); the window must stay non-empty.
+func NewFlights(from, to time.Time, seqn int64, sndr string, now time.Time) (ReqTrack, error) {
+	if err := checkNew(seqn, sndr, now); err != nil {
+		return ReqTrack{}, err
+	}
+	if from.IsZero() || to.IsZero() {
+		return ReqTrack{}, fmt.Errorf("%w: RQFD window needs both ends", ErrInvalid)
+	}
+	from, to = from.Truncate(time.Minute), to.Truncate(time.Minute)
+	if !from.Before(to) {
+		return ReqTrack{}, fmt.Errorf("%w: RQFD window %s..%s is empty (whole minutes)", ErrInvalid,
+			from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	return ReqTrack{
+		Kind: RQFD, STYP: STYPNone, WindowFrom: from, WindowTo: to,
+		SEQN: seqn, SNDR: sndr, State: StatePending, CreatedAt: now,
+	}, nil
+}
+
+// Register decides what registering next does to the requests currently
+// open: every open request of next's slot is closed as EXPIRED with reason
+// "SUPERSEDED by SEQN <next.SEQN>" at now (one open request per slot; the
+// newer request is the one whose answer we now wait for). It returns those
+// closed requests; open requests of other slots are left alone. next must be
+// a fresh PENDING request.
+func Register(open []ReqTrack, next ReqTrack, now time.Time) ([]ReqTrack, error) {
+	if next.State != StatePending || next.ID != 0 {
+		return nil, fmt.Errorf("%w: only a new PENDING request can be registered", ErrInvalid)
+	}
+	if now.IsZero() {
+		return nil, fmt.Errorf("%w: zero time", ErrInvalid)
+	}
+	var closed []ReqTrack
+	for _, o := range open {
+		if o.SEQN == next.SEQN {
+			return nil, fmt.Errorf("%w: SEQN %d is already used by request %d", ErrInvalid, next.SEQN, o.ID)
+		}
+		if !o.Open() || o.Slot() != next.Slot() {
+			continue
+		}
+		o.State = StateExpired
+		o.ClosedAt = now
+		o.CloseReason = fmt.Sprintf("%s by SEQN %d", ReasonSuperseded, next.SEQN)
+		closed = append(closed, o)
+	}
+	return closed, nil
+}
+
+// Attempted records that an insert into COUTMSGS is about to start. floor
+// is MAX(COUTMSGS_ID) read just before; the first attempt's floor is kept
+// for good (a lower bound stays a lower bound), so a search from it covers
+// the rows of every attempt. Only a PENDING request is sent.
+func Attempted(r ReqTrack, floor int64) (ReqTrack, error) {
+	if r.State != StatePending {
+		return r, fmt.Errorf("%w: request %d is %s, only PENDING is sent", ErrClosed, r.ID, r.State)
+	}
+	if floor < 0 {
+		return r, fmt.Errorf("%w: negative outbox floor %d", ErrInvalid, floor)
+	}
+	if r.Attempts == 0 {
+		r.OutboxFloor = floor
+	}
+	r.Attempts++
+	return r, nil
+}
+
+// Sent records the confirmed COUTMSGS row of the request: outboxID and the
+// instant at of its insert. PENDING becomes SENT and LastError is cleared.
+// Recording the same row again is a no-op. A request that was closed while
+// its insert was in flight (an EROR raced the confirmation) keeps its state
+// but learns its row, so the audit shows where it went; a second, different
+// row is ErrConflict.
+func Sent(r ReqTrack, outboxID int64, at time.Time) (ReqTrack, error) {
+	if outboxID <= 0 || at.IsZero() {
+		return r, fmt.Errorf("%w: outbox id %d at %v", ErrInvalid, outboxID, at)
+	}
+	if r.OutboxID == outboxID {
+		return r, fmt.Errorf("%w: already tied to COUTMSGS_ID %d", ErrDuplicate, outboxID)
+	}
+	if r.OutboxID != 0 {
+		return r, fmt.Errorf("%w: request %d (SEQN %d) is COUTMSGS_ID %d, now also %d", ErrConflict, r.ID, r.SEQN, r.OutboxID, outboxID)
+	}
+	r.OutboxID = outboxID
+	r.SentAt = at
+	if r.State == StatePending {
+		r.State = StateSent
+		r.LastError = ""
+	}
+	return r, nil
+}
+
+// Expire closes a SENT request as EXPIRED (reason TIMEOUT) once now is at
+// least timeout after SentAt. It reports whether it did. A PENDING request
+// does not expire: the timeout measures how long the AODB has had the
+// request, and a PENDING one may never have reached it (it is sent by
+// recovery, or superseded by the next request of its slot). A non-positive
+// timeout never expires anything.
+func Expire(r ReqTrack, now time.Time, timeout time.Duration) (ReqTrack, bool) {
+	if r.State != StateSent || timeout <= 0 || r.SentAt.IsZero() || now.Before(r.SentAt.Add(timeout)) {
+		return r, false
+	}
+	r.State = StateExpired
+	r.ClosedAt = now
+	r.CloseReason = ReasonTimeout
+	return r, true
+}
+
+// Response is an answer as the processor applying it sees it.
+type Response struct {
+	// Slot is the answer's slot: (RQRD, its TYPE) for a reference RESP,
+	// (RQFD, NONE) for SCHD RESP.
+	Slot Slot
+	// MsgID is the inbox message id (CMINMSGS_ID) of the answer.
+	MsgID int64
+	// DTTM is the answer's META DTTM in the airport time zone; zero when
+	// absent.
+	DTTM time.Time
+	// At is the instant of the completion (the transaction applying it).
+	At time.Time
+}
+
+// Complete closes r as DONE with the response resp when resp answers it:
+// same slot, r SENT, resp.DTTM present and not before r.SentAt − skew (see
+// the package documentation for why these rules). Otherwise r is returned
+// unchanged with the reason: ErrOtherSlot, ErrDuplicate (this very message
+// already completed r), ErrClosed (late answer), ErrNotSent, ErrNoDTTM or
+// ErrStale. A negative skew counts as zero.
+func Complete(r ReqTrack, resp Response, skew time.Duration) (ReqTrack, error) {
+	if resp.MsgID <= 0 || resp.At.IsZero() {
+		return r, fmt.Errorf("%w: response message %d at %v", ErrInvalid, resp.MsgID, resp.At)
+	}
+	if resp.Slot != r.Slot() {
+		return r, fmt.Errorf("%w: response for %s, request %d is %s", ErrOtherSlot, resp.Slot, r.ID, r.Slot())
+	}
+	if !r.Open() {
+		if r.State == StateDone && r.ResponseMsgID == resp.MsgID {
+			return r, fmt.Errorf("%w: message %d already completed request %d", ErrDuplicate, resp.MsgID, r.ID)
+		}
+		return r, fmt.Errorf("%w: request %d is %s", ErrClosed, r.ID, r.State)
+	}
+	if r.State != StateSent {
+		return r, fmt.Errorf("%w: request %d", ErrNotSent, r.ID)
+	}
+	if resp.DTTM.IsZero() {
+		return r, fmt.Errorf("%w: message %d", ErrNoDTTM, resp.MsgID)
+	}
+	skew = max(skew, 0)
+	if resp.DTTM.Before(r.SentAt.Add(-skew)) {
+		return r, fmt.Errorf("%w: message %d dated %s, request %d sent %s (skew %s)", ErrStale, resp.MsgID,
+			resp.DTTM.Format(time.RFC3339), r.ID, r.SentAt.Format(time.RFC3339), skew)
+	}
+	r.State = StateDone
+	r.ClosedAt = resp.At
+	r.CloseReason = ReasonResponse
+	r.ResponseMsgID = resp.MsgID
+	return r, nil
+}
+
+// Eror is an EROR answer that names one of our requests by its SEQN.
+type Eror struct {
+	// SEQN is the SEQN the EROR refers to.
+	SEQN int64
+	// MsgID is the EROR's inbox message id, 0 when unknown.
+	MsgID int64
+	// At is the instant the EROR is recorded.
+	At time.Time
+}
+
+// Fail closes an open request named by e as FAILED (reason EROR). A PENDING
+// request may fail too: an EROR about its SEQN proves the AODB read it, even
+// if our confirmation of the insert is still outstanding. A closed request is
+// left alone (ErrClosed, or ErrDuplicate when it already FAILED by this
+// EROR); another SEQN is ErrOtherSlot.
+func Fail(r ReqTrack, e Eror) (ReqTrack, error) {
+	if e.SEQN <= 0 || e.At.IsZero() {
+		return r, fmt.Errorf("%w: EROR for SEQN %d at %v", ErrInvalid, e.SEQN, e.At)
+	}
+	if e.SEQN != r.SEQN {
+		return r, fmt.Errorf("%w: EROR names SEQN %d, request %d is SEQN %d", ErrOtherSlot, e.SEQN, r.ID, r.SEQN)
+	}
+	if !r.Open() {
+		if r.State == StateFailed && (e.MsgID == 0 || r.ResponseMsgID == e.MsgID) {
+			return r, fmt.Errorf("%w: request %d already FAILED", ErrDuplicate, r.ID)
+		}
+		return r, fmt.Errorf("%w: request %d is %s", ErrClosed, r.ID, r.State)
+	}
+	r.State = StateFailed
+	r.ClosedAt = e.At
+	r.CloseReason = ReasonEror
+	if e.MsgID > 0 {
+		r.ResponseMsgID = e.MsgID
+	}
+	return r, nil
+}
+
+// Equal reports whether a and b are the same request in the same state
+// (times compared as instants), for tests and change detection.
+func Equal(a, b ReqTrack) bool {
+	return a.ID == b.ID && a.Kind == b.Kind && a.STYP == b.STYP && slices.Equal(a.RTypes, b.RTypes) &&
+		a.WindowFrom.Equal(b.WindowFrom) && a.WindowTo.Equal(b.WindowTo) && a.SEQN == b.SEQN &&
+		a.SNDR == b.SNDR && a.State == b.State && a.Payload == b.Payload && a.Attempts == b.Attempts &&
+		a.OutboxFloor == b.OutboxFloor && a.OutboxID == b.OutboxID && a.CreatedAt.Equal(b.CreatedAt) &&
+		a.SentAt.Equal(b.SentAt) && a.ClosedAt.Equal(b.ClosedAt) && a.CloseReason == b.CloseReason &&
+		a.ResponseMsgID == b.ResponseMsgID && a.LastError == b.LastError
+}
