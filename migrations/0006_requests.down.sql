@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS req_track;
+DROP SEQUENCE IF EXISTS req_seqn;
