@@ -1,0 +1,839 @@
+package sink
+
+// The backfill sweeper writes the processed mark (CMINMSGS_DATE_PROCESSED)
+// back into the shared MySQL inbox for every message that is terminal in
+// proc_state (SPEC §3 I6, §7; seeds 000 §6). It is the only writer of the
+// mark and runs on its own goroutine: it never reads or blocks the message
+// FIFO.
+//
+// One pass (Sweep), all inside one PostgreSQL transaction that holds the
+// backfill advisory lock (see BackfillLock):
+//
+//  1. scan up to Batch due rows with the predicate of 000 §6.1, in fair
+//     order (backfill_attempts, msg_id);
+//  2. in one MySQL transaction: one UPDATE … WHERE ID IN (…) AND
+//     DATE_PROCESSED IS NULL, then — only when it changed fewer rows than
+//     asked — one SELECT that tells the 0-row IDs apart (already marked or
+//     missing);
+//  3. record the four results of 000 §6.2 in one batch of UPDATEs and commit.
+//
+// Crash windows, walked through (000 §9.2):
+//   - Crash before the MySQL commit: nothing was marked; the rows are still
+//     due and the next pass writes them.
+//   - Crash (or PostgreSQL failure) after the MySQL commit, before the
+//     PostgreSQL commit: the marks are in the inbox but backfill_at is not
+//     saved. The next pass scans the same rows, its UPDATE changes 0 rows
+//     (the mark is not NULL any more), the SELECT finds the rows present
+//     and marked: "already marked" → success, backfill_at = now, and the
+//     first mark is kept (the UPDATE never overwrites a value).
+//   - PostgreSQL restored from a backup: terminal rows whose backfill_at
+//     was lost are swept again and come out "already marked" the same way.
+//
+// Because the mark only ever goes NULL → value (the IS NULL guard) and the
+// sweeper only scans terminal rows, the mark is monotonic and never precedes
+// a durable terminal state (I6).
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"msgx/internal/clock"
+	"msgx/internal/retry"
+)
+
+// Reasons recorded in proc_state.backfill_abandoned_reason.
+const (
+	// AbandonMissingRow: the inbox row does not exist (it was deleted after
+	// it was enqueued). Deterministic, so it is abandoned at once, R or not.
+	AbandonMissingRow = "MISSING_ROW"
+	// AbandonTransientDeadline: writing the mark kept failing (MySQL down,
+	// timeouts, …) until the row was older than R (MSGX_OVERDUE_BACKFILL).
+	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
+)
+
+// LockBackfill is the PostgreSQL advisory lock key (bigint key space) that a
+// backfill pass holds for its whole transaction and that replay and reopen
+// take before they change terminal rows; see BackfillLock.
+const LockBackfill int64 = 0x6d73_6778_bf01
+
+// operatorCallTimeout bounds each database call of the operator functions
+// (AbandonedBackfills, ReopenBackfill), which get no Config. A shorter
+// deadline on the caller's context still wins.
+const operatorCallTimeout = 30 * time.Second
+
+// BackfillConfig configures the backfill sweeper. Durations are Go durations
+// ("30s", "15m", "720h").
+type BackfillConfig struct {
+	// Period is the pause between passes once the sweeper has nothing more
+	// to do right now. A pass that fills its batch and settles rows is
+	// followed by the next one at once, so a backlog drains at database
+	// speed instead of Batch rows per Period.
+	Period time.Duration `env:"MSGX_BACKFILL_PERIOD" envDefault:"30s"`
+	// Batch is the number of rows claimed per pass (1..10000): one MySQL
+	// UPDATE with that many IDs.
+	Batch int `env:"MSGX_BACKFILL_BATCH" envDefault:"500"`
+	// Backoff is the wait after the first failed attempt of a row; it
+	// doubles with every further failure (G-BACKFILL-BACKOFF).
+	Backoff time.Duration `env:"MSGX_BACKFILL_BACKOFF" envDefault:"30s"`
+	// BackoffCap is the longest wait between two attempts of a row.
+	BackoffCap time.Duration `env:"MSGX_BACKFILL_BACKOFF_CAP" envDefault:"15m"`
+	// Overdue is R (000 §6.3), measured from the row's local enqueued_at:
+	// a terminal row older than R is tried on every pass regardless of its
+	// backoff, and a transient failure of a row older than R abandons it
+	// (TRANSIENT_DEADLINE). Before R a row is never abandoned for failing.
+	Overdue time.Duration `env:"MSGX_OVERDUE_BACKFILL" envDefault:"720h"`
+	// MaxAttemptsAlarm is the attempt count at which a still failing row is
+	// logged at ERROR (an alarm). It never abandons a row: abandonment is by
+	// time (Overdue), not by count (000 §6.3).
+	MaxAttemptsAlarm int `env:"MSGX_BACKFILL_MAX_ATTEMPTS" envDefault:"20"`
+	// Shadow runs msgx beside the legacy system: the sweeper writes nothing
+	// to MySQL (and records nothing in PostgreSQL), so every terminal row
+	// stays pending and is marked once shadow mode is switched off.
+	Shadow bool `env:"MSGX_SHADOW" envDefault:"false"`
+}
+
+// Validate checks every value; errors name the variable.
+func (c BackfillConfig) Validate() error {
+	var errs []error
+	if c.Period <= 0 {
+		errs = append(errs, errors.New("MSGX_BACKFILL_PERIOD: must be positive"))
+	}
+	if c.Batch < 1 || c.Batch > 10000 {
+		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_BATCH=%d: must be 1..10000", c.Batch))
+	}
+	if c.Backoff <= 0 {
+		errs = append(errs, errors.New("MSGX_BACKFILL_BACKOFF: must be positive"))
+	}
+	if c.BackoffCap < c.Backoff {
+		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_BACKOFF_CAP=%s: must be at least MSGX_BACKFILL_BACKOFF=%s", c.BackoffCap, c.Backoff))
+	}
+	if c.Overdue <= 0 {
+		errs = append(errs, errors.New("MSGX_OVERDUE_BACKFILL: must be positive"))
+	}
+	if c.MaxAttemptsAlarm < 1 {
+		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_MAX_ATTEMPTS=%d: must be at least 1", c.MaxAttemptsAlarm))
+	}
+	return errors.Join(errs...)
+}
+
+// BackfillDeps is what the sweeper works with.
+type BackfillDeps struct {
+	// PG is msgx's PostgreSQL (proc_state).
+	PG *pgxpool.Pool
+	// MySQL is the shared inbox, opened on the primary (OpenMySQL). It may be
+	// nil in shadow mode only.
+	MySQL *sql.DB
+	// Table is the inbox table (MSGX_INBOX_TABLE, e.g. cminmsgs).
+	Table string
+	// Location is the airport time zone: the mark is the pass's time as a
+	// local DATETIME in it.
+	Location *time.Location
+	// Timeout bounds every single database call (MSGX_DB_TIMEOUT); the MySQL
+	// transaction of a pass (UPDATE, SELECT, COMMIT) is bounded by it as one
+	// unit.
+	Timeout time.Duration
+	// Clock is the source of time (clock.Real{} when nil).
+	Clock clock.Clock
+	// Log receives the sweeper's lines (slog.Default() when nil).
+	Log *slog.Logger
+}
+
+var inboxTableName = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$`)
+
+// Backfill is the sweeper. Run it with Run on its own goroutine; Sweep does
+// one pass. A Backfill is safe for concurrent use (passes serialize on the
+// advisory lock).
+type Backfill struct {
+	cfg     BackfillConfig
+	pg      *pgxpool.Pool
+	my      *sql.DB
+	table   string
+	loc     *time.Location
+	timeout time.Duration
+	clk     clock.Clock
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	stats BackfillStats
+}
+
+// NewBackfill checks cfg and deps and returns the sweeper.
+func NewBackfill(cfg BackfillConfig, deps BackfillDeps) (*Backfill, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if deps.PG == nil {
+		errs = append(errs, errors.New("backfill: no PostgreSQL pool"))
+	}
+	if deps.MySQL == nil && !cfg.Shadow {
+		errs = append(errs, errors.New("backfill: no MySQL connection (only shadow mode may run without one)"))
+	}
+	if !inboxTableName.MatchString(deps.Table) {
+		errs = append(errs, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", deps.Table))
+	}
+	if deps.Location == nil {
+		errs = append(errs, errors.New("backfill: no airport time zone"))
+	}
+	if deps.Timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	clk := deps.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	log := deps.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Backfill{
+		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, loc: deps.Location,
+		timeout: deps.Timeout, clk: clk, log: log.With("component", "backfill"),
+		stats: BackfillStats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
+	}, nil
+}
+
+// SweepResult is what one pass did.
+type SweepResult struct {
+	// Scanned is the number of rows claimed.
+	Scanned int
+	// Marked rows got the mark from this pass (UPDATE changed them).
+	Marked int
+	// AlreadyMarked rows carried a mark already (a crash window, or the
+	// legacy system marked them); they are settled without overwriting it.
+	AlreadyMarked int
+	// Missing rows were abandoned MISSING_ROW.
+	Missing int
+	// Failed rows could not be marked (transient failure): attempt counted,
+	// backoff set.
+	Failed int
+	// Deadline rows failed past R and were abandoned TRANSIENT_DEADLINE
+	// (also counted in Failed).
+	Deadline int
+	// Busy: another holder of the backfill lock (a replay) was active; the
+	// pass did nothing and the rows are swept next time.
+	Busy bool
+	// Shadow: shadow mode, nothing was done.
+	Shadow bool
+	// MySQLErr is the failure of the inbox write when Failed > 0.
+	MySQLErr error
+}
+
+// Settled is the number of rows that left the backfill queue in this pass
+// (marked, already marked or abandoned).
+func (r SweepResult) Settled() int { return r.Marked + r.AlreadyMarked + r.Missing + r.Deadline }
+
+// BackfillStats are the sweeper's counters since start, for msgx status and
+// metrics.
+type BackfillStats struct {
+	// Marked is the number of marks written.
+	Marked int64 `json:"marked"`
+	// AlreadyMarked is the number of rows found marked and settled without
+	// overwriting.
+	AlreadyMarked int64 `json:"alreadyMarked"`
+	// Abandoned counts abandoned rows by reason (MISSING_ROW,
+	// TRANSIENT_DEADLINE).
+	Abandoned map[string]int64 `json:"abandoned"`
+	// TransientFailures is the number of failed row attempts.
+	TransientFailures int64 `json:"transientFailures"`
+	// Alarms is the number of rows that reached MSGX_BACKFILL_MAX_ATTEMPTS.
+	Alarms int64 `json:"alarms"`
+	// Pending is the number of terminal rows still owing the mark (not
+	// abandoned), counted after the last pass; -1 until first counted.
+	Pending int64 `json:"pending"`
+	// Sweeps is the number of completed passes; FailedSweeps those that
+	// could not complete (PostgreSQL unreachable, …).
+	Sweeps       int64 `json:"sweeps"`
+	FailedSweeps int64 `json:"failedSweeps"`
+	// LastSweep is the time of the last completed pass (zero before).
+	LastSweep time.Time `json:"lastSweep"`
+	// LastError is the last pass or inbox-write failure, cleared by the next
+	// pass that writes to the inbox successfully.
+	LastError string `json:"lastError,omitempty"`
+	// Shadow reports shadow mode (nothing is written).
+	Shadow bool `json:"shadow"`
+}
+
+// Stats returns a copy of the counters.
+func (b *Backfill) Stats() BackfillStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.stats
+	s.Abandoned = make(map[string]int64, len(b.stats.Abandoned))
+	for k, v := range b.stats.Abandoned {
+		s.Abandoned[k] = v
+	}
+	return s
+}
+
+// Run sweeps every Period until ctx ends, then returns nil. A pass that
+// fills its batch and settles rows is followed by the next at once (backlog
+// drain). Failed passes are logged and retried next Period; nothing here
+// stops the daemon. In shadow mode Run logs that once and idles.
+func (b *Backfill) Run(ctx context.Context) error {
+	if b.cfg.Shadow {
+		// Shadow mode must leave the inbox exactly as the legacy system
+		// keeps it, and must not fill proc_state with attempts or
+		// abandonments that would be wrong once msgx goes live: the rows
+		// just stay pending and are marked by the first non-shadow pass.
+		b.log.Info("shadow mode (MSGX_SHADOW=true): the backfill sweeper writes no processed marks; terminal rows stay pending")
+		<-ctx.Done()
+		return nil
+	}
+	b.log.Info("backfill sweeper started", "period", b.cfg.Period.String(), "batch", b.cfg.Batch,
+		"backoff", b.cfg.Backoff.String(), "backoff_cap", b.cfg.BackoffCap.String(), "overdue", b.cfg.Overdue.String())
+	for {
+		res, err := b.Sweep(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := b.cfg.Period
+		switch {
+		case err != nil:
+			level := slog.LevelError
+			if retry.IsOutage(err) {
+				level = slog.LevelWarn
+			}
+			b.log.Log(ctx, level, "backfill pass failed; retrying next period", "err", err, "retry_in", wait.String())
+		case res.Scanned == b.cfg.Batch && res.Settled() > 0:
+			// More rows are probably due: drain without waiting. Each such
+			// pass settles at least one row, so this cannot spin.
+			wait = 0
+		}
+		if err := clock.Sleep(ctx, b.clk, wait); err != nil && ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// claim is one scanned row.
+type claim struct {
+	id       int64
+	enqueued time.Time
+	attempts int
+}
+
+// markOutcome classifies one claimed row after the inbox write.
+type markOutcome int
+
+const (
+	outcomeFailed  markOutcome = iota // not marked: transient failure
+	outcomeMarked                     // this pass wrote the mark
+	outcomeAlready                    // a mark was there already
+	outcomeMissing                    // no inbox row
+)
+
+// Sweep does one pass (see the file comment) and returns what it did. The
+// error reports a pass that could not complete, with an empty result:
+// PostgreSQL unreachable, or the results not saved (the marks written
+// meanwhile are found "already marked" next time). A failed inbox write is not an error of the pass: it
+// is recorded per row (attempts, backoff, maybe TRANSIENT_DEADLINE) and
+// reported in SweepResult.Failed and MySQLErr.
+func (b *Backfill) Sweep(ctx context.Context) (SweepResult, error) {
+	if b.cfg.Shadow {
+		return SweepResult{Shadow: true}, nil
+	}
+	now := b.clk.Now()
+	res, err := b.sweep(ctx, now)
+	if err != nil {
+		if ctx.Err() != nil {
+			return SweepResult{}, ctx.Err()
+		}
+		b.mu.Lock()
+		b.stats.FailedSweeps++
+		b.stats.LastError = err.Error()
+		b.mu.Unlock()
+		return SweepResult{}, err
+	}
+	if !res.Busy {
+		b.refreshPending(ctx)
+	}
+	b.mu.Lock()
+	b.stats.Sweeps++
+	b.stats.LastSweep = now
+	b.stats.Marked += int64(res.Marked)
+	b.stats.AlreadyMarked += int64(res.AlreadyMarked)
+	b.stats.Abandoned[AbandonMissingRow] += int64(res.Missing)
+	b.stats.Abandoned[AbandonTransientDeadline] += int64(res.Deadline)
+	b.stats.TransientFailures += int64(res.Failed)
+	// LastError stays until the inbox is written successfully again: a
+	// pass with nothing due (rows backing off) proves nothing.
+	if res.MySQLErr != nil {
+		b.stats.LastError = res.MySQLErr.Error()
+	} else if res.Scanned > 0 {
+		b.stats.LastError = ""
+	}
+	b.mu.Unlock()
+	return res, nil
+}
+
+// scanSQL is the predicate and order of 000 §6.1, word for word. The states
+// and IS NULL conditions are literals so the planner matches the partial
+// index proc_state_backfill (backfill_attempts, msg_id), which also yields
+// the ORDER BY. ARCHIVED shadow rows are excluded by the explicit list of
+// terminal states (004 G-PROC-HST).
+const scanSQL = `SELECT msg_id, enqueued_at, backfill_attempts FROM proc_state
+	WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+	  AND backfill_at IS NULL
+	  AND backfill_abandoned_at IS NULL
+	  AND (backfill_next_at IS NULL OR backfill_next_at <= $1 OR enqueued_at < $2)
+	ORDER BY backfill_attempts, msg_id
+	LIMIT $3`
+
+func (b *Backfill) sweep(ctx context.Context, now time.Time) (SweepResult, error) {
+	var res SweepResult
+	tx, err := b.beginPG(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer b.rollback(tx)
+
+	// The lock is taken with try: a pass never waits behind an operator's
+	// replay; it simply sweeps next period.
+	ok, err := b.tryLock(ctx, tx)
+	if err != nil {
+		return res, err
+	}
+	if !ok {
+		b.log.Debug("backfill lock held by a replay or reopen; pass skipped")
+		res.Busy = true
+		return res, nil
+	}
+
+	claims, err := b.scan(ctx, tx, now)
+	if err != nil {
+		return res, err
+	}
+	res.Scanned = len(claims)
+	if len(claims) == 0 {
+		return res, nil
+	}
+
+	ids := make([]int64, len(claims))
+	for i, c := range claims {
+		ids[i] = c.id
+	}
+	mark := now.In(b.loc).Truncate(time.Second).Format(time.DateTime)
+	outcomes, existing, myErr := b.markInbox(ctx, ids, mark)
+	if myErr != nil && ctx.Err() != nil {
+		// Shutdown is not an outage: count nothing; the rows stay due.
+		return res, ctx.Err()
+	}
+	res.MySQLErr = myErr
+
+	if err := b.record(ctx, tx, now, claims, outcomes, myErr, &res); err != nil {
+		return res, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		// Crash window: the marks may be in the inbox while backfill_at is
+		// not saved; the next pass finds them already marked.
+		return res, fmt.Errorf("committing backfill results of %d rows: %w", len(claims), err)
+	}
+	b.logOutcomes(claims, outcomes, existing, myErr, now, mark)
+	return res, nil
+}
+
+func (b *Backfill) beginPG(ctx context.Context) (pgx.Tx, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	tx, err := b.pg.Begin(cctx)
+	if err != nil {
+		return nil, fmt.Errorf("starting backfill transaction: %w", err)
+	}
+	return tx, nil
+}
+
+func (b *Backfill) rollback(tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	_ = tx.Rollback(ctx) // no-op after Commit
+}
+
+func (b *Backfill) tryLock(ctx context.Context, tx pgx.Tx) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	var ok bool
+	if err := tx.QueryRow(cctx, `SELECT pg_try_advisory_xact_lock($1)`, LockBackfill).Scan(&ok); err != nil {
+		return false, fmt.Errorf("taking the backfill lock: %w", err)
+	}
+	return ok, nil
+}
+
+func (b *Backfill) scan(ctx context.Context, tx pgx.Tx, now time.Time) ([]claim, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	rows, err := tx.Query(cctx, scanSQL, now, now.Add(-b.cfg.Overdue), b.cfg.Batch)
+	if err != nil {
+		return nil, fmt.Errorf("scanning rows due for backfill: %w", err)
+	}
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claim, error) {
+		var c claim
+		err := r.Scan(&c.id, &c.enqueued, &c.attempts)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scanning rows due for backfill: %w", err)
+	}
+	return claims, nil
+}
+
+// markInbox writes mark (a local DATETIME literal) into every inbox row of
+// ids whose mark is NULL, and classifies each ID. existing holds the mark
+// found on already-marked rows (for the log). On error nothing is known:
+// every row counts as a failed attempt.
+//
+// The UPDATE and the classifying SELECT run in one transaction: the UPDATE
+// locks every row it looks at (REPEATABLE READ keeps the locks of rows it
+// did not change), so a purge by the inbox owner cannot delete a row we
+// just marked before the SELECT sees it — that would be misread as
+// MISSING_ROW.
+//
+// The IDs are formatted into the statement as integer literals: they are
+// int64s (nothing to inject), and a statement without a 500-placeholder
+// parameter list saves the driver's prepare round trips. The mark is passed
+// as a wall-clock string, not a time.Time, so its value does not depend on
+// the connection's loc setting; the SELECT formats the stored value the
+// same way, which is how "written by this pass" is told from "was there".
+func (b *Backfill) markInbox(ctx context.Context, ids []int64, mark string) (map[int64]markOutcome, map[int64]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	list := idList(ids)
+	tx, err := b.my.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting inbox transaction: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	r, err := tx.ExecContext(ctx, "UPDATE "+b.table+" SET CMINMSGS_DATE_PROCESSED = ? WHERE CMINMSGS_ID IN ("+list+
+		") AND CMINMSGS_DATE_PROCESSED IS NULL", mark)
+	if err != nil {
+		return nil, nil, fmt.Errorf("marking %d inbox rows processed: %w", len(ids), err)
+	}
+	changed, err := r.RowsAffected()
+	if err != nil {
+		return nil, nil, fmt.Errorf("marking %d inbox rows processed: %w", len(ids), err)
+	}
+	out := make(map[int64]markOutcome, len(ids))
+	existing := map[int64]string{}
+	if int(changed) == len(ids) {
+		// The common case: every row was unmarked and is now ours.
+		for _, id := range ids {
+			out[id] = outcomeMarked
+		}
+	} else {
+		for _, id := range ids {
+			out[id] = outcomeMissing
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT CMINMSGS_ID, DATE_FORMAT(CMINMSGS_DATE_PROCESSED, '%Y-%m-%d %H:%i:%s') FROM "+
+			b.table+" WHERE CMINMSGS_ID IN ("+list+")")
+		if err != nil {
+			return nil, nil, fmt.Errorf("classifying %d unchanged inbox rows: %w", len(ids)-int(changed), err)
+		}
+		for rows.Next() {
+			var id int64
+			var v sql.NullString
+			if err := rows.Scan(&id, &v); err != nil {
+				rows.Close()
+				return nil, nil, fmt.Errorf("classifying inbox rows: %w", err)
+			}
+			switch {
+			case !v.Valid:
+				// Cannot happen inside this transaction (the UPDATE saw and
+				// locked the row); if it does, try again later.
+				out[id] = outcomeFailed
+			case v.String == mark:
+				out[id] = outcomeMarked
+			default:
+				out[id] = outcomeAlready
+				existing[id] = v.String
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("classifying inbox rows: %w", err)
+		}
+		rows.Close()
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, nil, fmt.Errorf("committing %d inbox marks: %w", len(ids), err)
+	}
+	return out, existing, nil
+}
+
+func idList(ids []int64) string {
+	var sb strings.Builder
+	sb.Grow(len(ids) * 8)
+	for i, id := range ids {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.FormatInt(id, 10))
+	}
+	return sb.String()
+}
+
+// record writes the outcomes into proc_state, inside the pass's transaction,
+// in one round trip. Every statement re-checks that the row is still a
+// terminal row owing its mark (defence in depth: the advisory lock already
+// keeps replay and reopen out).
+func (b *Backfill) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []claim, outcomes map[int64]markOutcome,
+	myErr error, res *SweepResult) error {
+	var done, missing, failIDs []int64
+	var failNext []time.Time
+	var failAbandon []bool
+	for _, c := range claims {
+		o := outcomeFailed
+		if myErr == nil {
+			o = outcomes[c.id]
+		}
+		switch o {
+		case outcomeMarked:
+			done = append(done, c.id)
+			res.Marked++
+		case outcomeAlready:
+			done = append(done, c.id)
+			res.AlreadyMarked++
+		case outcomeMissing:
+			missing = append(missing, c.id)
+			res.Missing++
+		default:
+			attempts := c.attempts + 1
+			// Past R the row is abandoned instead of waiting again; before
+			// R it only backs off, whatever its attempt count.
+			abandon := c.enqueued.Before(now.Add(-b.cfg.Overdue))
+			failIDs = append(failIDs, c.id)
+			failNext = append(failNext, now.Add(retry.Exponential(b.cfg.Backoff, b.cfg.BackoffCap, attempts)))
+			failAbandon = append(failAbandon, abandon)
+			res.Failed++
+			if abandon {
+				res.Deadline++
+			}
+		}
+	}
+	const owed = ` AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+	batch := &pgx.Batch{}
+	if len(done) > 0 {
+		// updated_at moves when backfill is settled: it is the archive
+		// job's baseline (004 G-PROC-HST).
+		batch.Queue(`UPDATE proc_state SET backfill_at = $2, backfill_error = NULL, updated_at = $2
+			WHERE msg_id = ANY($1)`+owed, done, now)
+	}
+	if len(missing) > 0 {
+		batch.Queue(`UPDATE proc_state SET backfill_abandoned_at = $2, backfill_abandoned_reason = $3,
+				backfill_error = 'inbox row not found', updated_at = $2
+			WHERE msg_id = ANY($1)`+owed, missing, now, AbandonMissingRow)
+	}
+	if len(failIDs) > 0 {
+		msg := "inbox row still unmarked after the update"
+		if myErr != nil {
+			msg = truncate(myErr.Error(), 512)
+		}
+		batch.Queue(`UPDATE proc_state p SET backfill_attempts = p.backfill_attempts + 1, backfill_error = $4,
+				backfill_next_at = u.next_at,
+				backfill_abandoned_at = CASE WHEN u.abandon THEN $5::timestamptz END,
+				backfill_abandoned_reason = CASE WHEN u.abandon THEN $6::text END,
+				updated_at = CASE WHEN u.abandon THEN $5::timestamptz ELSE p.updated_at END
+			FROM unnest($1::bigint[], $2::timestamptz[], $3::boolean[]) AS u(id, next_at, abandon)
+			WHERE p.msg_id = u.id`+owed,
+			failIDs, failNext, failAbandon, msg, now, AbandonTransientDeadline)
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if err := tx.SendBatch(cctx, batch).Close(); err != nil {
+		return fmt.Errorf("recording backfill results of %d rows: %w", len(claims), err)
+	}
+	return nil
+}
+
+// logOutcomes logs after the commit, so that a line never reports a result
+// that was rolled back.
+func (b *Backfill) logOutcomes(claims []claim, outcomes map[int64]markOutcome, existing map[int64]string, myErr error,
+	now time.Time, mark string) {
+	failed := 0
+	for _, c := range claims {
+		o := outcomeFailed
+		if myErr == nil {
+			o = outcomes[c.id]
+		}
+		switch o {
+		case outcomeMarked:
+			b.log.Debug("inbox row marked processed", "msg_id", c.id, "mark", mark)
+		case outcomeAlready:
+			b.log.Info("inbox row already marked; kept its mark", "msg_id", c.id, "mark", existing[c.id])
+		case outcomeMissing:
+			b.log.Warn("inbox row missing; backfill abandoned (MISSING_ROW), reconcile by hand", "msg_id", c.id,
+				"reason", AbandonMissingRow)
+		default:
+			failed++
+			attempts := c.attempts + 1
+			if c.enqueued.Before(now.Add(-b.cfg.Overdue)) {
+				b.log.Error("processed mark still not written after MSGX_OVERDUE_BACKFILL; backfill abandoned (TRANSIENT_DEADLINE)",
+					"msg_id", c.id, "reason", AbandonTransientDeadline, "attempts", attempts, "enqueued_at", c.enqueued, "err", myErr)
+				continue
+			}
+			if attempts == b.cfg.MaxAttemptsAlarm {
+				b.mu.Lock()
+				b.stats.Alarms++
+				b.mu.Unlock()
+				b.log.Error("processed mark keeps failing (MSGX_BACKFILL_MAX_ATTEMPTS reached; still retried until MSGX_OVERDUE_BACKFILL)",
+					"msg_id", c.id, "attempts", attempts, "err", myErr)
+				continue
+			}
+			b.log.Debug("processed mark failed; backing off", "msg_id", c.id, "attempts", attempts,
+				"retry_in", retry.Exponential(b.cfg.Backoff, b.cfg.BackoffCap, attempts).String())
+		}
+	}
+	if failed > 0 {
+		// One line per pass, not per row: an outage would otherwise log
+		// the whole batch every period.
+		level := slog.LevelError
+		if retry.IsOutage(myErr) {
+			level = slog.LevelWarn
+		}
+		b.log.Log(context.Background(), level, "writing processed marks failed; rows back off", "rows", failed,
+			"msg_id", claims[0].id, "err", myErr)
+	}
+}
+
+func (b *Backfill) refreshPending(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	var n int64
+	err := b.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state
+		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`).Scan(&n)
+	if err != nil {
+		b.log.Debug("counting pending backfills", "err", err)
+		return
+	}
+	b.mu.Lock()
+	b.stats.Pending = n
+	b.mu.Unlock()
+}
+
+// BackfillLock makes the caller's transaction mutually exclusive with the
+// backfill sweeper: it waits for the transaction-scoped advisory lock
+// LockBackfill and holds it until tx commits or rolls back.
+//
+// Replay (and anything else that moves a terminal row away from its
+// terminal state or resets its backfill columns) must call it in the same
+// transaction before reading and changing the rows. Then a row is never
+// re-opened while a pass that scanned it is writing its mark, and a pass
+// that starts after the replay committed no longer sees the row as
+// terminal.
+//
+// Why an advisory transaction lock and not FOR UPDATE on the claimed rows:
+// a pass holds its lock across the MySQL write (up to MSGX_DB_TIMEOUT when
+// MySQL is down). Row locks held that long would stall the router, whose
+// Touch upserts (ON CONFLICT DO UPDATE) lock the row of a re-delivered
+// message — the FIFO must never wait for backfill. Nothing on the message
+// path takes this advisory lock. The sweeper only tries it
+// (pg_try_advisory_xact_lock), so it never waits behind a replay either; the
+// cost is coarseness: a replay waits for at most one in-flight pass. Being
+// transaction-scoped, the lock dies with the transaction or the session, so
+// a crash cannot leak it.
+func BackfillLock(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockBackfill); err != nil {
+		return fmt.Errorf("waiting for the backfill lock: %w", err)
+	}
+	return nil
+}
+
+// AbandonedRow is a terminal message whose mark the sweeper stopped trying
+// to write. It is not marked: the inbox owner must not purge it on that
+// basis until it has been reconciled by hand (000 §6.2).
+type AbandonedRow struct {
+	MsgID       int64     `json:"msgId"`
+	State       string    `json:"state"`
+	Type        *string   `json:"type"`
+	STYP        *string   `json:"styp"`
+	Reason      string    `json:"reason"`
+	AbandonedAt time.Time `json:"abandonedAt"`
+	Attempts    int       `json:"attempts"`
+	LastError   *string   `json:"lastError"`
+	EnqueuedAt  time.Time `json:"enqueuedAt"`
+}
+
+// AbandonedBackfills lists abandoned backfills in MSG_ID order (for msgx
+// backfill abandoned); limit <= 0 lists them all.
+func AbandonedBackfills(ctx context.Context, pool *pgxpool.Pool, limit int) ([]AbandonedRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+	defer cancel()
+	var lim *int
+	if limit > 0 {
+		lim = &limit
+	}
+	rows, err := pool.Query(ctx, `SELECT msg_id, state, msg_type, msg_styp, backfill_abandoned_reason, backfill_abandoned_at,
+			backfill_attempts, backfill_error, enqueued_at
+		FROM proc_state
+		WHERE backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		ORDER BY msg_id LIMIT $1`, lim)
+	if err != nil {
+		return nil, fmt.Errorf("listing abandoned backfills: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AbandonedRow, error) {
+		var a AbandonedRow
+		var reason *string
+		err := r.Scan(&a.MsgID, &a.State, &a.Type, &a.STYP, &reason, &a.AbandonedAt, &a.Attempts, &a.LastError, &a.EnqueuedAt)
+		if reason != nil {
+			a.Reason = *reason
+		}
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing abandoned backfills: %w", err)
+	}
+	return out, nil
+}
+
+// ReopenBackfill puts abandoned backfills of ids back into the sweeper's
+// queue (for msgx backfill reopen): the abandonment and error are cleared,
+// attempts reset, and the row is due at now. It returns how many rows were
+// reopened; IDs that are not abandoned are left alone.
+//
+// A reopened row older than R is tried on the next pass and, if the inbox
+// write still fails, abandoned again at once (TRANSIENT_DEADLINE): reopen
+// buys one more attempt per call, not a new R window, because the deadline
+// is measured from enqueued_at (000 §6.1). Reopen takes the backfill lock,
+// so it never interleaves with a pass.
+func ReopenBackfill(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := func() error {
+		ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+		defer cancel()
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := BackfillLock(ctx, tx); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, `UPDATE proc_state SET backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL,
+					backfill_attempts = 0, backfill_error = NULL, backfill_next_at = $2, updated_at = $2
+				WHERE msg_id = ANY($1) AND backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL
+				  AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')`, ids, now)
+			if err != nil {
+				return fmt.Errorf("reopening %d backfills: %w", len(ids), err)
+			}
+			n = tag.RowsAffected()
+			return nil
+		})
+	}()
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
