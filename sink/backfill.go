@@ -745,6 +745,10 @@ func (b *Backfill) refreshPending(ctx context.Context) {
 // cost is coarseness: a replay waits for at most one in-flight pass. Being
 // transaction-scoped, the lock dies with the transaction or the session, so
 // a crash cannot leak it.
+//
+// The wait is bounded only by ctx (or the session's lock_timeout): give it a
+// deadline. In practice it is at most one pass — one PostgreSQL scan, one
+// MySQL transaction (MSGX_DB_TIMEOUT) and one batch of updates.
 func BackfillLock(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockBackfill); err != nil {
 		return fmt.Errorf("waiting for the backfill lock: %w", err)
