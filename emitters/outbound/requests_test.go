@@ -1,0 +1,779 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgx/internal/testenv"
+	"msgx/processors/sis"
+	"msgx/tables/refdata"
+	"msgx/tables/request"
+)
+
+// decode decodes an outbox row back with the SIS codec.
+func decode(t *testing.T, xml string) *sis.Message {
+	t.Helper()
+	m, err := sis.Decode([]byte(xml), testenv.Shanghai)
+	if err != nil {
+		t.Fatalf("decoding the outbox row: %v\n%s", err, xml)
+	}
+	return m
+}
+
+func TestRequestRefdataWritesOutbox(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	hooked := false
+	// SENT only after the insert committed: at the moment the row exists,
+	// req_track still says PENDING with the attempt recorded.
+	e.s.afterInsert = func(r request.ReqTrack, outboxID int64) error {
+		hooked = true
+		cur := e.get(r.ID)
+		if cur.State != request.StatePending || cur.Attempts != 1 || cur.OutboxID != 0 {
+			t.Errorf("after the insert, before SENT: %+v", cur)
+		}
+		if rows := e.outbox(); len(rows) != 1 || rows[0].ID != outboxID {
+			t.Errorf("after the insert the outbox holds %+v, want COUTMSGS_ID %d", rows, outboxID)
+		}
+		return nil
+	}
+	r, err := e.s.RequestRefdata(c, " airl ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hooked {
+		t.Fatal("the insert hook did not run")
+	}
+	e.s.afterInsert = nil
+	wantSent := start.Truncate(time.Second)
+	if r.State != request.StateSent || r.Kind != request.RQRD || r.STYP != "AIRL" || r.SNDR != "MSGX" ||
+		r.OutboxID == 0 || !r.SentAt.Equal(wantSent) || r.Attempts != 1 || r.OutboxFloor != 0 || r.LastError != "" {
+		t.Fatalf("request = %+v", r)
+	}
+	if stored := e.get(r.ID); !request.Equal(stored, r) {
+		t.Errorf("stored %+v\nreturned %+v", stored, r)
+	}
+
+	rows := e.outbox()
+	if len(rows) != 1 {
+		t.Fatalf("outbox rows: %+v", rows)
+	}
+	row := rows[0]
+	if row.ID != r.OutboxID || row.RoutingID != "AODB" || !row.Inserted.Equal(wantSent) || row.XML != r.Payload {
+		t.Errorf("row = %+v, request = %+v", row, r)
+	}
+	m := decode(t, row.XML)
+	if m.Kind != sis.KindRefDataRequest || m.Meta.TYPE != "RQRD" || m.Meta.STYP != "AIRL" || m.Meta.SNDR != "MSGX" ||
+		m.Meta.SEQN != strconv.FormatInt(r.SEQN, 10) || !m.Meta.DTTM.Equal(wantSent) ||
+		!slices.Equal(m.RefDataRequest.Types, []string{"AIRL"}) {
+		t.Errorf("decoded %+v %+v", m.Meta, m.RefDataRequest)
+	}
+
+	// SEQNs are fresh: a second request gets another one.
+	r2, err := e.s.RequestRefdata(c, "COUL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.SEQN == r.SEQN || r2.OutboxFloor != r.OutboxID {
+		t.Errorf("second request %+v", r2)
+	}
+
+	if _, err := e.s.RequestRefdata(c, "SCHD"); err == nil {
+		t.Error("requested SCHD as reference data")
+	}
+}
+
+func TestRequestFlightsWritesOutbox(t *testing.T) {
+	e := newEnv(t, nil)
+	from := time.Date(2026, 3, 15, 6, 0, 0, 0, testenv.Shanghai)
+	to := time.Date(2026, 3, 15, 12, 0, 45, 0, testenv.Shanghai)
+	// The window may come in any zone; SIS gets airport time.
+	r, err := e.s.RequestFlights(ctx(t), from.UTC(), to.UTC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTo := to.Truncate(time.Minute)
+	if r.State != request.StateSent || r.Kind != request.RQFD || r.STYP != "NONE" ||
+		!r.WindowFrom.Equal(from) || !r.WindowTo.Equal(wantTo) {
+		t.Fatalf("request = %+v", r)
+	}
+	rows := e.outbox()
+	if len(rows) != 1 {
+		t.Fatalf("outbox rows: %+v", rows)
+	}
+	m := decode(t, rows[0].XML)
+	if m.Kind != sis.KindFlightRequest || m.Meta.TYPE != "RQFD" || m.Meta.STYP != "NONE" || m.Meta.SNDR != "MSGX" ||
+		m.Meta.SEQN != strconv.FormatInt(r.SEQN, 10) || !m.FlightRequest.From.Equal(from) ||
+		!m.FlightRequest.To.Equal(wantTo) || m.FlightRequest.FromRaw != "15MAR260600" {
+		t.Errorf("decoded %+v %+v", m.Meta, m.FlightRequest)
+	}
+	if stored := e.get(r.ID); !stored.WindowFrom.Equal(from) || !stored.WindowTo.Equal(wantTo) {
+		t.Errorf("stored window %v..%v", stored.WindowFrom, stored.WindowTo)
+	}
+
+	if _, err := e.s.RequestFlights(ctx(t), to, from); !errors.Is(err, request.ErrInvalid) {
+		t.Errorf("reversed window: %v", err)
+	}
+}
+
+func TestNewRequestSupersedesOpenOne(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	airl1, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	coul, err := e.s.RequestRefdata(c, "COUL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Minute)
+	airl2, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := e.get(airl1.ID)
+	if old.State != request.StateExpired || old.CloseReason != "SUPERSEDED by SEQN "+strconv.FormatInt(airl2.SEQN, 10) ||
+		!old.ClosedAt.Equal(e.clk.Now()) || old.OutboxID != airl1.OutboxID {
+		t.Errorf("first AIRL request: %+v", old)
+	}
+	if got := e.get(coul.ID); got.State != request.StateSent {
+		t.Errorf("COUL is another slot, yet %s", got.State)
+	}
+	if airl2.State != request.StateSent {
+		t.Errorf("second AIRL: %+v", airl2)
+	}
+	open, ok, err := e.s.OpenFor(c, request.RQRD, "airl")
+	if err != nil || !ok || open.ID != airl2.ID {
+		t.Errorf("OpenFor AIRL = %+v, %v, %v", open, ok, err)
+	}
+
+	// Every RQFD shares one slot, whatever the window.
+	f1, err := e.s.RequestFlights(c, start, start.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := e.s.RequestFlights(c, start.Add(24*time.Hour), start.Add(25*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(f1.ID); got.State != request.StateExpired || !strings.HasPrefix(got.CloseReason, request.ReasonSuperseded) {
+		t.Errorf("first RQFD: %+v", got)
+	}
+	if open, ok, _ := e.s.OpenFor(c, request.RQFD, ""); !ok || open.ID != f2.ID {
+		t.Errorf("OpenFor RQFD = %+v, %v", open, ok)
+	}
+	if n := len(e.outbox()); n != 5 {
+		t.Errorf("%d outbox rows, want 5 (superseding never writes)", n)
+	}
+
+	// The schema enforces one open request per slot on its own, too.
+	_, err = e.pg.Exec(c, `INSERT INTO req_track (kind, styp, rtypes, seqn, sndr, state, payload, created_at)
+		VALUES ('RQRD', 'AIRL', ARRAY['AIRL'], 1, 'MSGX', 'PENDING', '<x/>', now())`)
+	if err == nil || !strings.Contains(err.Error(), "req_track_open_slot") {
+		t.Errorf("a second open AIRL request was accepted: %v", err)
+	}
+}
+
+func TestTimeoutExpires(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Timeout = 10 * time.Minute })
+	r, err := e.s.RequestRefdata(ctx(t), "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := e.runInBackground(e.s)
+	defer stop()
+
+	e.tick(9 * time.Minute)
+	if got := e.get(r.ID); got.State != request.StateSent {
+		t.Fatalf("after 9m: %s", got.State)
+	}
+	e.tick(time.Minute) // 10m after SentAt (SentAt is start truncated)
+	got := e.get(r.ID)
+	if got.State != request.StateExpired || got.CloseReason != request.ReasonTimeout || !got.ClosedAt.Equal(e.clk.Now()) {
+		t.Fatalf("after 10m: %+v", got)
+	}
+	// Expired is final: a round later nothing changes, and the slot is free.
+	e.tick(time.Minute)
+	if again := e.get(r.ID); !request.Equal(again, got) {
+		t.Errorf("changed after expiry: %+v", again)
+	}
+	if _, ok, _ := e.s.OpenFor(ctx(t), request.RQRD, "AIRL"); ok {
+		t.Error("the slot is still open")
+	}
+}
+
+func TestERORFails(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	r, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(30 * time.Second)
+	seqn := " " + strconv.FormatInt(r.SEQN, 10) + " "
+	failed, ok, err := e.s.failByEror(c, seqn, e.clk.Now())
+	if err != nil || !ok {
+		t.Fatalf("failByEror = %v, %v", ok, err)
+	}
+	if failed.State != request.StateFailed || failed.CloseReason != request.ReasonEror || !failed.ClosedAt.Equal(e.clk.Now()) {
+		t.Errorf("failed = %+v", failed)
+	}
+	// The same EROR again, an EROR about something else, garbage: no-ops.
+	e.clk.Advance(time.Minute)
+	for _, ref := range []string{seqn, "999", "", "abc"} {
+		if err := e.s.FailByEror(c, ref, e.clk.Now()); err != nil {
+			t.Errorf("FailByEror(%q): %v", ref, err)
+		}
+	}
+	// A RESP after the EROR reopens nothing.
+	if _, ok := e.complete(e.s, request.RQRD, "AIRL", 77, e.clk.Now(), false); ok {
+		t.Error("a RESP completed a FAILED request")
+	}
+	if got := e.get(r.ID); !request.Equal(got, failed) {
+		t.Errorf("changed after FAILED: %+v", got)
+	}
+}
+
+func TestRESPCompletesInTheDataTransaction(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.ClockSkew = 2 * time.Minute })
+	c := ctx(t)
+	r, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Minute)
+	dttm := e.clk.Now().Truncate(time.Second)
+
+	open, ok, err := e.s.OpenFor(c, request.RQRD, "AIRL")
+	if err != nil || !ok {
+		t.Fatal(open, ok, err)
+	}
+	if err := e.s.Accepts(*open, 500, dttm, e.clk.Now()); err != nil {
+		t.Errorf("guard rejects the answer: %v", err)
+	}
+	// The data transaction rolls back: the request is not completed.
+	if _, ok := e.complete(e.s, request.RQRD, "AIRL", 500, dttm, true); !ok {
+		t.Fatal("Complete did not match")
+	}
+	if got := e.get(r.ID); got.State != request.StateSent {
+		t.Fatalf("completed although the transaction rolled back: %s", got.State)
+	}
+	// It commits: DONE, with the answering message.
+	done, ok := e.complete(e.s, request.RQRD, "AIRL", 500, dttm, false)
+	if !ok || done.State != request.StateDone || done.ResponseMsgID != 500 || done.CloseReason != request.ReasonResponse {
+		t.Fatalf("complete = %+v, %v", done, ok)
+	}
+	if got := e.get(r.ID); !request.Equal(got, done) {
+		t.Errorf("stored %+v", got)
+	}
+	// The same RESP again (redelivery), another RESP: no-ops.
+	e.clk.Advance(time.Minute)
+	if _, ok := e.complete(e.s, request.RQRD, "AIRL", 500, dttm, false); ok {
+		t.Error("duplicate RESP completed again")
+	}
+	if _, ok := e.complete(e.s, request.RQRD, "AIRL", 501, e.clk.Now(), false); ok {
+		t.Error("a second RESP matched a DONE request")
+	}
+	if got := e.get(r.ID); !request.Equal(got, done) {
+		t.Errorf("changed after DONE: %+v", got)
+	}
+	// A redelivered RESP does not complete a newer request of the slot
+	// either, even within the skew.
+	r2, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Complete(c, mustBegin(t, e), request.RQRD, "AIRL", 500, dttm, e.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(r2.ID); got.State != request.StateSent {
+		t.Errorf("a redelivered RESP completed the newer request: %+v", got)
+	}
+
+	// Stale, undated and unmatched answers change nothing.
+	coul, err := e.s.RequestRefdata(c, "COUL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.complete(e.s, request.RQRD, "COUL", 600, coul.SentAt.Add(-2*time.Minute-time.Second), false); ok {
+		t.Error("a stale RESP completed COUL")
+	}
+	if _, ok := e.complete(e.s, request.RQRD, "COUL", 601, time.Time{}, false); ok {
+		t.Error("a RESP without DTTM completed COUL")
+	}
+	if _, ok := e.complete(e.s, request.RQRD, "ARPT", 602, e.clk.Now(), false); ok {
+		t.Error("an ARPT RESP matched something")
+	}
+	if got := e.get(coul.ID); got.State != request.StateSent {
+		t.Errorf("COUL: %s", got.State)
+	}
+	// Within the skew it does complete.
+	if _, ok := e.complete(e.s, request.RQRD, "COUL", 603, coul.SentAt.Add(-2*time.Minute), false); !ok {
+		t.Error("a RESP within the clock skew did not complete COUL")
+	}
+
+	// SCHD RESP answers the RQFD slot.
+	f, err := e.s.RequestFlights(c, start, start.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.complete(e.s, request.RQFD, request.STYPNone, 700, e.clk.Now(), false); !ok {
+		t.Error("SCHD RESP did not complete the RQFD")
+	}
+	if got := e.get(f.ID); got.State != request.StateDone || got.ResponseMsgID != 700 {
+		t.Errorf("RQFD: %+v", got)
+	}
+}
+
+// mustBegin opens a transaction committed at the end of the test.
+func mustBegin(t *testing.T, e *env) pgx.Tx {
+	t.Helper()
+	tx, err := e.pg.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Commit(context.Background()) })
+	return tx
+}
+
+func TestLateRESPAfterExpiryDoesNotReopen(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Timeout = 10 * time.Minute })
+	c := ctx(t)
+	r, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := r.SentAt.Add(5 * time.Minute) // the AODB's answer, dated in time…
+	e.clk.Advance(10 * time.Minute)
+	if n, err := e.s.ExpireDue(c); err != nil || n != 1 {
+		t.Fatalf("ExpireDue = %d, %v", n, err)
+	}
+	expired := e.get(r.ID)
+	// …is processed after the expiry: it does not reopen the request.
+	if _, ok := e.complete(e.s, request.RQRD, "AIRL", 900, answered, false); ok {
+		t.Error("a late RESP completed an EXPIRED request")
+	}
+	if got := e.get(r.ID); !request.Equal(got, expired) {
+		t.Errorf("EXPIRED request changed: %+v", got)
+	}
+	// Nor does it complete the next request of the slot: it is older than it.
+	e.clk.Advance(5 * time.Minute)
+	r2, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.complete(e.s, request.RQRD, "AIRL", 900, answered, false); ok {
+		t.Error("a late RESP completed the next request")
+	}
+	if got := e.get(r2.ID); got.State != request.StateSent {
+		t.Errorf("next request: %s", got.State)
+	}
+	if got := e.get(r.ID); !request.Equal(got, expired) {
+		t.Errorf("EXPIRED request changed: %+v", got)
+	}
+}
+
+var errCrash = errors.New("simulated crash")
+
+func TestCrashBetweenOutboxInsertAndSent(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	e.s.afterInsert = func(request.ReqTrack, int64) error { return errCrash }
+	r, err := e.s.RequestRefdata(c, "AIRL")
+	if !errors.Is(err, errCrash) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := e.get(r.ID); got.State != request.StatePending || got.Attempts != 1 || got.OutboxID != 0 {
+		t.Fatalf("after the crash: %+v", got)
+	}
+	rows := e.outbox()
+	if len(rows) != 1 {
+		t.Fatalf("outbox: %+v", rows)
+	}
+
+	// Restart: Run recovers at once, finds the row, records SENT, writes nothing.
+	e.clk.Advance(time.Minute)
+	s2 := e.restart()
+	stop := e.runInBackground(s2)
+	got := e.get(r.ID)
+	if got.State != request.StateSent || got.OutboxID != rows[0].ID || !got.SentAt.Equal(rows[0].Inserted) {
+		t.Errorf("after recovery: %+v (row %+v)", got, rows[0])
+	}
+	e.tick(time.Minute)
+	stop()
+	if n := len(e.outbox()); n != 1 {
+		t.Errorf("%d outbox rows after recovery, want 1", n)
+	}
+	// The recovered request is answerable like any other.
+	if _, ok := e.complete(s2, request.RQRD, "AIRL", 10, e.clk.Now(), false); !ok {
+		t.Error("the recovered request did not complete")
+	}
+}
+
+func TestCrashBeforeOutboxInsert(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	// A row of somebody else, so the floor is not 0.
+	if _, err := e.raw.Exec("INSERT INTO coutmsgs (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, ROUTINGID) VALUES ('<MSG/>', NOW(), 'X')"); err != nil {
+		t.Fatal(err)
+	}
+	e.s.beforeInsert = func(request.ReqTrack) error { return errCrash }
+	r, err := e.s.RequestFlights(c, start, start.Add(time.Hour))
+	if !errors.Is(err, errCrash) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := e.get(r.ID); got.State != request.StatePending || got.Attempts != 1 || got.OutboxFloor != 1 {
+		t.Fatalf("after the crash: %+v", got)
+	}
+	s2 := e.restart()
+	if err := s2.Reconcile(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Reconcile(c); err != nil {
+		t.Fatal(err)
+	}
+	rows := e.outbox()
+	if len(rows) != 2 {
+		t.Fatalf("outbox: %+v", rows)
+	}
+	got := e.get(r.ID)
+	if got.State != request.StateSent || got.OutboxID != rows[1].ID || got.Attempts != 2 || got.OutboxFloor != 1 {
+		t.Errorf("after recovery: %+v", got)
+	}
+}
+
+// TestCrashThenNewRequestOfTheSameSlot: the request interrupted after its
+// insert is looked up (it did go out) and superseded, never sent again.
+func TestCrashThenNewRequestOfTheSameSlot(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	e.s.afterInsert = func(request.ReqTrack, int64) error { return errCrash }
+	r1, _ := e.s.RequestRefdata(c, "AIRL")
+	s2 := e.restart()
+	e.clk.Advance(time.Minute)
+	r2, err := s2.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := e.outbox()
+	if len(rows) != 2 {
+		t.Fatalf("outbox: %d rows, want 2", len(rows))
+	}
+	old := e.get(r1.ID)
+	if old.State != request.StateExpired || old.OutboxID != rows[0].ID || !strings.HasPrefix(old.CloseReason, request.ReasonSuperseded) {
+		t.Errorf("interrupted request: %+v", old)
+	}
+	if r2.State != request.StateSent || r2.OutboxID != rows[1].ID {
+		t.Errorf("new request: %+v", r2)
+	}
+
+	// And one that never reached the outbox is superseded without being sent.
+	s2.beforeInsert = func(request.ReqTrack) error { return errCrash }
+	r3, _ := s2.RequestRefdata(c, "COUL")
+	s3 := e.restart()
+	if _, err := s3.RequestRefdata(c, "COUL"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(r3.ID); got.State != request.StateExpired || got.OutboxID != 0 {
+		t.Errorf("unsent superseded request: %+v", got)
+	}
+	if n := len(e.outbox()); n != 3 {
+		t.Errorf("%d outbox rows, want 3", n)
+	}
+}
+
+func TestMySQLDownLeavesPendingThenSendsOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	e.proxy.Down()
+	r, err := e.s.RequestRefdata(c, "AIRL")
+	if err == nil {
+		t.Fatal("request succeeded with MySQL down")
+	}
+	got := e.get(r.ID)
+	if got.State != request.StatePending || got.Attempts != 0 || got.LastError == "" {
+		t.Fatalf("with MySQL down: %+v", got)
+	}
+	// Still down: recovery fails and changes nothing.
+	if err := e.s.Reconcile(c); err == nil {
+		t.Error("recovery succeeded with MySQL down")
+	}
+	if got := e.get(r.ID); got.State != request.StatePending || got.Attempts != 0 {
+		t.Errorf("after failed recovery: %+v", got)
+	}
+
+	// MySQL is back when the next request comes: recovery before it sends
+	// the pending AIRL request once. Then MySQL goes down between the RQFD's
+	// attempt record and its insert: the insert fails, and recovery must look
+	// for the row before writing it again.
+	e.proxy.Up()
+	e.s.beforeInsert = func(r request.ReqTrack) error {
+		if r.Kind == request.RQFD {
+			e.proxy.Down()
+		}
+		return nil
+	}
+	rf, err := e.s.RequestFlights(c, start, start.Add(time.Hour))
+	if err == nil {
+		t.Fatal("request succeeded with MySQL down")
+	}
+	if got := e.get(r.ID); got.State != request.StateSent || got.Attempts != 1 {
+		t.Errorf("AIRL after MySQL came back: %+v", got)
+	}
+	if got := e.get(rf.ID); got.State != request.StatePending || got.Attempts != 1 {
+		t.Fatalf("RQFD with MySQL down during the insert: %+v", got)
+	}
+	e.s.beforeInsert = nil
+
+	e.proxy.Up()
+	e.clk.Advance(time.Minute)
+	if err := e.s.Reconcile(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Reconcile(c); err != nil {
+		t.Fatal(err)
+	}
+	rows := e.outbox()
+	if len(rows) != 2 {
+		t.Fatalf("outbox: %d rows, want one per request", len(rows))
+	}
+	for i, id := range []int64{r.ID, rf.ID} {
+		got := e.get(id)
+		if got.State != request.StateSent || got.OutboxID != rows[i].ID || got.LastError != "" {
+			t.Errorf("request %d after recovery: %+v", id, got)
+		}
+		if m := decode(t, rows[i].XML); m.Meta.SEQN != strconv.FormatInt(got.SEQN, 10) {
+			t.Errorf("row %d carries SEQN %s, want %d", rows[i].ID, m.Meta.SEQN, got.SEQN)
+		}
+	}
+}
+
+func TestShadowModeNeverWrites(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Shadow = true; c.RefdataAt = "03:00" })
+	c := ctx(t)
+	if _, err := e.s.RequestRefdata(c, "AIRL"); !errors.Is(err, ErrShadow) {
+		t.Errorf("RequestRefdata: %v", err)
+	}
+	if _, err := e.s.RequestFlights(c, start, start.Add(time.Hour)); !errors.Is(err, ErrShadow) {
+		t.Errorf("RequestFlights: %v", err)
+	}
+	if err := e.s.Reconcile(c); !errors.Is(err, ErrShadow) {
+		t.Errorf("Reconcile: %v", err)
+	}
+	stop := e.runInBackground(e.s)
+	e.tick(24 * time.Hour)
+	stop()
+	if n := len(e.all()); n != 0 {
+		t.Errorf("%d requests registered in shadow mode", n)
+	}
+	if n := len(e.outbox()); n != 0 {
+		t.Errorf("%d outbox rows in shadow mode", n)
+	}
+	// Without MySQL at all.
+	if _, err := New(e.cfg, Deps{PG: e.pg, Clock: e.clk, Log: testenv.Logger(t), Location: testenv.Shanghai, DBTimeout: time.Second}); err != nil {
+		t.Errorf("shadow mode without MySQL: %v", err)
+	}
+}
+
+func TestDailyReferenceRequests(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.RefdataAt = "03:00"; c.Timeout = time.Hour })
+	// 10:00 on the 14th: the 03:00 round of today has not happened yet.
+	stop := e.runInBackground(e.s)
+	day1 := e.all()
+	if len(day1) != len(refdata.Categories) {
+		t.Fatalf("%d requests after the first round, want %d", len(day1), len(refdata.Categories))
+	}
+	for i, r := range day1 {
+		if r.Kind != request.RQRD || r.STYP != refdata.Categories[i].RType || r.State != request.StateSent {
+			t.Errorf("request %d: %+v", i, r)
+		}
+	}
+	e.tick(time.Minute)
+	stop()
+	if n := len(e.all()); n != len(refdata.Categories) {
+		t.Fatalf("%d requests after the second round", n)
+	}
+
+	// A restart the same day does not repeat them.
+	s2 := e.restart()
+	stop = e.runInBackground(s2)
+	if n := len(e.all()); n != len(refdata.Categories) {
+		t.Errorf("%d requests after a restart", n)
+	}
+	// Next day, 02:59: nothing; 03:00: every category again.
+	e.tick(time.Date(2026, 3, 15, 2, 59, 0, 0, testenv.Shanghai).Sub(e.clk.Now()))
+	if n := len(e.all()); n != len(refdata.Categories) {
+		t.Errorf("%d requests at 02:59", n)
+	}
+	e.tick(time.Minute)
+	stop()
+	all := e.all()
+	if len(all) != 2*len(refdata.Categories) {
+		t.Fatalf("%d requests after 03:00", len(all))
+	}
+	for _, r := range all[len(refdata.Categories):] {
+		if r.State != request.StateSent || r.CreatedAt.Before(time.Date(2026, 3, 15, 3, 0, 0, 0, testenv.Shanghai)) {
+			t.Errorf("day 2: %+v", r)
+		}
+	}
+	if n := len(e.outbox()); n != 2*len(refdata.Categories) {
+		t.Errorf("%d outbox rows", n)
+	}
+}
+
+// TestConcurrentProcesses: two processes asking for the same slot at once
+// end with one open request and one outbox row per request.
+func TestConcurrentProcesses(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	procs := []*Requests{e.s, e.restart()}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := p.RequestRefdata(c, "AIRL"); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	all := e.all()
+	open := 0
+	for _, r := range all {
+		if r.Open() {
+			open++
+		}
+		if r.OutboxID == 0 {
+			t.Errorf("request without outbox row: %+v", r)
+		}
+	}
+	if open != 1 || len(all) != 6 || len(e.outbox()) != 6 {
+		t.Errorf("%d open of %d requests, %d outbox rows", open, len(all), len(e.outbox()))
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		mut  func(*Config)
+		want string // substring of the error; "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"daily", func(c *Config) { c.RefdataAt = "03:30" }, ""},
+		{"no skew", func(c *Config) { c.ClockSkew = 0 }, ""},
+		{"timeout", func(c *Config) { c.Timeout = 0 }, "MSGX_REQUEST_TIMEOUT"},
+		{"daily format", func(c *Config) { c.RefdataAt = "3:30" }, "MSGX_REQUEST_REFDATA_AT"},
+		{"daily range", func(c *Config) { c.RefdataAt = "24:00" }, "MSGX_REQUEST_REFDATA_AT"},
+		{"skew", func(c *Config) { c.ClockSkew = 2 * time.Hour }, "MSGX_REQUEST_CLOCK_SKEW"},
+		{"interval", func(c *Config) { c.CheckInterval = 0 }, "MSGX_REQUEST_CHECK_INTERVAL"},
+		{"routing", func(c *Config) { c.RoutingID = strings.Repeat("A", 24) }, "MSGX_REQUEST_ROUTINGID"},
+		{"routing empty", func(c *Config) { c.RoutingID = " " }, "MSGX_REQUEST_ROUTINGID"},
+		{"table", func(c *Config) { c.OutboxTable = "coutmsgs; drop" }, "MSGX_OUTBOX_TABLE"},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		c.mut(&cfg)
+		err := cfg.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestLastDaily(t *testing.T) {
+	sh := testenv.Shanghai
+	cases := []struct{ now, want time.Time }{
+		{time.Date(2026, 3, 14, 10, 0, 0, 0, sh), time.Date(2026, 3, 14, 3, 0, 0, 0, sh)},
+		{time.Date(2026, 3, 14, 3, 0, 0, 0, sh), time.Date(2026, 3, 14, 3, 0, 0, 0, sh)},
+		{time.Date(2026, 3, 14, 2, 59, 59, 0, sh), time.Date(2026, 3, 13, 3, 0, 0, 0, sh)},
+		{time.Date(2026, 3, 1, 1, 0, 0, 0, sh), time.Date(2026, 2, 28, 3, 0, 0, 0, sh)},
+		// The clock's zone does not matter: 18:30 UTC is 02:30 in Shanghai.
+		{time.Date(2026, 3, 13, 18, 30, 0, 0, time.UTC), time.Date(2026, 3, 13, 3, 0, 0, 0, sh)},
+	}
+	for _, c := range cases {
+		if got := lastDaily(c.now, sh, 3, 0); !got.Equal(c.want) {
+			t.Errorf("lastDaily(%v) = %v, want %v", c.now, got, c.want)
+		}
+	}
+}
+
+// TestRecoveryWaitsForAnInFlightInsert: an earlier attempt's insert is still
+// running in MySQL (its connection was lost, the server has not finished).
+// Recovery's locking search waits for it instead of reading past it: a
+// commit is found and recorded SENT, a rollback is sent once.
+func TestRecoveryWaitsForAnInFlightInsert(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(map[bool]string{true: "commit", false: "rollback"}[commit], func(t *testing.T) {
+			e := newEnv(t, nil)
+			c := ctx(t)
+			e.s.beforeInsert = func(request.ReqTrack) error { return errCrash }
+			r, _ := e.s.RequestRefdata(c, "AIRL")
+
+			conn, err := e.raw.Conn(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(c, "BEGIN"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.ExecContext(c, "INSERT INTO coutmsgs (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, ROUTINGID) VALUES (?, ?, 'AODB')",
+				r.Payload, start.Truncate(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			s2 := e.restart()
+			go func() { done <- s2.Reconcile(c) }()
+			waitLockWait(t, e)
+			end := "ROLLBACK"
+			if commit {
+				end = "COMMIT"
+			}
+			if _, err := conn.ExecContext(c, end); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			rows := e.outbox()
+			got := e.get(r.ID)
+			if len(rows) != 1 || got.State != request.StateSent || got.OutboxID != rows[0].ID {
+				t.Errorf("after recovery: %d rows, %+v", len(rows), got)
+			}
+			if wantAttempts := map[bool]int{true: 1, false: 2}[commit]; got.Attempts != wantAttempts {
+				t.Errorf("attempts %d, want %d", got.Attempts, wantAttempts)
+			}
+		})
+	}
+}
+
+// waitLockWait blocks until a MySQL transaction waits on a row lock.
+func waitLockWait(t *testing.T, e *env) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := e.raw.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		// InnoDB refreshes INNODB_TRX only after 100ms without readers:
+		// polling faster would read a stale snapshot forever.
+		time.Sleep(150 * time.Millisecond)
+	}
+	t.Fatal("recovery never waited on the in-flight insert")
+}

@@ -1,0 +1,159 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"msgx/tables/request"
+)
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const reqCols = `id, kind, styp, rtypes, window_from, window_to, seqn, sndr, state, payload, attempts,
+	outbox_floor, outbox_id, created_at, sent_at, closed_at, close_reason, response_msg_id, last_error`
+
+// openStates is the SQL list of the states that occupy a slot; it must
+// match request.State.Open and the predicate of req_track_open_slot.
+const openStates = `('PENDING', 'SENT')`
+
+func scanReq(row pgx.Row) (request.ReqTrack, error) {
+	var (
+		r                          request.ReqTrack
+		kind, state                string
+		wf, wt, sentAt, closedAt   *time.Time
+		floor, outboxID, respMsgID *int64
+		reason, lastErr            *string
+	)
+	err := row.Scan(&r.ID, &kind, &r.STYP, &r.RTypes, &wf, &wt, &r.SEQN, &r.SNDR, &state, &r.Payload, &r.Attempts,
+		&floor, &outboxID, &r.CreatedAt, &sentAt, &closedAt, &reason, &respMsgID, &lastErr)
+	if err != nil {
+		return r, err
+	}
+	r.Kind, r.State = request.Kind(kind), request.State(state)
+	if len(r.RTypes) == 0 {
+		r.RTypes = nil
+	}
+	r.WindowFrom, r.WindowTo, r.SentAt, r.ClosedAt = deref(wf), deref(wt), deref(sentAt), deref(closedAt)
+	r.OutboxFloor, r.OutboxID, r.ResponseMsgID = deref(floor), deref(outboxID), deref(respMsgID)
+	r.CloseReason, r.LastError = deref(reason), deref(lastErr)
+	return r, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// Nullable parameters: the zero value is stored as NULL.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func nullInt(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func queryReqs(ctx context.Context, q querier, sql string, args ...any) ([]request.ReqTrack, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []request.ReqTrack
+	for rows.Next() {
+		r, err := scanReq(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// getReq loads one request by id, locked for the transaction when
+// forUpdate.
+func getReq(ctx context.Context, q querier, id int64, forUpdate bool) (request.ReqTrack, error) {
+	sql := `SELECT ` + reqCols + ` FROM req_track WHERE id = $1`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	r, err := scanReq(q.QueryRow(ctx, sql, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fmt.Errorf("request %d does not exist", id)
+	}
+	return r, err
+}
+
+// openInSlot returns the open requests of slot (at most one, by the
+// req_track_open_slot index), locked when forUpdate. FOR UPDATE under READ
+// COMMITTED re-checks the state after waiting for a concurrent writer, so a
+// request closed meanwhile is not returned.
+func openInSlot(ctx context.Context, q querier, slot request.Slot, forUpdate bool) ([]request.ReqTrack, error) {
+	sql := `SELECT ` + reqCols + ` FROM req_track WHERE kind = $1 AND styp = $2 AND state IN ` + openStates + ` ORDER BY id`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	return queryReqs(ctx, q, sql, string(slot.Kind), slot.STYP)
+}
+
+// insertReq inserts a new request and returns its id.
+func insertReq(ctx context.Context, q querier, r request.ReqTrack) (int64, error) {
+	rtypes := r.RTypes
+	if rtypes == nil {
+		rtypes = []string{}
+	}
+	var id int64
+	err := q.QueryRow(ctx, `INSERT INTO req_track (kind, styp, rtypes, window_from, window_to, seqn, sndr, state,
+			payload, attempts, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+		string(r.Kind), r.STYP, rtypes, nullTime(r.WindowFrom), nullTime(r.WindowTo), r.SEQN, r.SNDR, string(r.State),
+		r.Payload, r.Attempts, r.CreatedAt).Scan(&id)
+	return id, err
+}
+
+// saveReq writes every mutable column of r. The immutable ones (kind, slot,
+// window, SEQN, payload, created_at) are never rewritten.
+func saveReq(ctx context.Context, q querier, r request.ReqTrack) error {
+	var floor any
+	if r.Attempts > 0 {
+		floor = r.OutboxFloor
+	}
+	tag, err := q.Exec(ctx, `UPDATE req_track SET state = $2, attempts = $3, outbox_floor = $4, outbox_id = $5,
+			sent_at = $6, closed_at = $7, close_reason = $8, response_msg_id = $9, last_error = $10
+		WHERE id = $1`,
+		r.ID, string(r.State), r.Attempts, floor, nullInt(r.OutboxID), nullTime(r.SentAt), nullTime(r.ClosedAt),
+		nullString(r.CloseReason), nullInt(r.ResponseMsgID), nullString(r.LastError))
+	if err != nil {
+		return fmt.Errorf("updating request %d: %w", r.ID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("updating request %d: no such row", r.ID)
+	}
+	return nil
+}
