@@ -1,0 +1,12 @@
+DROP TABLE IF EXISTS flight_vipf;
+DROP TABLE IF EXISTS flight_srvt;
+DROP TABLE IF EXISTS flight_route_point;
+DROP TABLE IF EXISTS flight_dely;
+DROP TABLE IF EXISTS flight_abtm;
+DROP TABLE IF EXISTS flight_chot;
+DROP TABLE IF EXISTS flight_psdt;
+DROP TABLE IF EXISTS flight_chdt;
+DROP TABLE IF EXISTS flight_cldt;
+DROP TABLE IF EXISTS flight_ckdt;
+DROP TABLE IF EXISTS flight_gtdt;
+DROP TABLE IF EXISTS flight_schd;
