@@ -37,12 +37,13 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
-	DB      sink.Config
-	Kafka   kafka.Config
-	Ingest  ingest.Config
-	HTTP    ingest.HTTPConfig
-	Router  router.Config
-	Flights flights.Config
+	DB       sink.Config
+	Kafka    kafka.Config
+	Ingest   ingest.Config
+	HTTP     ingest.HTTPConfig
+	Router   router.Config
+	Flights  flights.Config
+	Backfill sink.BackfillConfig
 
 	loc *time.Location
 }
@@ -71,7 +72,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

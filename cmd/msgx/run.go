@@ -138,6 +138,9 @@ func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
 // runGateway runs the roles of r until ctx ends.
 func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error {
 	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded())
+	if cfg.Backfill.Shadow {
+		log.Warn("shadow mode: msgx never writes to MySQL (no processed marks, no compat inserts, no outbound requests)", "component", "main")
+	}
 	d, err := connect(ctx, cfg, log, r)
 	if err != nil {
 		return err
@@ -158,10 +161,14 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 			PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
 		})
 		supervise("ingest", bridge.Run)
-		mux.Handle("POST /cminmsgs/send", &ingest.SendHandler{
+		send := &ingest.SendHandler{
 			Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
 			Cfg:   cfg.HTTP, Clock: d.clock, Log: log,
-		})
+		}
+		if cfg.Backfill.Shadow {
+			send.Disabled = "shadow mode: msgx does not write to the inbox"
+		}
+		mux.Handle("POST /cminmsgs/send", send)
 	}
 	if r.has(roleProcess) {
 		msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
@@ -171,6 +178,12 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 		rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 		supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+		bf, err := sink.NewBackfill(cfg.Backfill, sink.BackfillDeps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
+			Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+		if err != nil {
+			return err
+		}
+		supervise("backfill", bf.Run)
 	}
 	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })

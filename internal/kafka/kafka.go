@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -39,6 +40,14 @@ type Config struct {
 	// SessionTimeout is how long the group coordinator waits for a silent
 	// member (a crashed process) before giving its partitions to another.
 	SessionTimeout time.Duration `env:"MSGX_KAFKA_SESSION_TIMEOUT" envDefault:"10s"`
+	// RebalanceTimeout bounds how long a rebalance waits for members to
+	// rejoin; callbacks watch goka's context, so they never hold one up long.
+	RebalanceTimeout time.Duration `env:"MSGX_KAFKA_REBALANCE_TIMEOUT" envDefault:"20s"`
+	// InstanceID makes this process a static member of its consumer groups
+	// (KIP-345): a restarted process takes its partitions back at once
+	// instead of waiting for a rebalance. Empty uses the host name; set a
+	// distinct value for each instance that runs on the same host.
+	InstanceID string `env:"MSGX_KAFKA_INSTANCE_ID"`
 }
 
 // Embedded reports whether msgx must run its own broker.
@@ -68,6 +77,9 @@ func (c Config) Validate() error {
 	if c.SessionTimeout < time.Second {
 		errs = append(errs, errors.New("MSGX_KAFKA_SESSION_TIMEOUT: must be at least 1s"))
 	}
+	if c.RebalanceTimeout < time.Second {
+		errs = append(errs, errors.New("MSGX_KAFKA_REBALANCE_TIMEOUT: must be at least 1s"))
+	}
 	for _, b := range c.Brokers {
 		if !strings.Contains(b, ":") {
 			errs = append(errs, fmt.Errorf("MSGX_KAFKA_BROKERS: %q is not host:port", b))
@@ -89,7 +101,9 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 		sc.Version = v
 	}
 	sc.Net.DialTimeout = c.Timeout
-	sc.Net.ReadTimeout = 3 * c.Timeout
+	// A JoinGroup request blocks up to the rebalance timeout: reads must
+	// wait longer than that.
+	sc.Net.ReadTimeout = max(3*c.Timeout, c.RebalanceTimeout+c.Timeout)
 	sc.Net.WriteTimeout = c.Timeout
 	sc.Metadata.Retry.Max = 5
 	sc.Metadata.Retry.Backoff = 500 * time.Millisecond
@@ -117,7 +131,22 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 		sc.Consumer.Group.Session.Timeout = c.SessionTimeout
 		sc.Consumer.Group.Heartbeat.Interval = c.SessionTimeout / 3
 	}
+	if c.RebalanceTimeout > 0 {
+		sc.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
+	}
+	sc.Consumer.Group.InstanceId = c.instanceID()
 	return sc
+}
+
+func (c Config) instanceID() string {
+	if c.InstanceID != "" {
+		return c.InstanceID
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return ""
+	}
+	return "msgx-" + host
 }
 
 // CheckD3 verifies a built sarama configuration really carries the D3

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"msgx/internal/testenv"
+	"msgx/internal/workload"
+	"msgx/processors/flights"
+	"msgx/sink"
+)
+
+// buildBinary compiles msgx once for the tests that run it as a child process.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "msgx")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building msgx: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// scenario is one gateway deployment on fresh databases: a broker process
+// that lives for the whole scenario and a gateway process the test may kill.
+type scenario struct {
+	t       *testing.T
+	bin     string
+	env     []string
+	broker  *exec.Cmd
+	gateway *exec.Cmd
+	logs    *os.File
+	pool    *pgxpool.Pool
+	brokers []string
+}
+
+func newScenario(t *testing.T, bin string) *scenario {
+	t.Helper()
+	s := &scenario{t: t, bin: bin}
+	myDSN := testenv.NewMySQL(t)
+	pgDSN := testenv.NewEmptyPG(t)
+	state := t.TempDir()
+	addr := freeAddr(t)
+	s.brokers = []string{addr}
+	s.env = append(os.Environ(),
+		"MSGX_PG_DSN="+pgDSN, "MSGX_MYSQL_DSN="+myDSN, "MSGX_STATE_DIR="+state,
+		"MSGX_EMBEDDED_KAFKA_ADDR="+addr, "MSGX_HTTP_ADDR=127.0.0.1:0", "MSGX_CUTOVER_WATERMARK=zero",
+		"MSGX_POLL_INTERVAL=50ms", "MSGX_KAFKA_SESSION_TIMEOUT=3s", "MSGX_KAFKA_REBALANCE_TIMEOUT=5s", "MSGX_LOG_LEVEL=warn")
+	logs, err := os.Create(filepath.Join(state, "children.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logs = logs
+	s.broker = s.start("broker")
+	t.Cleanup(s.stop)
+	s.env = append(s.env, "MSGX_KAFKA_BROKERS="+addr)
+	my := testenv.OpenMySQL(t, myDSN)
+	_ = my
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s.pool = pool
+	return s
+}
+
+func (s *scenario) start(args ...string) *exec.Cmd {
+	cmd := exec.Command(s.bin, args...)
+	cmd.Env = s.env
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	return cmd
+}
+
+func (s *scenario) stop() {
+	for _, c := range []*exec.Cmd{s.gateway, s.broker} {
+		if c != nil && c.ProcessState == nil {
+			_ = c.Process.Signal(syscall.SIGTERM)
+			_ = c.Wait()
+		}
+	}
+	if s.t.Failed() {
+		b, _ := os.ReadFile(s.logs.Name())
+		lines := strings.Split(string(b), "\n")
+		s.t.Logf("last child log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+}
+
+// kill stops the gateway with SIGKILL: no cleanup, no commit, no goodbye.
+func (s *scenario) kill() {
+	_ = s.gateway.Process.Kill()
+	_ = s.gateway.Wait()
+}
+
+func (s *scenario) terminal() int {
+	var n int
+	if err := s.pool.QueryRow(context.Background(),
+		"SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')").Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+func (s *scenario) waitTerminal(n int, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for s.terminal() < n {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("only %d of %d messages terminal after %v", s.terminal(), n, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// flights is the PG flight state without the wall-clock updatedAt.
+func (s *scenario) flights() map[string]string {
+	rows, err := s.pool.Query(context.Background(),
+		"SELECT flid, state_version, (doc - 'updatedAt')::text FROM flight_schd ORDER BY flid")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var flid, doc string
+		var v int64
+		if err := rows.Scan(&flid, &v, &doc); err != nil {
+			s.t.Fatal(err)
+		}
+		out[flid] = fmt.Sprintf("v%d %s", v, doc)
+	}
+	return out
+}
+
+func loadInbox(t *testing.T, s *scenario, msgs []string) {
+	t.Helper()
+	dsn := ""
+	for _, e := range s.env {
+		if v, ok := strings.CutPrefix(e, "MSGX_MYSQL_DSN="); ok {
+			dsn = v
+		}
+	}
+	my := testenv.OpenMySQL(t, dsn)
+	for _, m := range msgs {
+		testenv.InsertInbox(t, my, m)
+	}
+}
+
+// TestCrashRecovery runs the same day of messages twice through the real
+// binary: once undisturbed, once with the gateway killed (SIGKILL) at random
+// points while messages flow. After the last restart the PostgreSQL flight
+// state must equal the undisturbed run's, every message must be terminal,
+// and every (FLID, stateVersion) must have reached the msg topic.
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	msgs := workload.Day(workload.Options{Seed: 42, Flights: 300, Ops: 2500})
+
+	ref := newScenario(t, bin)
+	loadInbox(t, ref, msgs)
+	began := time.Now()
+	ref.gateway = ref.start("run")
+	ref.waitTerminal(len(msgs), 3*time.Minute)
+	t.Logf("undisturbed run: %d messages in %v", len(msgs), time.Since(began).Round(time.Millisecond))
+	want := ref.flights()
+	ref.stop()
+
+	crash := newScenario(t, bin)
+	loadInbox(t, crash, msgs)
+	rng := rand.New(rand.NewPCG(1, 2))
+	kills := 0
+	crash.gateway = crash.start("run")
+	for kills < 6 && crash.terminal() < len(msgs) {
+		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+		crash.kill()
+		kills++
+		t.Logf("kill -9 #%d with %d/%d messages terminal", kills, crash.terminal(), len(msgs))
+		crash.gateway = crash.start("run")
+	}
+	crash.waitTerminal(len(msgs), 3*time.Minute)
+	got := crash.flights()
+
+	if len(got) != len(want) {
+		t.Fatalf("%d flights after crashes, %d without", len(got), len(want))
+	}
+	for flid, w := range want {
+		if got[flid] != w {
+			t.Fatalf("flight %s differs after crashes:\n got %s\nwant %s", flid, got[flid], w)
+		}
+	}
+
+	// Every version of every flight was announced at least once.
+	testenv.WaitCaughtUp(t, crash.brokers, flights.Group, []string{"msgx.flight-transitions"}, time.Minute)
+	seen := map[string]bool{}
+	for _, r := range testenv.ReadTopic(t, crash.brokers, "msgx.msg", 1<<30, 15*time.Second) {
+		var ev struct {
+			FLID         string `json:"flid"`
+			StateVersion int64  `json:"stateVersion"`
+		}
+		if err := json.Unmarshal(r.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		seen[fmt.Sprintf("%s@%d", ev.FLID, ev.StateVersion)] = true
+	}
+	missing := 0
+	for flid, w := range want {
+		var v int64
+		fmt.Sscanf(w, "v%d", &v)
+		for i := int64(1); i <= v; i++ {
+			if !seen[fmt.Sprintf("%s@%d", flid, i)] {
+				missing++
+				if missing < 5 {
+					t.Errorf("flight %s version %d never reached the msg topic", flid, i)
+				}
+			}
+		}
+	}
+	t.Logf("%d kills; %d flights equal to the undisturbed run; %d (FLID, version) events seen", kills, len(want), len(seen))
+}
