@@ -18,10 +18,10 @@ import (
 	"msgx/tables/flight"
 )
 
-var t0 = time.Date(2026, 1, 23, 5, 0, 0, 0, time.UTC)
+var flT0 = time.Date(2026, 1, 23, 5, 0, 0, 0, time.UTC)
 
 // newPool returns a pool on a fresh, migrated database.
-func newPool(t testing.TB) *pgxpool.Pool {
+func flPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
@@ -33,7 +33,7 @@ func newPool(t testing.TB) *pgxpool.Pool {
 
 // apply runs the real transition function: the states under test carry the
 // JSON the processor will really write.
-func apply(t testing.TB, s *flight.State, tr flight.Transition) *flight.State {
+func flApply(t testing.TB, s *flight.State, tr flight.Transition) *flight.State {
 	t.Helper()
 	r, err := flight.Apply(s, tr, flight.Options{})
 	if err != nil {
@@ -45,25 +45,25 @@ func apply(t testing.TB, s *flight.State, tr flight.Transition) *flight.State {
 	return r.State
 }
 
-func schedule(msg int64, flid string, fields map[string]string, colls map[string][]flight.Element) flight.Transition {
+func flSchedule(msg int64, flid string, fields map[string]string, colls map[string][]flight.Element) flight.Transition {
 	return flight.Transition{MsgID: msg, Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: flid,
-		OperationDay: "2026-01-23", At: t0.Add(time.Duration(msg) * time.Second), Fields: fields, Collections: colls}
+		OperationDay: "2026-01-23", At: flT0.Add(time.Duration(msg) * time.Second), Fields: fields, Collections: colls}
 }
 
-func flop(msg int64, flid, styp string, fields map[string]string, colls map[string][]flight.Element) flight.Transition {
+func flFLOP(msg int64, flid, styp string, fields map[string]string, colls map[string][]flight.Element) flight.Transition {
 	return flight.Transition{MsgID: msg, Source: "FLOP-" + styp, Kind: flight.KindFLOP, STYP: styp, FLID: flid,
-		At: t0.Add(time.Duration(msg) * time.Second), Fields: fields, Collections: colls}
+		At: flT0.Add(time.Duration(msg) * time.Second), Fields: fields, Collections: colls}
 }
 
-func deletion(msg int64, flid string) flight.Transition {
-	return flight.Transition{MsgID: msg, Source: "FDEL", Kind: flight.KindDelete, FLID: flid, At: t0.Add(time.Duration(msg) * time.Second)}
+func flDelete(msg int64, flid string) flight.Transition {
+	return flight.Transition{MsgID: msg, Source: "FDEL", Kind: flight.KindDelete, FLID: flid, At: flT0.Add(time.Duration(msg) * time.Second)}
 }
 
 // richFlight is a flight with scalars, an attributed element, a derived flag
 // and every kind of collection, including equal resource numbers and keys
 // without a column.
-func richFlight(t testing.TB, flid string, msg int64) *flight.State {
-	return apply(t, nil, schedule(msg, flid,
+func flRich(t testing.TB, flid string, msg int64) *flight.State {
+	return flApply(t, nil, flSchedule(msg, flid,
 		map[string]string{"ALCD": "YG", "FLNO": "YG9001", "SODT": "23JAN260800", "MVIN": "D", "BOTM": "23JAN260730",
 			"FDIV": "WX", "DDES": "HKG", "DDIR": "TO", "FFID": "YG9001-20260123"},
 		map[string][]flight.Element{
@@ -76,7 +76,7 @@ func richFlight(t testing.TB, flid string, msg int64) *flight.State {
 		}))
 }
 
-func write(t testing.TB, pool *pgxpool.Pool, states ...*flight.State) {
+func flWrite(t testing.TB, pool *pgxpool.Pool, states ...*flight.State) {
 	t.Helper()
 	ctx := context.Background()
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -93,7 +93,7 @@ func write(t testing.TB, pool *pgxpool.Pool, states ...*flight.State) {
 }
 
 // rows returns a query's rows as strings ("<nil>" for NULL), one line per row.
-func rows(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) []string {
+func flRows(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) []string {
 	t.Helper()
 	rs, err := pool.Query(context.Background(), sql, args...)
 	if err != nil {
@@ -126,16 +126,16 @@ func rows(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) []string {
 	return out
 }
 
-func expectRows(t testing.TB, pool *pgxpool.Pool, want []string, sql string, args ...any) {
+func flExpectRows(t testing.TB, pool *pgxpool.Pool, want []string, sql string, args ...any) {
 	t.Helper()
-	if got := rows(t, pool, sql, args...); !slices.Equal(got, want) {
+	if got := flRows(t, pool, sql, args...); !slices.Equal(got, want) {
 		t.Fatalf("%s\n got %q\nwant %q", sql, got, want)
 	}
 }
 
 // sameJSON compares two JSON documents by value: jsonb does not keep key
 // order or spacing.
-func sameJSON(t testing.TB, got []byte, want any) {
+func flSameJSON(t testing.TB, got []byte, want any) {
 	t.Helper()
 	wb, err := json.Marshal(want)
 	if err != nil {
@@ -152,8 +152,8 @@ func sameJSON(t testing.TB, got []byte, want any) {
 }
 
 func TestSchemaCoversVocabulary(t *testing.T) {
-	pool := newPool(t)
-	cols := rows(t, pool, `SELECT column_name FROM information_schema.columns WHERE table_name = 'flight_schd'`)
+	pool := flPool(t)
+	cols := flRows(t, pool, `SELECT column_name FROM information_schema.columns WHERE table_name = 'flight_schd'`)
 	for _, tag := range flight.FieldTags {
 		if !slices.Contains(cols, sink.FlightColumn(tag)) {
 			t.Errorf("flight_schd has no column for %s", tag)
@@ -165,7 +165,7 @@ func TestSchemaCoversVocabulary(t *testing.T) {
 		t.Errorf("flight_schd has %d columns, want %d", len(cols), len(fixed)+len(flight.FieldTags))
 	}
 	for _, table := range sink.FlightTables {
-		if n := rows(t, pool, `SELECT 1 FROM information_schema.tables WHERE table_name = $1`, table); len(n) != 1 {
+		if n := flRows(t, pool, `SELECT 1 FROM information_schema.tables WHERE table_name = $1`, table); len(n) != 1 {
 			t.Errorf("table %s missing", table)
 		}
 	}
@@ -182,10 +182,10 @@ func TestSchemaCoversVocabulary(t *testing.T) {
 		}
 		colls[c.Name] = []flight.Element{e}
 	}
-	write(t, pool, apply(t, nil, schedule(1, "7", nil, colls)))
+	flWrite(t, pool, flApply(t, nil, flSchedule(1, "7", nil, colls)))
 	var total int
 	for _, table := range sink.FlightTables[1:] {
-		total += len(rows(t, pool, "SELECT 1 FROM "+table+" WHERE flid = '7'"))
+		total += len(flRows(t, pool, "SELECT 1 FROM "+table+" WHERE flid = '7'"))
 	}
 	if total != len(flight.Collections) {
 		t.Fatalf("%d detail rows for %d collections", total, len(flight.Collections))
@@ -193,11 +193,11 @@ func TestSchemaCoversVocabulary(t *testing.T) {
 }
 
 func TestWriteFlightStoresEveryPart(t *testing.T) {
-	pool := newPool(t)
-	s := richFlight(t, "1001", 10)
-	write(t, pool, s)
+	pool := flPool(t)
+	s := flRich(t, "1001", 10)
+	flWrite(t, pool, s)
 
-	expectRows(t, pool, []string{"1001|2026-01-23|ACTIVE|1|10|YG|YG9001|WX|HKG|TO|Y|<nil>|YG9001-20260123|0"},
+	flExpectRows(t, pool, []string{"1001|2026-01-23|ACTIVE|1|10|YG|YG9001|WX|HKG|TO|Y|<nil>|YG9001-20260123|0"},
 		`SELECT flid, operation_day::text, state, state_version, last_msg_id, alcd, flno, fdiv, ddes, ddir, bdst, lcst, ffid, schd_sent_version
 		 FROM flight_schd`)
 	var updated time.Time
@@ -208,61 +208,61 @@ func TestWriteFlightStoresEveryPart(t *testing.T) {
 	if !updated.Equal(s.UpdatedAt) {
 		t.Fatalf("updated_at %v, want %v", updated, s.UpdatedAt)
 	}
-	sameJSON(t, doc, s.View())
+	flSameJSON(t, doc, s.View())
 
 	// Equal resource numbers are two allocations, in message order; the key
 	// without a column lands in extra.
-	expectRows(t, pool, []string{"1|1|G28|23JAN260700|<nil>", `2|1|G29|<nil>|{"XTRA":"x"}`},
+	flExpectRows(t, pool, []string{"1|1|G28|23JAN260700|<nil>", `2|1|G29|<nil>|{"XTRA":"x"}`},
 		`SELECT ordinal, source_seq, gate, gotm, extra FROM flight_gtdt WHERE flid = '1001' ORDER BY ordinal`)
-	expectRows(t, pool, []string{"1|<nil>|YY|15DEC031605|0200|YYYYYYY|<nil>"},
+	flExpectRows(t, pool, []string{"1|<nil>|YY|15DEC031605|0200|YYYYYYY|<nil>"},
 		`SELECT ordinal, source_seq, code, strt, dura, "text", extra FROM flight_dely WHERE flid = '1001'`)
-	expectRows(t, pool, []string{"ERUT|1|1|CAN|<nil>", "ROUT|1|1|PEK|<nil>", "ROUT|2|2|SHA|23JAN260900"},
+	flExpectRows(t, pool, []string{"ERUT|1|1|CAN|<nil>", "ROUT|1|1|PEK|<nil>", "ROUT|2|2|SHA|23JAN260900"},
 		`SELECT route_kind, ordinal, rtno, apcd, scat FROM flight_route_point WHERE flid = '1001' ORDER BY route_kind, ordinal`)
-	expectRows(t, pool, []string{"1|<SRVT><OPER>A</OPER></SRVT>"}, `SELECT ordinal, raw FROM flight_srvt WHERE flid = '1001'`)
-	expectRows(t, pool, []string{"1|<VIPF><VPCD>1</VPCD></VIPF>", "2|<VIPF><VPCD>2</VPCD></VIPF>"},
+	flExpectRows(t, pool, []string{"1|<SRVT><OPER>A</OPER></SRVT>"}, `SELECT ordinal, raw FROM flight_srvt WHERE flid = '1001'`)
+	flExpectRows(t, pool, []string{"1|<VIPF><VPCD>1</VPCD></VIPF>", "2|<VIPF><VPCD>2</VPCD></VIPF>"},
 		`SELECT ordinal, raw FROM flight_vipf WHERE flid = '1001' ORDER BY ordinal`)
 
 	got, ok, err := sink.GetFlight(context.Background(), pool, "1001")
 	if err != nil || !ok {
 		t.Fatalf("GetFlight: %v %v", ok, err)
 	}
-	sameJSON(t, got, s.View())
+	flSameJSON(t, got, s.View())
 }
 
 func TestWriteFlightReplacesCollectionsAndClearsScalars(t *testing.T) {
-	pool := newPool(t)
-	s1 := richFlight(t, "1001", 10)
+	pool := flPool(t)
+	s1 := flRich(t, "1001", 10)
 	// A new GTDT list replaces the old one as a whole; the other
 	// collections are kept.
-	s2 := apply(t, s1, flop(11, "1001", "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "3", "GATE": "G01"}}}))
+	s2 := flApply(t, s1, flFLOP(11, "1001", "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "3", "GATE": "G01"}}}))
 	// An empty BOTM clears the time and its derived flag.
-	s3 := apply(t, s2, flop(12, "1001", "BOTM", map[string]string{"BOTM": ""}, nil))
-	write(t, pool, s1)
-	write(t, pool, s2, s3)
-	expectRows(t, pool, []string{"1|3|G01"}, `SELECT ordinal, source_seq, gate FROM flight_gtdt WHERE flid = '1001'`)
-	expectRows(t, pool, []string{"3|12|<nil>|<nil>"}, `SELECT state_version, last_msg_id, botm, bdst FROM flight_schd`)
-	expectRows(t, pool, []string{"3"}, `SELECT count(*) FROM flight_route_point WHERE flid = '1001'`)
+	s3 := flApply(t, s2, flFLOP(12, "1001", "BOTM", map[string]string{"BOTM": ""}, nil))
+	flWrite(t, pool, s1)
+	flWrite(t, pool, s2, s3)
+	flExpectRows(t, pool, []string{"1|3|G01"}, `SELECT ordinal, source_seq, gate FROM flight_gtdt WHERE flid = '1001'`)
+	flExpectRows(t, pool, []string{"3|12|<nil>|<nil>"}, `SELECT state_version, last_msg_id, botm, bdst FROM flight_schd`)
+	flExpectRows(t, pool, []string{"3"}, `SELECT count(*) FROM flight_route_point WHERE flid = '1001'`)
 
 	// "No allocation now" empties the collection.
-	s4 := apply(t, s3, flop(13, "1001", "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "0"}}}))
-	write(t, pool, s4)
-	expectRows(t, pool, nil, `SELECT * FROM flight_gtdt`)
+	s4 := flApply(t, s3, flFLOP(13, "1001", "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "0"}}}))
+	flWrite(t, pool, s4)
+	flExpectRows(t, pool, nil, `SELECT * FROM flight_gtdt`)
 	var doc []byte
 	_ = pool.QueryRow(context.Background(), "SELECT doc FROM flight_schd").Scan(&doc)
-	sameJSON(t, doc, s4.View())
+	flSameJSON(t, doc, s4.View())
 }
 
 func TestWriteFlightNeverGoesBackwards(t *testing.T) {
-	pool := newPool(t)
+	pool := flPool(t)
 	ctx := context.Background()
-	s1 := richFlight(t, "1001", 10)
-	s2 := apply(t, s1, flop(11, "1001", "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "3", "GATE": "G01"}}}))
-	s3 := apply(t, s2, flop(12, "1001", "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil))
-	write(t, pool, s3)
+	s1 := flRich(t, "1001", 10)
+	s2 := flApply(t, s1, flFLOP(11, "1001", "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "3", "GATE": "G01"}}}))
+	s3 := flApply(t, s2, flFLOP(12, "1001", "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil))
+	flWrite(t, pool, s3)
 
 	// A replay of older states, in separate transactions and in one batch.
-	write(t, pool, s1)
-	write(t, pool, s2, s1)
+	flWrite(t, pool, s1)
+	flWrite(t, pool, s2, s1)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		n, err := sink.WriteFlights(ctx, tx, []*flight.State{s1, s2})
 		if n != 0 {
@@ -273,23 +273,23 @@ func TestWriteFlightNeverGoesBackwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectRows(t, pool, []string{"3|12|23JAN260815"}, `SELECT state_version, last_msg_id, estt FROM flight_schd`)
-	expectRows(t, pool, []string{"1|G01"}, `SELECT ordinal, gate FROM flight_gtdt`)
+	flExpectRows(t, pool, []string{"3|12|23JAN260815"}, `SELECT state_version, last_msg_id, estt FROM flight_schd`)
+	flExpectRows(t, pool, []string{"1|G01"}, `SELECT ordinal, gate FROM flight_gtdt`)
 	got, _, _ := sink.GetFlight(ctx, pool, "1001")
-	sameJSON(t, got, s3.View())
+	flSameJSON(t, got, s3.View())
 
 	// A message that changes nothing keeps the version but moves lastMsgId:
 	// that is newer, and is written; its replay (lower lastMsgId) is not.
-	s3b := apply(t, s3, flop(13, "1001", "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil))
+	s3b := flApply(t, s3, flFLOP(13, "1001", "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil))
 	if s3b.StateVersion != 3 || s3b.LastMsgID != 13 {
 		t.Fatalf("no-change state v%d msg %d", s3b.StateVersion, s3b.LastMsgID)
 	}
-	write(t, pool, s3b)
-	write(t, pool, s3)
-	expectRows(t, pool, []string{"3|13"}, `SELECT state_version, last_msg_id FROM flight_schd`)
+	flWrite(t, pool, s3b)
+	flWrite(t, pool, s3)
+	flExpectRows(t, pool, []string{"3|13"}, `SELECT state_version, last_msg_id FROM flight_schd`)
 
 	// Within one batch the newest state of a FLID wins, whatever the order.
-	s4 := apply(t, s3b, deletion(14, "1001"))
+	s4 := flApply(t, s3b, flDelete(14, "1001"))
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		n, err := sink.WriteFlights(ctx, tx, []*flight.State{s4, s3, s1})
 		if n != 1 {
@@ -300,46 +300,46 @@ func TestWriteFlightNeverGoesBackwards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectRows(t, pool, []string{"DELETED|4|14"}, `SELECT state, state_version, last_msg_id FROM flight_schd`)
+	flExpectRows(t, pool, []string{"DELETED|4|14"}, `SELECT state, state_version, last_msg_id FROM flight_schd`)
 }
 
 func TestWriteFlightIdempotent(t *testing.T) {
-	pool := newPool(t)
-	s := richFlight(t, "1001", 10)
-	write(t, pool, s)
+	pool := flPool(t)
+	s := flRich(t, "1001", 10)
+	flWrite(t, pool, s)
 	snapshot := func() []string {
 		var all []string
 		for _, table := range sink.FlightTables {
-			all = append(all, rows(t, pool, "SELECT * FROM "+table+" ORDER BY 1, 2, 3")...)
+			all = append(all, flRows(t, pool, "SELECT * FROM "+table+" ORDER BY 1, 2, 3")...)
 		}
 		return all
 	}
 	before := snapshot()
-	write(t, pool, s, s)
-	write(t, pool, s)
+	flWrite(t, pool, s, s)
+	flWrite(t, pool, s)
 	if after := snapshot(); !slices.Equal(before, after) {
 		t.Fatalf("rewrite changed the read model:\n%q\n%q", before, after)
 	}
 }
 
 func TestWriteFlightRollsBackWithTransaction(t *testing.T) {
-	pool := newPool(t)
+	pool := flPool(t)
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.WriteFlight(ctx, tx, richFlight(t, "1001", 10)); err != nil {
+	if err := sink.WriteFlight(ctx, tx, flRich(t, "1001", 10)); err != nil {
 		t.Fatal(err)
 	}
 	_ = tx.Rollback(ctx)
 	for _, table := range sink.FlightTables {
-		expectRows(t, pool, nil, "SELECT * FROM "+table)
+		flExpectRows(t, pool, nil, "SELECT * FROM "+table)
 	}
 }
 
 func TestWriteFlightRejectsBadStates(t *testing.T) {
-	pool := newPool(t)
+	pool := flPool(t)
 	ctx := context.Background()
 	for _, s := range []*flight.State{nil, {State: flight.StateActive}, {FLID: "1", State: "GONE"}} {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return sink.WriteFlight(ctx, tx, s) })
@@ -350,13 +350,13 @@ func TestWriteFlightRejectsBadStates(t *testing.T) {
 }
 
 func TestFlightsByDay(t *testing.T) {
-	pool := newPool(t)
+	pool := flPool(t)
 	ctx := context.Background()
-	a := richFlight(t, "20", 10)
-	b := apply(t, richFlight(t, "3", 11), deletion(12, "3"))
-	c := apply(t, nil, flight.Transition{MsgID: 13, Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: "100",
-		OperationDay: "2026-01-24", At: t0, Fields: map[string]string{"FLNO": "X1"}})
-	write(t, pool, a, b, c)
+	a := flRich(t, "20", 10)
+	b := flApply(t, flRich(t, "3", 11), flDelete(12, "3"))
+	c := flApply(t, nil, flight.Transition{MsgID: 13, Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: "100",
+		OperationDay: "2026-01-24", At: flT0, Fields: map[string]string{"FLNO": "X1"}})
+	flWrite(t, pool, a, b, c)
 
 	day := time.Date(2026, 1, 23, 0, 0, 0, 0, testenv.Shanghai)
 	docs, err := sink.FlightsByDay(ctx, pool, day)
@@ -367,8 +367,8 @@ func TestFlightsByDay(t *testing.T) {
 		t.Fatalf("%d flights on %s", len(docs), day)
 	}
 	// Numeric FLID order; a deleted flight is still listed (with its state).
-	sameJSON(t, docs[0], b.View())
-	sameJSON(t, docs[1], a.View())
+	flSameJSON(t, docs[0], b.View())
+	flSameJSON(t, docs[1], a.View())
 	docs, err = sink.FlightsByDay(ctx, pool, time.Date(2026, 1, 25, 0, 0, 0, 0, time.UTC))
 	if err != nil || docs == nil || len(docs) != 0 {
 		t.Fatalf("empty day: %v %v", docs, err)
@@ -382,31 +382,31 @@ func TestFlightsByDay(t *testing.T) {
 // collections, collection replacements and clears, scalar-only changes, a
 // no-change message, a deletion and a revival. Every state is the real
 // output of flight.Apply.
-func history(t testing.TB, flid string) []*flight.State {
+func flHistory(t testing.TB, flid string) []*flight.State {
 	steps := []flight.Transition{
-		schedule(10, flid, map[string]string{"ALCD": "YG", "FLNO": "YG9001", "SODT": "23JAN260800"},
+		flSchedule(10, flid, map[string]string{"ALCD": "YG", "FLNO": "YG9001", "SODT": "23JAN260800"},
 			map[string][]flight.Element{
 				"GTDT": {{"GTNO": "1", "GATE": "G28"}, {"GTNO": "1", "GATE": "G29"}},
 				"ROUT": {{"RTNO": "1", "APCD": "PEK"}},
 				"SRVT": {{"RAW": "<SRVT><OPER>A</OPER></SRVT>"}},
 			}),
-		flop(11, flid, "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil),
-		flop(12, flid, "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "2", "GATE": "G01", "NEWK": "n"}}}),
-		flop(13, flid, "DELY", nil, map[string][]flight.Element{"DELY": {{"CODE": "YY", "DURA": "0200", "TEXT": "late"}, {"CODE": "XX"}}}),
-		flop(14, flid, "ROUT", nil, map[string][]flight.Element{"ROUT": {{"RTNO": "1", "APCD": "PEK"}, {"RTNO": "2", "APCD": "SHA"}}}),
-		flop(15, flid, "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil), // no change: lastMsgId only
-		flop(16, flid, "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "0"}}}),
-		flop(17, flid, "BOTM", map[string]string{"BOTM": "23JAN260730"}, nil),
-		schedule(18, flid, map[string]string{"FLNO": "YG9001"}, map[string][]flight.Element{
+		flFLOP(11, flid, "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil),
+		flFLOP(12, flid, "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "2", "GATE": "G01", "NEWK": "n"}}}),
+		flFLOP(13, flid, "DELY", nil, map[string][]flight.Element{"DELY": {{"CODE": "YY", "DURA": "0200", "TEXT": "late"}, {"CODE": "XX"}}}),
+		flFLOP(14, flid, "ROUT", nil, map[string][]flight.Element{"ROUT": {{"RTNO": "1", "APCD": "PEK"}, {"RTNO": "2", "APCD": "SHA"}}}),
+		flFLOP(15, flid, "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil), // no change: lastMsgId only
+		flFLOP(16, flid, "GTDT", nil, map[string][]flight.Element{"GTDT": {{"GTNO": "0"}}}),
+		flFLOP(17, flid, "BOTM", map[string]string{"BOTM": "23JAN260730"}, nil),
+		flSchedule(18, flid, map[string]string{"FLNO": "YG9001"}, map[string][]flight.Element{
 			"CKDT": {{"CKNO": "1", "CHKC": "A01"}}, "ERUT": {{"RTNO": "1", "APCD": "CAN"}}, "SRVT": {{"RAW": "<SRVT></SRVT>"}},
 		}),
-		deletion(19, flid),
-		schedule(20, flid, nil, map[string][]flight.Element{"VIPF": {{"RAW": "<VIPF><VPCD>1</VPCD></VIPF>"}}}),
+		flDelete(19, flid),
+		flSchedule(20, flid, nil, map[string][]flight.Element{"VIPF": {{"RAW": "<VIPF><VPCD>1</VPCD></VIPF>"}}}),
 	}
 	var out []*flight.State
 	var s *flight.State
 	for _, tr := range steps {
-		s = apply(t, s, tr)
+		s = flApply(t, s, tr)
 		out = append(out, s)
 	}
 	return out
@@ -414,71 +414,70 @@ func history(t testing.TB, flid string) []*flight.State {
 
 // readModel returns everything stored for flid, without the FLID itself, so
 // that two flights written differently can be compared.
-func readModel(t testing.TB, pool *pgxpool.Pool, flid string) []string {
+func flReadModel(t testing.TB, pool *pgxpool.Pool, flid string) []string {
 	t.Helper()
-	out := rows(t, pool, `SELECT (to_jsonb(f) - 'flid' - 'doc')::text, (f.doc - 'flid')::text FROM flight_schd f WHERE flid = $1`, flid)
+	out := flRows(t, pool, `SELECT (to_jsonb(f) - 'flid' - 'doc')::text, (f.doc - 'flid')::text FROM flight_schd f WHERE flid = $1`, flid)
 	for _, table := range sink.FlightTables[1:] {
 		out = append(out, table)
-		out = append(out, rows(t, pool, `SELECT (to_jsonb(t) - 'flid')::text AS r FROM `+table+` t WHERE flid = $1 ORDER BY r`, flid)...)
+		out = append(out, flRows(t, pool, `SELECT (to_jsonb(t) - 'flid')::text AS r FROM `+table+` t WHERE flid = $1 ORDER BY r`, flid)...)
 	}
 	return out
 }
 
 func TestWriteFlightIncrementalEqualsFull(t *testing.T) {
-	pool := newPool(t)
+	pool := flPool(t)
 	ctx := context.Background()
 	// 1: every version, one transaction each (the incremental path).
 	// 2: only the final state (a first write at a later version).
 	// 3: every other version (versions skipped: the full-write fallback).
 	// 4: every version in one transaction, and one batch of all.
 	// 5: every version, then each older one again (replays are ignored).
-	h1, h2, h3, h4, h5 := history(t, "1"), history(t, "2"), history(t, "3"), history(t, "4"), history(t, "5")
+	h1, h2, h3, h4, h5 := flHistory(t, "1"), flHistory(t, "2"), flHistory(t, "3"), flHistory(t, "4"), flHistory(t, "5")
 	for _, s := range h1 {
-		write(t, pool, s)
+		flWrite(t, pool, s)
 	}
-	write(t, pool, h2[len(h2)-1])
+	flWrite(t, pool, h2[len(h2)-1])
 	for i := 0; i < len(h3); i += 2 {
-		write(t, pool, h3[i])
+		flWrite(t, pool, h3[i])
 	}
-	write(t, pool, h3[len(h3)-1])
-	write(t, pool, h4...)
+	flWrite(t, pool, h3[len(h3)-1])
+	flWrite(t, pool, h4...)
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { _, err := sink.WriteFlights(ctx, tx, h4); return err }); err != nil {
 		t.Fatal(err)
 	}
-	write(t, pool, h5...)
+	flWrite(t, pool, h5...)
 	for i := len(h5) - 1; i >= 0; i-- {
-		write(t, pool, h5[i])
+		flWrite(t, pool, h5[i])
 	}
 
 	final := h1[len(h1)-1]
 	if final.State != flight.StateActive || final.StateVersion < 9 {
 		t.Fatalf("history ends at %s v%d", final.State, final.StateVersion)
 	}
-	want := readModel(t, pool, "1")
+	want := flReadModel(t, pool, "1")
 	for _, flid := range []string{"2", "3", "4", "5"} {
-		if got := readModel(t, pool, flid); !slices.Equal(got, want) {
+		if got := flReadModel(t, pool, flid); !slices.Equal(got, want) {
 			t.Errorf("flight %s differs from flight 1:\n got %q\nwant %q", flid, got, want)
 		}
 	}
 	got, _, _ := sink.GetFlight(ctx, pool, "1")
-	sameJSON(t, got, final.View())
+	flSameJSON(t, got, final.View())
 	// And flight 1's detail rows are exactly the final collections.
-	expectRows(t, pool, []string{"1|A01"}, `SELECT source_seq, chkc FROM flight_ckdt WHERE flid = '1'`)
+	flExpectRows(t, pool, []string{"1|A01"}, `SELECT source_seq, chkc FROM flight_ckdt WHERE flid = '1'`)
 	// SCHEDULE keeps what the FLTR does not carry (ROUT); ROUT and ERUT
 	// are separate collections with their own ordinals.
-	expectRows(t, pool, []string{"ERUT|1|CAN", "ROUT|1|PEK", "ROUT|2|SHA"},
+	flExpectRows(t, pool, []string{"ERUT|1|CAN", "ROUT|1|PEK", "ROUT|2|SHA"},
 		`SELECT route_kind, ordinal, apcd FROM flight_route_point WHERE flid = '1' ORDER BY route_kind, ordinal`)
 	for _, table := range []string{"flight_gtdt", "flight_srvt"} {
-		expectRows(t, pool, nil, `SELECT * FROM `+table+` WHERE flid = '1'`)
+		flExpectRows(t, pool, nil, `SELECT * FROM `+table+` WHERE flid = '1'`)
 	}
 }
 
-// benchChain returns, for n flights created rich, the function that moves
-// each flight one version on with the given transition.
-func benchStates(b *testing.B, n, base int) []*flight.State {
+// flBenchStates returns n distinct rich flights at version 1.
+func flBenchStates(b *testing.B, n, base int) []*flight.State {
 	out := make([]*flight.State, n)
 	for i := range out {
-		out[i] = richFlight(b, fmt.Sprint(base+i), 1)
+		out[i] = flRich(b, fmt.Sprint(base+i), 1)
 	}
 	return out
 }
@@ -492,21 +491,21 @@ func benchStates(b *testing.B, n, base int) []*flight.State {
 func BenchmarkWriteFlight(b *testing.B) {
 	next := map[string]func(s *flight.State, msg int64) *flight.State{
 		"scalar": func(s *flight.State, msg int64) *flight.State {
-			return apply(b, s, flop(msg, s.FLID, "ESTT", map[string]string{"ESTT": fmt.Sprint(msg)}, nil))
+			return flApply(b, s, flFLOP(msg, s.FLID, "ESTT", map[string]string{"ESTT": fmt.Sprint(msg)}, nil))
 		},
 		"collection": func(s *flight.State, msg int64) *flight.State {
-			return apply(b, s, flop(msg, s.FLID, "GTDT", nil, map[string][]flight.Element{
+			return flApply(b, s, flFLOP(msg, s.FLID, "GTDT", nil, map[string][]flight.Element{
 				"GTDT": {{"GTNO": "1", "GATE": fmt.Sprint("G", msg)}, {"GTNO": "2", "GATE": "G02"}}}))
 		},
 		"full": func(s *flight.State, msg int64) *flight.State {
-			n := apply(b, s, flop(msg, s.FLID, "ESTT", map[string]string{"ESTT": fmt.Sprint(msg)}, nil))
+			n := flApply(b, s, flFLOP(msg, s.FLID, "ESTT", map[string]string{"ESTT": fmt.Sprint(msg)}, nil))
 			n.Last = nil
 			return n
 		},
 	}
 	for _, name := range []string{"scalar", "collection", "full"} {
 		b.Run(name, func(b *testing.B) {
-			benchWrite(b, next[name], func(ctx context.Context, tx pgx.Tx, batch []*flight.State) error {
+			flBenchWrite(b, next[name], func(ctx context.Context, tx pgx.Tx, batch []*flight.State) error {
 				for _, s := range batch {
 					if err := sink.WriteFlight(ctx, tx, s); err != nil {
 						return err
@@ -521,19 +520,19 @@ func BenchmarkWriteFlight(b *testing.B) {
 // BenchmarkWriteFlights measures one WriteFlights call of 100 flights per
 // transaction (a full write of each).
 func BenchmarkWriteFlights(b *testing.B) {
-	benchWrite(b, func(s *flight.State, msg int64) *flight.State {
-		return apply(b, s, flop(msg, s.FLID, "ESTT", map[string]string{"ESTT": fmt.Sprint(msg)}, nil))
+	flBenchWrite(b, func(s *flight.State, msg int64) *flight.State {
+		return flApply(b, s, flFLOP(msg, s.FLID, "ESTT", map[string]string{"ESTT": fmt.Sprint(msg)}, nil))
 	}, func(ctx context.Context, tx pgx.Tx, batch []*flight.State) error {
 		_, err := sink.WriteFlights(ctx, tx, batch)
 		return err
 	})
 }
 
-func benchWrite(b *testing.B, next func(*flight.State, int64) *flight.State, fn func(context.Context, pgx.Tx, []*flight.State) error) {
+func flBenchWrite(b *testing.B, next func(*flight.State, int64) *flight.State, fn func(context.Context, pgx.Tx, []*flight.State) error) {
 	const perTx, flights = 100, 2000
-	pool := newPool(b)
+	pool := flPool(b)
 	ctx := context.Background()
-	states := benchStates(b, flights, 10000)
+	states := flBenchStates(b, flights, 10000)
 	for i := 0; i < flights; i += perTx {
 		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { _, err := sink.WriteFlights(ctx, tx, states[i:i+perTx]); return err }); err != nil {
 			b.Fatal(err)
