@@ -136,6 +136,9 @@ type Lookups struct {
 	// this message (first_msg_id < msgID): the "absent from the package"
 	// candidates. Filled only when asked for.
 	Earlier map[string][]string
+	// RequestOpen says an open request accepts this message as its answer
+	// (RESP guard); filled by the router from request tracking.
+	RequestOpen bool
 }
 
 // Lookup reads the identity owner, the index entries of flids and, when

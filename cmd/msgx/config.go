@@ -11,6 +11,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"msgx/emitters/outbound"
 	"msgx/ingest"
 	"msgx/internal/kafka"
 	"msgx/processors/flights"
@@ -44,6 +45,7 @@ type Config struct {
 	Router   router.Config
 	Flights  flights.Config
 	Backfill sink.BackfillConfig
+	Requests outbound.Config
 
 	loc *time.Location
 }
@@ -72,7 +74,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

@@ -23,6 +23,9 @@ Usage:
   msgx table get messages <MSG_ID>    a message's record from the router table (JSON)
   msgx table get flights <FLID>       a flight from the flights table (JSON, SPEC §6)
   msgx table list refdata <RTYPE>     a reference category from the refdata table (JSON)
+  msgx request refdata <RTYPE>        send an RQRD for one reference category (COUTMSGS)
+  msgx request flights --from T --to T
+                                      send an RQFD for a flight window
   msgx backfill abandoned             messages whose processed mark msgx stopped trying to write
   msgx backfill reopen <MSG_ID>...    put abandoned marks back into the sweep
   msgx broker               the embedded Kafka alone, on MSGX_EMBEDDED_KAFKA_ADDR
@@ -64,6 +67,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runGateway(ctx, cfg, log, roleIngest)
 	case "process":
 		err = runGateway(ctx, cfg, log, roleProcess)
+	case "request":
+		err = runRequest(ctx, cfg, args[1:], stdout, log)
 	case "backfill":
 		err = runBackfill(ctx, cfg, args[1:], stdout)
 	case "table":

@@ -109,7 +109,7 @@ func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 	}
 	// The router's group offset and table survived: message 1, decided in
 	// the first run, is read from the table and was not decided again.
-	pg := pgx(t, cfg)
+	pg := openPool(t, cfg)
 	var first, again time.Time
 	waitRow(t, pg, 8)
 	if err := pg.QueryRow(context.Background(), "SELECT updated_at FROM proc_state WHERE msg_id = 1").Scan(&first); err != nil {
@@ -127,7 +127,7 @@ func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 	}
 }
 
-func pgx(t *testing.T, cfg Config) *pgxpool.Pool {
+func openPool(t *testing.T, cfg Config) *pgxpool.Pool {
 	t.Helper()
 	pool, err := sink.OpenPG(context.Background(), cfg.DB)
 	if err != nil {

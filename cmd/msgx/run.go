@@ -14,11 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"golang.org/x/sync/errgroup"
 
+	"msgx/emitters/outbound"
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
@@ -27,6 +29,9 @@ import (
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/tables/flight"
+	"msgx/tables/refdata"
+	"msgx/tables/request"
 )
 
 type role int
@@ -171,12 +176,29 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		mux.Handle("POST /cminmsgs/send", send)
 	}
 	if r.has(roleProcess) {
+		reqs, err := newRequests(cfg, d)
+		if err != nil {
+			return err
+		}
+		supervise("requests", reqs.Run)
 		msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
-		rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location()})
+		rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(), Requests: reqs})
 		supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-		fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+		fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+			OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {
+				if t.Source != "SCHD-RESP" {
+					return nil
+				}
+				return reqs.Complete(ctx, tx, request.RQFD, request.STYPNone, t.MsgID, t.MsgDTTM, d.clock.Now())
+			}})
 		supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-		rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+		rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+			OnApplied: func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error {
+				if t.STYP != refdata.STYPRESP {
+					return nil
+				}
+				return reqs.Complete(ctx, tx, request.RQRD, t.RType, t.MsgID, t.MsgDTTM, d.clock.Now())
+			}})
 		supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 		bf, err := sink.NewBackfill(cfg.Backfill, sink.BackfillDeps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
 			Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
@@ -255,4 +277,10 @@ func runMigrate(cfg Config, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "schema version %d dirty=%v\n", v, dirty)
 	return nil
+}
+
+// newRequests builds outbound request tracking on the shared connections.
+func newRequests(cfg Config, d *deps) (*outbound.Requests, error) {
+	return outbound.New(cfg.Requests, outbound.Deps{PG: d.pool, MySQL: d.mysql, Clock: d.clock, Log: d.log,
+		Location: cfg.Location(), DBTimeout: cfg.DB.Timeout})
 }

@@ -67,6 +67,10 @@ type Deps struct {
 	Timeout time.Duration
 	Clock   clock.Clock
 	Log     *slog.Logger
+	// OnMessageDone, if set, runs inside the write transaction that applied
+	// a message's last transition: request tracking completes an RQFD there,
+	// so the request is DONE exactly when its SCHD RESP is applied.
+	OnMessageDone func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error
 }
 
 // Stats are the processor's running figures.
@@ -225,6 +229,9 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 				}
 				if done {
 					log.Info("message succeeded: all its transitions are applied")
+					if p.d.OnMessageDone != nil {
+						return p.d.OnMessageDone(wctx, tx, t)
+					}
 				}
 			}
 			return nil

@@ -50,6 +50,9 @@ type Config struct {
 	// ScheduleAbsent decides what happens to flights of a package's
 	// operation day that a DNLD/RESP does not carry: keep or delete.
 	ScheduleAbsent string `env:"MSGX_SCHEDULE_ABSENT" envDefault:"keep"`
+	// RespGuard makes a SCHD RESP that answers no open RQFD request (none
+	// open, or older than the request) SKIPPED no-match: it changes nothing.
+	RespGuard bool `env:"MSGX_RESP_GUARD" envDefault:"false"`
 }
 
 // Validate checks the configuration; errors name the variable.

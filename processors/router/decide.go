@@ -20,13 +20,15 @@ type Settings struct {
 	Loc          *time.Location
 	Cutover      time.Duration
 	AbsentDelete bool
+	RespGuard    bool
 }
 
 // Settings parses the configuration (call Validate first).
 func (c Config) Settings(loc *time.Location) Settings {
 	rules, _ := ParseRules(c.IgnoreRules)
 	cut, _ := parseCutover(c.OpdayCutover)
-	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: loc, Cutover: cut, AbsentDelete: c.ScheduleAbsent == "delete"}
+	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: loc, Cutover: cut,
+		AbsentDelete: c.ScheduleAbsent == "delete", RespGuard: c.RespGuard}
 }
 
 // Verdict is a message's decision.
@@ -77,6 +79,10 @@ type Plan struct {
 	FLIDs []string
 	// Days are the package's operation days (absent-flight lookup).
 	Days []time.Time
+	// NeedsRequest says a SCHD RESP must answer an open RQFD request
+	// (MSGX_RESP_GUARD): the caller asks request tracking and passes the
+	// answer in Lookups.RequestOpen.
+	NeedsRequest bool
 
 	flights []plannedFlight
 	refdata *refdata.Transition
@@ -218,6 +224,9 @@ func (p *Plan) schedule(s Settings) {
 		p.flights = append(p.flights, plannedFlight{kind: kind, flid: rec.FLID, day: day, rec: rec})
 		p.FLIDs = append(p.FLIDs, rec.FLID)
 	}
+	if m.Meta.STYP == "RESP" && s.RespGuard {
+		p.NeedsRequest = true
+	}
 	if kind == flight.KindSchedule && s.AbsentDelete {
 		for d := range days {
 			p.Days = append(p.Days, d)
@@ -318,18 +327,22 @@ func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
 	if p.DispatchFail != nil {
 		return Verdict{}, p.DispatchFail
 	}
+	if p.NeedsRequest && !l.RequestOpen {
+		return Verdict{State: sink.StateSkipped, Reason: "no-match", Detail: "SCHD RESP answers no open RQFD request",
+			IdentityKey: p.IdentityKey}, nil
+	}
 	v := Verdict{State: sink.StateRouted, IdentityKey: p.IdentityKey}
 	source := p.Msg.Meta.TYPE + "-" + p.Msg.Meta.STYP
 	if p.refdata != nil {
 		t := *p.refdata
-		t.At = at
+		t.At, t.MsgDTTM = at, p.Msg.Meta.DTTM
 		v.Refdata = append(v.Refdata, t)
 	}
 	inPackage := map[string]bool{}
 	for _, f := range p.flights {
 		inPackage[f.flid] = true
 		known, isKnown := l.Days[f.flid]
-		t := flight.Transition{MsgID: p.MsgID, Source: source, Kind: f.kind, FLID: f.flid, At: at}
+		t := flight.Transition{MsgID: p.MsgID, Source: source, Kind: f.kind, FLID: f.flid, At: at, MsgDTTM: p.Msg.Meta.DTTM}
 		switch f.kind {
 		case flight.KindSchedule, flight.KindADFT:
 			if isKnown && known.Day != nil && f.day != nil && !known.Day.Equal(*f.day) {
@@ -371,7 +384,7 @@ func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
 			}
 			inPackage[flid] = true
 			v.Flights = append(v.Flights, flight.Transition{MsgID: p.MsgID, Source: source, Kind: flight.KindDelete,
-				FLID: flid, At: at, OperationDay: d.Format(time.DateOnly)})
+				FLID: flid, At: at, OperationDay: d.Format(time.DateOnly), MsgDTTM: p.Msg.Meta.DTTM})
 		}
 	}
 	if v.N() == 0 {

@@ -8,14 +8,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/lovoo/goka"
 
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/retry"
+	"msgx/processors/sis"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/refdata"
+	"msgx/tables/request"
 )
 
 // Entry is the router table's value for one message (key = MSG_ID): the
@@ -63,12 +66,24 @@ func (EntryCodec) Decode(b []byte) (any, error) {
 // Table is the router's goka table topic.
 var Table = goka.GroupTable(goka.Group(Group))
 
+// Requests is what the router needs from outbound request tracking
+// (emitters/outbound implements it).
+type Requests interface {
+	OpenFor(ctx context.Context, kind request.Kind, styp string) (*request.ReqTrack, bool, error)
+	Accepts(r request.ReqTrack, respMsgID int64, respDTTM, now time.Time) error
+	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, styp string, respMsgID int64, respDTTM, now time.Time) error
+	FailByEror(ctx context.Context, seqnRef string, now time.Time) error
+}
+
 // Deps are the router's collaborators.
 type Deps struct {
 	Messages *sink.Messages
 	Clock    clock.Clock
 	Log      *slog.Logger
 	Loc      *time.Location
+	// Requests is optional: without it EROR answers close nothing and the
+	// RESP guard finds no open request.
+	Requests Requests
 }
 
 // Stats are the router's running figures.
@@ -261,6 +276,21 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) 
 			return outcome{}, &Failure{Class: sink.ClassInfra, Err: err}, nil
 		}
 	}
+	if p.NeedsRequest && r.d.Requests != nil {
+		err := r.available(ctx, func(ctx context.Context) error {
+			req, ok, err := r.d.Requests.OpenFor(ctx, request.RQFD, request.STYPNone)
+			if err == nil && ok {
+				l.RequestOpen = r.d.Requests.Accepts(*req, rec.MsgID, p.Msg.Meta.DTTM, r.d.Clock.Now()) == nil
+			}
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcome{}, nil, ctx.Err()
+			}
+			return outcome{}, &Failure{Class: sink.ClassInfra, Err: err}, nil
+		}
+	}
 	v, fail := Decide(p, l, m.EnqueuedAt)
 	if fail != nil {
 		return outcome{}, fail, nil
@@ -288,11 +318,35 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) 
 	}
 	r.log.Info("message decided", "msg_id", rec.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
 		"type", d.Type, "styp", d.STYP, "transitions", v.N())
+	r.afterDecision(ctx, p, rec.MsgID, v, now)
 	r.count(v.State, rec.MsgID)
 	e := Entry{MsgID: rec.MsgID, State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Detail: v.Detail,
 		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
 		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: now}
 	return outcome{entry: e, flights: v.Flights, refdata: v.Refdata}, nil, nil
+}
+
+// afterDecision tells request tracking what a decided message means for
+// it. An EROR (SKIPPED as ignored by default) fails the request it names; a
+// SCHD RESP with nothing to apply completes its request at once, since all
+// of its (no) data is applied. Both are idempotent; a failure is logged and
+// the request times out instead.
+func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdict, now time.Time) {
+	if r.d.Requests == nil || p.Msg == nil {
+		return
+	}
+	var err error
+	switch {
+	case p.Msg.Kind == sis.KindError && p.Msg.ErrorAnswer != nil:
+		err = r.d.Requests.FailByEror(ctx, p.Msg.ErrorAnswer.RefSEQN, now)
+	case p.Msg.Kind == sis.KindSchedule && p.Msg.Meta.STYP == "RESP" && v.State == sink.StateSucceeded:
+		err = pgx.BeginFunc(ctx, r.d.Messages.Pool(), func(tx pgx.Tx) error {
+			return r.d.Requests.Complete(ctx, tx, request.RQFD, request.STYPNone, msgID, p.Msg.Meta.DTTM, now)
+		})
+	}
+	if err != nil {
+		r.log.Error("request tracking update failed", "msg_id", msgID, "err", err)
+	}
 }
 
 // reroute handles a message found ROUTED: it was decided before a crash or

@@ -80,6 +80,9 @@ type Transition struct {
 	// carries the deleting master in Fields["MAID"]: it deletes the flight
 	// only while the flight still belongs to that master.
 	Cascade bool `json:"cascade,omitempty"`
+	// MsgDTTM is the message's META DTTM: request tracking matches a SCHD
+	// RESP to its RQFD by it. Apply ignores it.
+	MsgDTTM time.Time `json:"msgDttm,omitzero"`
 }
 
 // Link reports the state of one child's MAID link to its master.

@@ -76,6 +76,9 @@ type Transition struct {
 	FirstChild string `json:"firstChild,omitempty"`
 	// Records are the message's records in document order.
 	Records []Record `json:"records"`
+	// MsgDTTM is the message's META DTTM: request tracking matches a RESP
+	// to its RQRD by it. Apply ignores it.
+	MsgDTTM time.Time `json:"msgDttm,omitzero"`
 }
 
 // Result says what Apply did and what the PG sink must write.
