@@ -241,3 +241,28 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestRespGuard(t *testing.T) {
+	resp := strings.Replace(strings.Replace(dnld(1, fltr("1", "23JAN210535", "")), "<STYP>DNLD<", "<STYP>RESP<", 1), "<SEQN>77<", "<SEQN>80<", 1)
+	off := Prepare(1, resp, settings())
+	if off.NeedsRequest {
+		t.Fatal("guard off asks for a request")
+	}
+	if v, _ := Decide(off, sink.Lookups{}, time.Time{}); v.State != sink.StateRouted {
+		t.Fatalf("guard off: %+v", v)
+	}
+	on := Prepare(1, resp, settings(func(c *Config) { c.RespGuard = true }))
+	if !on.NeedsRequest {
+		t.Fatal("guard on does not ask for a request")
+	}
+	if v, _ := Decide(on, sink.Lookups{}, time.Time{}); v.State != sink.StateSkipped || v.Reason != "no-match" || v.N() != 0 {
+		t.Fatalf("RESP without an open request: %+v", v)
+	}
+	if v, _ := Decide(on, sink.Lookups{RequestOpen: true}, time.Time{}); v.State != sink.StateRouted || v.N() != 1 {
+		t.Fatalf("RESP answering an open request: %+v", v)
+	}
+	// A DNLD is never guarded.
+	if p := Prepare(1, dnld(1, fltr("1", "23JAN210535", "")), settings(func(c *Config) { c.RespGuard = true })); p.NeedsRequest {
+		t.Fatal("a DNLD needs a request")
+	}
+}
