@@ -208,6 +208,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		supervise("backfill", bf.Run)
 	}
 	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
+	(&sink.FlightsHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
 	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })
 	err = g.Wait()
 	log.Info("msgx stopped", "component", "main")
