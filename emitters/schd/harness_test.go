@@ -299,8 +299,8 @@ func apply(t *testing.T, s *flight.State, tr flight.Transition) *flight.State {
 
 func schedule(msg int64, flid string) flight.Transition {
 	return flight.Transition{MsgID: msg, Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: flid, OperationDay: "2026-01-23",
-		At: t0.Add(time.Duration(msg) * time.Second),
-		Fields: map[string]string{"ALCD": "YG", "FLNO": "YG" + flid, "SODT": "23JAN260800"},
+		At:          t0.Add(time.Duration(msg) * time.Second),
+		Fields:      map[string]string{"ALCD": "YG", "FLNO": "YG" + flid, "SODT": "23JAN260800"},
 		Collections: map[string][]flight.Element{"GTDT": {{"GTNO": "1", "GATE": "G" + flid}}}}
 }
 
