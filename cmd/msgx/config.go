@@ -74,12 +74,38 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
+	errs = append(errs, c.productionChecks()...)
 	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Defaults a production deployment must not run on.
+const (
+	defaultPGDSN    = "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable"
+	defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/aodbinterface"
+)
+
+// productionChecks refuses, with MSGX_ENV=production, what is only meant for
+// development: the embedded Kafka and the built-in local DSNs.
+func (c *Config) productionChecks() []error {
+	if !strings.EqualFold(c.Env, "production") {
+		return nil
+	}
+	var errs []error
+	if c.Kafka.Embedded() {
+		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_KAFKA_BROKERS is empty, but the embedded Kafka is for development; point it at the cluster"))
+	}
+	if c.DB.PGDSN == defaultPGDSN {
+		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_PG_DSN is the development default; set the production database"))
+	}
+	if c.DB.MySQLDSN == defaultMySQLDSN {
+		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_MYSQL_DSN is the development default; set the shared inbox's primary"))
+	}
+	return errs
 }
 
 func parseLevel(s string) (slog.Level, error) {

@@ -120,6 +120,16 @@ func (s *scenario) waitTerminal(n int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for s.terminal() < n {
 		if time.Now().After(deadline) {
+			rows, _ := s.pool.Query(context.Background(), `SELECT msg_id, state, COALESCE(msg_type,''), COALESCE(msg_styp,''),
+				COALESCE(n_transitions, -1), n_applied, attempts FROM proc_state WHERE state NOT IN ('SUCCEEDED','SKIPPED','DEAD') ORDER BY msg_id LIMIT 20`)
+			for rows.Next() {
+				var id int64
+				var st, typ, styp string
+				var n, applied, attempts int
+				_ = rows.Scan(&id, &st, &typ, &styp, &n, &applied, &attempts)
+				s.t.Logf("open: msg %d %s %s-%s n=%d applied=%d attempts=%d", id, st, typ, styp, n, applied, attempts)
+			}
+			rows.Close()
 			s.t.Fatalf("only %d of %d messages terminal after %v", s.terminal(), n, timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -232,4 +242,41 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 	t.Logf("%d kills; %d flights equal to the undisturbed run; %d (FLID, version) events seen", kills, len(want), len(seen))
+}
+
+// TestSigtermDuringLoad stops the gateway with SIGTERM while messages flow:
+// it must exit 0 within MSGX_SHUTDOWN_TIMEOUT, and after a restart every
+// message ends terminal with every flight version announced — nothing lost.
+func TestSigtermDuringLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	msgs := workload.Day(workload.Options{Seed: 9, Flights: 200, Ops: 1500})
+	s := newScenario(t, bin)
+	s.env = append(s.env, "MSGX_SHUTDOWN_TIMEOUT=15s")
+	loadInbox(t, s, msgs)
+	for round := 0; round < 3 && s.terminal() < len(msgs); round++ {
+		s.gateway = s.start("run")
+		time.Sleep(time.Duration(800+400*round) * time.Millisecond)
+		began := time.Now()
+		if err := s.gateway.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		err := s.gateway.Wait()
+		took := time.Since(began)
+		if err != nil || s.gateway.ProcessState.ExitCode() != 0 {
+			t.Fatalf("SIGTERM: exit %v (%v)", s.gateway.ProcessState, err)
+		}
+		if took > 15*time.Second {
+			t.Fatalf("SIGTERM took %v", took)
+		}
+		t.Logf("SIGTERM #%d: exit 0 after %v with %d/%d messages terminal", round+1, took.Round(time.Millisecond), s.terminal(), len(msgs))
+	}
+	s.gateway = s.start("run")
+	s.waitTerminal(len(msgs), 90*time.Second)
+	var open int
+	if err := s.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state NOT IN ('SUCCEEDED','SKIPPED','DEAD')").Scan(&open); err != nil || open != 0 {
+		t.Fatalf("%d messages not terminal (%v)", open, err)
+	}
 }

@@ -168,6 +168,13 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"MSGX_PG_DSN": "postgres://:x"}, "MSGX_PG_DSN"},
 		{map[string]string{"MSGX_MAX_COMMIT_DELAY": "-1s"}, "MSGX_MAX_COMMIT_DELAY"},
 		{map[string]string{"MSGX_HOLE_PROBE": "perhaps"}, "MSGX_HOLE_PROBE"},
+		{map[string]string{"MSGX_BACKOFF": "1s,2s,4s,8s,16s"}, "MSGX_BACKOFF has 5 tiers but MSGX_MAX_ATTEMPTS=5"},
+		{map[string]string{"MSGX_BACKOFF": "1s,2s"}, "MSGX_BACKOFF has 2 tiers"},
+		{map[string]string{"MSGX_DB_TIMEOUT": "forever"}, "MSGX_DB_TIMEOUT"},
+		{map[string]string{"MSGX_MYSQL_DSN": "root@tcp(127.0.0.1:3306"}, "MSGX_MYSQL_DSN"},
+		{map[string]string{"MSGX_ENV": "production"}, "MSGX_KAFKA_BROKERS is empty"},
+		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092"}, "MSGX_PG_DSN is the development default"},
+		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092", "MSGX_PG_DSN": "postgres://p@db/msgx"}, "MSGX_MYSQL_DSN is the development default"},
 	} {
 		_, err := loadConfig(tc.env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -176,6 +183,17 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 	}
 	if _, err := loadConfig(map[string]string{}); err != nil {
 		t.Fatalf("defaults rejected: %v", err)
+	}
+	prod := map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092,k2:9092",
+		"MSGX_PG_DSN": "postgres://msgx@db:5432/msgx", "MSGX_MYSQL_DSN": "msgx:pw@tcp(aodb:3306)/aodbinterface"}
+	if _, err := loadConfig(prod); err != nil {
+		t.Fatalf("a complete production configuration was rejected: %v", err)
+	}
+	// Each refusal is one clear line naming its variable.
+	_, err := loadConfig(map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_ACKS": "1"})
+	lines := splitErrors(err)
+	if len(lines) != 4 {
+		t.Fatalf("want 4 refusals (embedded kafka, two DSNs, acks), got %q", lines)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"msgx/emitters/outbound"
 	"msgx/ingest"
 	"msgx/internal/clock"
+	"msgx/internal/health"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/processors/flights"
@@ -50,6 +51,7 @@ var restartBackoff = retry.Backoff{Tiers: []time.Duration{time.Second, 2 * time.
 
 // deps are the connections every role shares.
 type deps struct {
+	health  *health.Registry
 	cfg     Config
 	log     *slog.Logger
 	clock   clock.Clock
@@ -71,6 +73,7 @@ func (d *deps) close() {
 // dependency that is down at start-up is waited for, not fatal.
 func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, error) {
 	d := &deps{cfg: cfg, log: log, clock: clock.Real{}}
+	d.health = health.NewRegistry(d.clock.Now)
 	ok := false
 	defer func() {
 		if !ok {
@@ -156,7 +159,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
-		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, name, run) })
+		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })
 	}
 
 	if r.has(roleIngest) {
@@ -210,9 +213,30 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	(&sink.FlightsHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
 	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })
-	err = g.Wait()
-	log.Info("msgx stopped", "component", "main")
-	return err
+	return awaitShutdown(ctx, cfg, d, g, log)
+}
+
+// awaitShutdown waits for the components. Once ctx ends (SIGTERM) they stop
+// reading, finish or abandon the message at hand — a message abandoned
+// mid-way is not committed and is processed again after restart — and the
+// process exits within MSGX_SHUTDOWN_TIMEOUT.
+func awaitShutdown(ctx context.Context, cfg Config, d *deps, g *errgroup.Group, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- g.Wait() }()
+	select {
+	case err := <-done:
+		log.Info("msgx stopped", "component", "main")
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("stopping: finishing the messages in hand", "component", "main", "timeout", cfg.ShutdownTimeout.String())
+	select {
+	case err := <-done:
+		log.Info("msgx stopped", "component", "main")
+		return err
+	case <-d.clock.After(cfg.ShutdownTimeout):
+		return fmt.Errorf("shutdown took longer than MSGX_SHUTDOWN_TIMEOUT=%s", cfg.ShutdownTimeout)
+	}
 }
 
 // serveHTTP serves handler on cfg.HTTPAddr until ctx ends, then drains.

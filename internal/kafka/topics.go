@@ -125,3 +125,14 @@ func ReadTable(ctx context.Context, brokers []string, c Config, table goka.Table
 	<-errc
 	return ferr
 }
+
+// Abort stops a goka callback without committing its message, so that the
+// message is delivered again after restart. goka's Context.Fail panics only
+// while the processor runs; once goka's context is done (shutdown,
+// rebalance) Fail merely records the error and returns — and a callback that
+// then returns normally has its message committed without its work: a silent
+// loss. Abort always unwinds.
+func Abort(ctx goka.Context, err error) {
+	ctx.Fail(err)
+	panic(fmt.Errorf("callback aborted: %w", err))
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"msgx/internal/clock"
+	"msgx/internal/health"
 )
 
 // Backoff is a list of delay tiers: the n-th consecutive failure waits
@@ -216,14 +217,17 @@ func UntilAvailable(ctx context.Context, c clock.Clock, b Backoff, onOutage func
 // whole daemon down; readiness reports it meanwhile through onState. A
 // Permanent error is returned: the component cannot work with this
 // configuration.
-func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, name string, run func(context.Context) error) error {
+func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, reg *health.Registry, name string, run func(context.Context) error) error {
+	defer reg.Set(name, health.Stopped)
 	for failures := 0; ; {
 		start := c.Now()
+		reg.Set(name, health.Running)
 		err := run(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if IsPermanent(err) {
+			reg.Failed(name, err)
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		// A component that ran for a while before failing starts its
@@ -236,6 +240,7 @@ func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, 
 		if err == nil {
 			err = errors.New("stopped unexpectedly")
 		}
+		reg.Failed(name, err)
 		log.Error("component stopped; restarting", "component", name, "err", err, "restart_in", wait.String())
 		if err := clock.Sleep(ctx, c, wait); err != nil {
 			return nil

@@ -158,7 +158,7 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 func (p *Processor) handle(gctx goka.Context, msg any) {
 	t, ok := msg.(*flight.Transition)
 	if !ok {
-		gctx.Fail(fmt.Errorf("flights: unexpected input %T", msg))
+		kafka.Abort(gctx, fmt.Errorf("flights: unexpected input %T", msg))
 	}
 	log := p.log.With("msg_id", t.MsgID, "flid", t.FLID)
 	var cur *flight.State
@@ -177,7 +177,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	}
 	if err := p.write(gctx.Context(), log, t, res); err != nil {
 		// Shutdown: not committed, delivered again after restart.
-		gctx.Fail(err)
+		kafka.Abort(gctx, err)
 	}
 	if res.State != nil {
 		gctx.SetValue(res.State)

@@ -17,6 +17,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"msgx/internal/clock"
+	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/sink"
 	"msgx/tables/refdata"
@@ -115,7 +116,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	case refdata.Transition:
 		t = &v
 	default:
-		gctx.Fail(fmt.Errorf("refdata: unexpected input %T", msg))
+		kafka.Abort(gctx, fmt.Errorf("refdata: unexpected input %T", msg))
 	}
 	log := p.log.With("msg_id", t.MsgID, "rtype", t.RType)
 	s, _ := gctx.Value().(*refdata.State)
@@ -154,7 +155,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		})
 	})
 	if err != nil {
-		gctx.Fail(err) // shutdown: delivered again after restart
+		kafka.Abort(gctx, err) // shutdown: delivered again after restart
 	}
 	if applied && !res.Replay {
 		gctx.SetValue(s)

@@ -13,6 +13,7 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/clock"
+	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/processors/sis"
 	"msgx/sink"
@@ -182,11 +183,11 @@ type outcome struct {
 func (r *Router) handle(gctx goka.Context, msg any) {
 	rec, ok := msg.(*ingest.Record)
 	if !ok {
-		gctx.Fail(fmt.Errorf("router: unexpected input %T", msg))
+		kafka.Abort(gctx, fmt.Errorf("router: unexpected input %T", msg))
 	}
 	out, err := r.decide(gctx.Context(), rec)
 	if err != nil {
-		gctx.Fail(err)
+		kafka.Abort(gctx, err)
 	}
 	// Emits are asynchronous; goka commits the offset only after all of
 	// them were acknowledged, so a crash before that re-delivers the

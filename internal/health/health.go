@@ -1,0 +1,123 @@
+// Package health keeps the running state of msgx's components for the
+// readiness endpoint, `msgx status` and the metrics: which components run,
+// which are restarting after an error, which are paused by an outage, and
+// the last error of each.
+package health
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Component states.
+const (
+	Starting   = "starting"
+	Running    = "running"
+	Restarting = "restarting"
+	Stopped    = "stopped"
+)
+
+// Component is one component's state.
+type Component struct {
+	Name        string    `json:"name"`
+	State       string    `json:"state"`
+	Paused      string    `json:"paused,omitempty"` // why it waits for a dependency, if it does
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	Restarts    int       `json:"restarts"`
+	Since       time.Time `json:"since"`
+}
+
+// Registry holds the components' states. The zero value is not usable; use
+// NewRegistry.
+type Registry struct {
+	mu     sync.Mutex
+	now    func() time.Time
+	comps  map[string]*Component
+	paused map[string]func() (bool, string)
+}
+
+// NewRegistry returns an empty registry reading time from now.
+func NewRegistry(now func() time.Time) *Registry {
+	return &Registry{now: now, comps: map[string]*Component{}, paused: map[string]func() (bool, string){}}
+}
+
+func (r *Registry) get(name string) *Component {
+	c, ok := r.comps[name]
+	if !ok {
+		c = &Component{Name: name, State: Starting, Since: r.now()}
+		r.comps[name] = c
+	}
+	return c
+}
+
+// Set records a component's state.
+func (r *Registry) Set(name, state string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.get(name)
+	if c.State != state {
+		c.State, c.Since = state, r.now()
+	}
+}
+
+// Failed records a component's error; it restarts (Restarting).
+func (r *Registry) Failed(name string, err error) {
+	if r == nil || err == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.get(name)
+	c.LastError, c.LastErrorAt = err.Error(), r.now()
+	c.Restarts++
+	if c.State != Restarting {
+		c.State, c.Since = Restarting, r.now()
+	}
+}
+
+// Error records an error a component survived (it keeps running).
+func (r *Registry) Error(name string, err error) {
+	if r == nil || err == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.get(name)
+	c.LastError, c.LastErrorAt = err.Error(), r.now()
+}
+
+// WatchPause registers a function telling whether the component is paused
+// by an outage (and why); it is asked on every snapshot.
+func (r *Registry) WatchPause(name string, fn func() (bool, string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.get(name)
+	r.paused[name] = fn
+}
+
+// Snapshot returns every component, sorted by name.
+func (r *Registry) Snapshot() []Component {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Component, 0, len(r.comps))
+	for name, c := range r.comps {
+		cp := *c
+		if fn := r.paused[name]; fn != nil {
+			if p, why := fn(); p {
+				cp.Paused = why
+			}
+		}
+		out = append(out, cp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Check is one readiness probe: nil when the dependency really answers.
+type Check func(ctx context.Context) error
