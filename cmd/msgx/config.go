@@ -12,6 +12,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"msgx/emitters/outbound"
+	"msgx/emitters/schd"
 	"msgx/ingest"
 	"msgx/internal/kafka"
 	"msgx/processors/flights"
@@ -46,6 +47,8 @@ type Config struct {
 	Flights  flights.Config
 	Backfill sink.BackfillConfig
 	Requests outbound.Config
+	Schd     schd.Config
+	Jobs     sink.MaintenanceConfig
 
 	loc *time.Location
 }
@@ -75,7 +78,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
 	errs = append(errs, c.productionChecks()...)
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Jobs} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

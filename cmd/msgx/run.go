@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"msgx/emitters/outbound"
+	"msgx/emitters/schd"
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/health"
@@ -134,7 +135,8 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 // topics lists every topic msgx needs, created at start-up.
 func topics(cfg Config) []kafka.TopicSpec {
 	specs := append([]kafka.TopicSpec{cfg.Ingest.TopicSpec()}, cfg.Router.TopicSpecs()...)
-	return append(specs, cfg.Flights.TopicSpecs(cfg.Router.Partitions)...)
+	specs = append(specs, cfg.Flights.TopicSpecs(cfg.Router.Partitions)...)
+	return append(specs, cfg.Schd.TopicSpec(cfg.Router.Partitions))
 }
 
 // gokaOptions are the processors' Kafka clients and local table storage
@@ -209,6 +211,19 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 			return err
 		}
 		supervise("backfill", bf.Run)
+		fl, err := schd.NewFlusher(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
+			Kafka: cfg.Kafka, Clock: d.clock, Log: log})
+		if err != nil {
+			return err
+		}
+		defer fl.Close()
+		supervise("schd", fl.Run)
+		jobs, err := sink.NewMaintenance(cfg.Jobs, sink.MaintenanceDeps{PG: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock,
+			Log: log, Location: cfg.Location()})
+		if err != nil {
+			return err
+		}
+		supervise("maintenance", jobs.Run)
 	}
 	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	(&sink.FlightsHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)

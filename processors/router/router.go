@@ -333,7 +333,13 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) 
 // of its (no) data is applied. Both are idempotent; a failure is logged and
 // the request times out instead.
 func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdict, now time.Time) {
-	if r.d.Requests == nil || p.Msg == nil {
+	if p.Msg == nil {
+		return
+	}
+	if p.Msg.Kind == sis.KindSchedule && (p.Msg.Meta.STYP == "DNLD" || p.Msg.Meta.STYP == "RESP") && v.State != sink.StateDead {
+		r.snapLog(ctx, msgID, p, v, now)
+	}
+	if r.d.Requests == nil {
 		return
 	}
 	var err error
@@ -347,6 +353,24 @@ func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdi
 	}
 	if err != nil {
 		r.log.Error("request tracking update failed", "msg_id", msgID, "err", err)
+	}
+}
+
+// snapLog appends the schedule package's trace line (schd_snap_log). It is
+// outside every business transaction and only a trace: a failure is logged.
+func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, now time.Time) {
+	days := map[string]time.Time{}
+	for _, t := range v.Flights {
+		if d, err := time.Parse(time.DateOnly, t.OperationDay); err == nil {
+			days[t.OperationDay] = d
+		}
+	}
+	e := sink.SnapLogEntry{MsgID: msgID, STYP: p.Msg.Meta.STYP, Flights: len(p.Msg.Schedule.Flights), RecvAt: now}
+	for _, d := range days {
+		e.OperationDays = append(e.OperationDays, d)
+	}
+	if err := sink.AppendSnapLog(ctx, r.d.Messages.Pool(), e); err != nil {
+		r.log.Warn("schedule trace not written", "msg_id", msgID, "err", err)
 	}
 }
 
