@@ -1,0 +1,931 @@
+package sink
+
+// msgx status (SPEC §10; seeds 000 §4.1 "costs to observe", §5.1): one
+// report that answers, without any other tool, "is it keeping up, is
+// anything stuck, and what must a human look at".
+//
+// CollectReport reads three independent sources — PostgreSQL (cursor, holes,
+// late rows, proc_state), the MySQL inbox (MAX(CMINMSGS_ID)) and Kafka
+// (consumer group offsets) — concurrently, each call under its own timeout.
+// A source that fails degrades its own section (an error field, counts of -1,
+// nil maps) and adds an alert saying the report is incomplete; it never fails
+// the whole report, because an operator needs status most during an outage.
+//
+// Cost of every query on proc_state, measured on PostgreSQL 15 with 3 million
+// rows (468 MB heap, 19 MB proc_state_state index; 70% SUCCEEDED, 25%
+// SKIPPED, 4.5% DEAD, 100 unfinished), warm cache:
+//
+//	backlog by state      proc_state_open or proc_state_state O(unfinished) <1 ms
+//	oldest unfinished     proc_state_open, LIMIT 1           O(1)           <1 ms
+//	pending backfills     proc_state_backfill, index scan    O(pending)     <1 ms
+//	DEAD by class         proc_state_state, index-only scan  O(DEAD)        22 ms for 135k DEAD
+//	recent / latest DEAD  proc_state_state, bitmap heap scan O(DEAD)        heap pages of the DEAD rows
+//	terminal states       proc_state_state, index-only scan  O(rows)        0.5 s (exact, no estimate)
+//	SKIPPED by reason     proc_state_state, bitmap heap scan O(SKIPPED)     0.7 s for 750k SKIPPED
+//	abandoned backfills   sequential scan (no index covers   O(rows)        0.4 s
+//	                      backfill_abandoned_at)
+//
+// The unfinished and pending sets are small by construction, so the figures
+// that say whether msgx keeps up stay cheap however large proc_state grows.
+// The three linear queries (terminal counts, SKIPPED reasons, abandoned
+// backfills) are exact counts — no pg_class estimates, which lag behind and
+// would hide a change — and are bounded by the per-call timeout: on a table
+// too large for it, only those figures degrade. The abandoned count would
+// become O(abandoned) with a partial index
+// ON proc_state (backfill_abandoned_reason) WHERE backfill_abandoned_at IS NOT NULL.
+// The inbox tables (inbox_hole, inbox_late_row) hold one row per released
+// gap or late row and are read whole. The MySQL queries use the primary key
+// only (MAX, and the first ID after W). Kafka costs one metadata, two list
+// offsets, one describe-groups and one offset-fetch round trip.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgx/internal/kafka"
+	"msgx/internal/retry"
+)
+
+// Report is the msgx status report. `msgx status --json` prints it as JSON;
+// the field names below are a stable interface for scripts. Conventions:
+// a count that could not be read is -1 and a map that could not be read is
+// null, and the section's errors say why; a count that was read is never
+// negative and a map that was read is never null ({} when empty). Times are
+// RFC 3339; ages are whole seconds at GeneratedAt.
+type Report struct {
+	// GeneratedAt is when the report was taken (the injected clock).
+	GeneratedAt time.Time `json:"generatedAt"`
+	// Alerts are the plain-language things a human must look at, most
+	// urgent first; [] when all is well. See Alerts for the rules.
+	Alerts []string `json:"alerts"`
+	// Inbox is the ingest side: watermark, lag, holes, late rows.
+	Inbox InboxStatus `json:"inbox"`
+	// Messages is proc_state: where every message is.
+	Messages MessageStatus `json:"messages"`
+	// Backfill is the processed marks still owed to the inbox.
+	Backfill BackfillStatus `json:"backfill"`
+	// Groups is the consumer lag of each goka group on each of its input
+	// topics; null when Kafka could not be read (GroupsError says why).
+	Groups []GroupLag `json:"groups"`
+	// GroupsError is why Groups is missing or incomplete.
+	GroupsError string `json:"groupsError,omitempty"`
+	// Components are the daemon's components (ingest, router, flights,
+	// refdata, backfill, …) with their last error. CollectReport leaves it
+	// empty; the daemon fills it with Merge.
+	Components []ComponentState `json:"components"`
+
+	// th are the thresholds the alerts were computed with, kept so that
+	// Merge can recompute them.
+	th StatusThresholds
+}
+
+// InboxStatus is the ingest side of the report (SPEC §4; 000 §4.1 asks to
+// observe permanent holes and watermark lag).
+type InboxStatus struct {
+	// Seeded is false when the bridge has no cursor yet (first start
+	// without MSGX_CUTOVER_WATERMARK): nothing is being read.
+	Seeded bool `json:"seeded"`
+	// SeedMode and SeededAt say how and when the cursor was seeded.
+	SeedMode string     `json:"seedMode,omitempty"`
+	SeededAt *time.Time `json:"seededAt,omitempty"`
+	// Watermark is W: every inbox ID up to it has been produced to
+	// msgx.inbox. -1 when unknown.
+	Watermark int64 `json:"watermark"`
+	// CursorUpdatedAt is the last time the bridge saved its cursor (W moved
+	// or a hole timer started).
+	CursorUpdatedAt *time.Time `json:"cursorUpdatedAt,omitempty"`
+	// MaxID is MAX(CMINMSGS_ID) of the MySQL inbox (0 for an empty inbox,
+	// -1 when unknown).
+	MaxID int64 `json:"maxId"`
+	// Lag is MaxID − W (never negative; -1 when unknown): IDs above the
+	// watermark, holes included.
+	Lag int64 `json:"lag"`
+	// MaxIDError is why MaxID (and OldestUnread) could not be read: MySQL
+	// unreachable or not configured.
+	MaxIDError string `json:"maxIdError,omitempty"`
+	// OldestUnread is the first inbox row above W — the next row ingest
+	// has to produce — with its age by CMINMSGS_DATE_RECEIVED; nil when
+	// ingest is caught up or MySQL could not be read.
+	OldestUnread *UnreadRow `json:"oldestUnread"`
+	// Hole is the gap right after W whose timer is running; nil when none.
+	Hole *OpenHole `json:"hole"`
+	// PermanentHoles is the number of gaps released without being read
+	// (inbox_hole), PermanentHoleIDs the number of IDs they cover.
+	PermanentHoles   int64 `json:"permanentHoles"`
+	PermanentHoleIDs int64 `json:"permanentHoleIds"`
+	// RecentHoles are the last released holes, newest first (at most 5).
+	RecentHoles []ReleasedHole `json:"recentHoles"`
+	// LateRows is the number of IDs that appeared after their hole had been
+	// released (inbox_late_row): they were never enqueued and need a human.
+	LateRows int64 `json:"lateRows"`
+	// LateRowIDs are the newest late rows, ascending (at most 20).
+	LateRowIDs []int64 `json:"lateRowIds"`
+	// Errors are the PostgreSQL reads of this section that failed.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// UnreadRow is the first inbox row above the watermark.
+type UnreadRow struct {
+	MsgID int64 `json:"msgId"`
+	// ReceivedAt is CMINMSGS_DATE_RECEIVED (AODB local time, may be NULL).
+	ReceivedAt *time.Time `json:"receivedAt"`
+	// AgeSeconds is GeneratedAt − ReceivedAt; -1 when ReceivedAt is NULL.
+	AgeSeconds int64 `json:"ageSeconds"`
+}
+
+// OpenHole is the gap after the watermark that ingest is waiting on.
+type OpenHole struct {
+	// From and To are the first and last missing IDs (To as first
+	// observed; rows inside may have arrived since).
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	// Since is when the gap was first seen (inbox_cursor.hole_since).
+	Since      time.Time `json:"since"`
+	AgeSeconds int64     `json:"ageSeconds"`
+}
+
+// ReleasedHole is one permanent hole.
+type ReleasedHole struct {
+	From       int64     `json:"from"`
+	To         int64     `json:"to"`
+	ReleasedAt time.Time `json:"releasedAt"`
+	Reason     string    `json:"reason"`
+}
+
+// MessageStatus is proc_state (SPEC §5).
+type MessageStatus struct {
+	// ByState counts messages by state; every state is present. null when
+	// unknown; when only the terminal counts failed, the unfinished states
+	// are present and the terminal ones missing.
+	ByState map[string]int64 `json:"byState"`
+	// Backlog is PENDING + FAILED + ROUTED: messages not finished yet.
+	Backlog int64 `json:"backlog"`
+	// OldestUnfinished is the queue's head (lowest unfinished MSG_ID); nil
+	// when nothing is unfinished.
+	OldestUnfinished *UnfinishedMessage `json:"oldestUnfinished"`
+	// DeadByClass counts DEAD messages by error class (MALFORMED, PROTOCOL,
+	// EXHAUSTED; UNKNOWN for a DEAD row without class).
+	DeadByClass map[string]int64 `json:"deadByClass"`
+	// DeadRecent is the number of DEAD messages enqueued within the last
+	// DeadRecentWindowSeconds: a message goes DEAD within seconds to
+	// minutes of its enqueue, so this is how fast DEAD is growing.
+	DeadRecent              int64 `json:"deadRecent"`
+	DeadRecentWindowSeconds int64 `json:"deadRecentWindowSeconds"`
+	// LatestDead is the DEAD message with the highest MSG_ID; nil when none.
+	LatestDead *DeadMessage `json:"latestDead"`
+	// SkippedByReasonClass counts SKIPPED messages by the class of their
+	// reason: duplicate, ignored, unsupported, no-match (other for anything
+	// else).
+	SkippedByReasonClass map[string]int64 `json:"skippedByReasonClass"`
+	// Errors are the reads of this section that failed.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// UnfinishedMessage is the oldest message that is not terminal.
+type UnfinishedMessage struct {
+	MsgID int64  `json:"msgId"`
+	State string `json:"state"`
+	// EnqueuedAt is its first delivery to the router; AgeSeconds is
+	// measured from it.
+	EnqueuedAt time.Time `json:"enqueuedAt"`
+	AgeSeconds int64     `json:"ageSeconds"`
+	Attempts   int       `json:"attempts"`
+	ErrorClass string    `json:"errorClass,omitempty"`
+	// NextAttemptAt is when a FAILED head is retried.
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	// LastError is the last failure (at most 200 characters).
+	LastError string `json:"lastError,omitempty"`
+}
+
+// DeadMessage is the most recent DEAD message.
+type DeadMessage struct {
+	MsgID      int64     `json:"msgId"`
+	ErrorClass string    `json:"errorClass,omitempty"`
+	EnqueuedAt time.Time `json:"enqueuedAt"`
+	// LastError is the reason it died (at most 200 characters).
+	LastError string `json:"lastError,omitempty"`
+}
+
+// BackfillStatus is the processed marks still owed to the inbox (SPEC §7,
+// 000 §6). It counts from proc_state, so it is right whether or not this
+// process runs the sweeper.
+type BackfillStatus struct {
+	// Pending is the number of terminal messages whose mark is not written
+	// and not abandoned — the sweeper's predicate (000 §6.1).
+	Pending int64 `json:"pending"`
+	// Overdue is the part of Pending enqueued more than R
+	// (MSGX_OVERDUE_BACKFILL) ago.
+	Overdue int64 `json:"overdue"`
+	// OverdueAfterSeconds is R.
+	OverdueAfterSeconds int64 `json:"overdueAfterSeconds"`
+	// OldestPendingAgeSeconds is the age of the oldest pending mark by
+	// enqueue time; -1 when nothing is pending or unknown.
+	OldestPendingAgeSeconds int64 `json:"oldestPendingAgeSeconds"`
+	// Abandoned counts abandoned marks by reason (MISSING_ROW,
+	// TRANSIENT_DEADLINE): they need reconciling by hand
+	// (msgx backfill abandoned / reopen).
+	Abandoned map[string]int64 `json:"abandoned"`
+	// Errors are the reads of this section that failed.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// GroupLag is one goka group on one of its input topics. With several
+// partitions the offsets are sums over them.
+type GroupLag struct {
+	Group string `json:"group"`
+	Topic string `json:"topic"`
+	// State is the group's state at the coordinator (Stable, Empty,
+	// PreparingRebalance, Dead, …); Members its live members. A group with
+	// no members is not consuming.
+	State      string `json:"state"`
+	Members    int    `json:"members"`
+	Partitions int    `json:"partitions"`
+	// Committed is the committed offset (the next record the group will
+	// read); -1 when the group has never committed on this topic.
+	// Partitions without a commit count at their log start, where the
+	// group begins (Offsets.Initial = oldest).
+	Committed int64 `json:"committed"`
+	// End is the topic's end offset (high watermark).
+	End int64 `json:"end"`
+	// Lag is End − Committed: records not yet processed.
+	Lag int64 `json:"lag"`
+	// Error is why this row is incomplete (e.g. the topic does not exist).
+	Error string `json:"error,omitempty"`
+}
+
+// Component states reported by the daemon in ComponentState.State.
+const (
+	// ComponentRunning: doing its work.
+	ComponentRunning = "running"
+	// ComponentStandby: waiting for the advisory lock held by another
+	// instance (hot standby); normal.
+	ComponentStandby = "standby"
+	// ComponentPaused: waiting for a dependency (PostgreSQL, MySQL, Kafka)
+	// and retrying; the pipeline is not moving.
+	ComponentPaused = "paused"
+	// ComponentStopped: not running (crashed or being restarted by its
+	// supervisor).
+	ComponentStopped = "stopped"
+)
+
+// ComponentState is one component of the daemon, filled by the daemon
+// (Report.Merge).
+type ComponentState struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// LastError is the component's last error and LastErrorAt when it
+	// happened; empty when it has had none.
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+}
+
+// StatusThresholds decide when a figure becomes an alert. A zero field
+// takes its default (DefaultStatusThresholds).
+type StatusThresholds struct {
+	// HoleAge: an open hole older than this is an alert. Ingest releases a
+	// hole after MSGX_MAX_COMMIT_DELAY (5m) at the latest, so a hole that
+	// stays open much longer means the bridge is not running. Default 10m.
+	HoleAge time.Duration
+	// OldestUnfinishedAge: an unfinished message older than this is an
+	// alert (a FAILED head blocks everything behind it; a ROUTED one waits
+	// for a processor). Retries take 15s by default. Default 5m.
+	OldestUnfinishedAge time.Duration
+	// InboxLag: more IDs than this above the watermark is an alert.
+	// Default 10000.
+	InboxLag int64
+	// UnreadAge: the next inbox row waiting longer than this for ingest is
+	// an alert (ingest not keeping up). Default 5m.
+	UnreadAge time.Duration
+	// GroupLag: a consumer group more records than this behind on a topic
+	// is an alert. Default 1000.
+	GroupLag int64
+	// DeadWindow is the window of Messages.DeadRecent. Default 1h.
+	DeadWindow time.Duration
+	// BackfillOverdue is R (MSGX_OVERDUE_BACKFILL): a pending mark older
+	// than it is overdue. Default 720h.
+	BackfillOverdue time.Duration
+}
+
+// DefaultStatusThresholds are the defaults of every threshold.
+func DefaultStatusThresholds() StatusThresholds {
+	return StatusThresholds{
+		HoleAge:             10 * time.Minute,
+		OldestUnfinishedAge: 5 * time.Minute,
+		InboxLag:            10000,
+		UnreadAge:           5 * time.Minute,
+		GroupLag:            1000,
+		DeadWindow:          time.Hour,
+		BackfillOverdue:     720 * time.Hour,
+	}
+}
+
+// withDefaults fills the zero fields.
+func (t StatusThresholds) withDefaults() StatusThresholds {
+	d := DefaultStatusThresholds()
+	if t.HoleAge <= 0 {
+		t.HoleAge = d.HoleAge
+	}
+	if t.OldestUnfinishedAge <= 0 {
+		t.OldestUnfinishedAge = d.OldestUnfinishedAge
+	}
+	if t.InboxLag <= 0 {
+		t.InboxLag = d.InboxLag
+	}
+	if t.UnreadAge <= 0 {
+		t.UnreadAge = d.UnreadAge
+	}
+	if t.GroupLag <= 0 {
+		t.GroupLag = d.GroupLag
+	}
+	if t.DeadWindow <= 0 {
+		t.DeadWindow = d.DeadWindow
+	}
+	if t.BackfillOverdue <= 0 {
+		t.BackfillOverdue = d.BackfillOverdue
+	}
+	return t
+}
+
+// StatusGroup is a goka group and the input topics whose lag is reported.
+type StatusGroup struct {
+	Group  string
+	Topics []string
+}
+
+// DefaultStatusGroups are msgx's goka groups with the default topic names.
+// The caller passes the configured names instead when MSGX_TOPIC_* are set.
+// (The group names are the processors' constants; they are repeated here
+// because the processors import sink.)
+func DefaultStatusGroups() []StatusGroup {
+	return []StatusGroup{
+		{Group: "msgx-router", Topics: []string{"msgx.inbox"}},
+		{Group: "msgx-flights", Topics: []string{"msgx.flight-transitions", "msgx-flights-loop"}},
+		{Group: "msgx-refdata", Topics: []string{"msgx.refdata-transitions"}},
+	}
+}
+
+// StatusDeps is what CollectReport reads.
+type StatusDeps struct {
+	// PG is msgx's PostgreSQL (required).
+	PG *pgxpool.Pool
+	// MySQL is the shared inbox; nil leaves MaxID unknown ("not
+	// configured").
+	MySQL *sql.DB
+	// InboxTable is the inbox table (MSGX_INBOX_TABLE); default cminmsgs.
+	InboxTable string
+	// Brokers are the Kafka bootstrap addresses; empty falls back to
+	// Kafka.Brokers, and when both are empty the groups are not reported.
+	// (With the embedded broker, pass its address.)
+	Brokers []string
+	// Kafka gives the admin round-trip timeout (Kafka.Timeout).
+	Kafka kafka.Config
+	// Groups are the consumer groups to report; nil means
+	// DefaultStatusGroups.
+	Groups []StatusGroup
+	// Timeout bounds every single database call and, when Kafka.Timeout is
+	// zero, every Kafka call (MSGX_DB_TIMEOUT); default 10s.
+	Timeout time.Duration
+	// Thresholds decide the alerts.
+	Thresholds StatusThresholds
+}
+
+// statusErrorChars caps the error texts quoted in the report (one line
+// each on a screen).
+const statusErrorChars = 200
+
+// CollectReport takes the status report at now. Every source is read under
+// its own timeouts, concurrently; a failing source degrades its section
+// (see Report). The error is only for unusable deps (no PostgreSQL pool, a
+// bad table name).
+func CollectReport(ctx context.Context, deps StatusDeps, now time.Time) (Report, error) {
+	if deps.PG == nil {
+		return Report{}, errors.New("status: no PostgreSQL pool")
+	}
+	if deps.InboxTable == "" {
+		deps.InboxTable = "cminmsgs"
+	}
+	if !inboxTableName.MatchString(deps.InboxTable) {
+		return Report{}, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", deps.InboxTable)
+	}
+	if deps.Timeout <= 0 {
+		deps.Timeout = 10 * time.Second
+	}
+	if deps.Groups == nil {
+		deps.Groups = DefaultStatusGroups()
+	}
+	th := deps.Thresholds.withDefaults()
+	r := Report{
+		GeneratedAt: now,
+		Inbox: InboxStatus{
+			Watermark: -1, MaxID: -1, Lag: -1, PermanentHoles: -1, PermanentHoleIDs: -1, LateRows: -1,
+			RecentHoles: []ReleasedHole{}, LateRowIDs: []int64{},
+		},
+		Messages: MessageStatus{
+			Backlog: -1, DeadRecent: -1, DeadRecentWindowSeconds: stSeconds(th.DeadWindow),
+		},
+		Backfill: BackfillStatus{
+			Pending: -1, Overdue: -1, OverdueAfterSeconds: stSeconds(th.BackfillOverdue), OldestPendingAgeSeconds: -1,
+		},
+		Components: []ComponentState{},
+		th:         th,
+	}
+	s := &statusRun{deps: deps, now: now, th: th}
+
+	// The cursor is read first because the MySQL side needs W to find the
+	// next unread row; everything else runs at once, so an unreachable
+	// source costs one timeout, not one per source.
+	var wg sync.WaitGroup
+	cursorRead := make(chan int64, 1) // W, or -1 when it is unknown
+	var inboxMy InboxStatus
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		s.inboxPG(ctx, &r.Inbox, cursorRead)
+		s.messages(ctx, &r.Messages)
+		s.backfill(ctx, &r.Backfill)
+	}()
+	go func() {
+		defer wg.Done()
+		inboxMy = s.inboxMySQL(ctx, cursorRead)
+	}()
+	go func() {
+		defer wg.Done()
+		r.Groups, r.GroupsError = s.groups(ctx)
+	}()
+	wg.Wait()
+
+	r.Inbox.MaxID, r.Inbox.MaxIDError, r.Inbox.OldestUnread = inboxMy.MaxID, inboxMy.MaxIDError, inboxMy.OldestUnread
+	if r.Inbox.MaxID >= 0 && r.Inbox.Watermark >= 0 {
+		r.Inbox.Lag = max(0, r.Inbox.MaxID-r.Inbox.Watermark)
+	}
+	r.Alerts = Alerts(r, th)
+	return r, nil
+}
+
+// Merge adds the daemon's component states (replacing those of the same
+// name) and recomputes the alerts, so that a paused or stopped component
+// appears among them.
+func (r *Report) Merge(components []ComponentState) {
+	for _, c := range components {
+		i := slices.IndexFunc(r.Components, func(o ComponentState) bool { return o.Name == c.Name })
+		if i < 0 {
+			r.Components = append(r.Components, c)
+		} else {
+			r.Components[i] = c
+		}
+	}
+	// By name, so that the table and the JSON keep their order between
+	// calls whatever order the daemon reports in.
+	sort.SliceStable(r.Components, func(i, j int) bool { return r.Components[i].Name < r.Components[j].Name })
+	r.Alerts = Alerts(*r, r.th)
+}
+
+// statusRun is one CollectReport call.
+type statusRun struct {
+	deps StatusDeps
+	now  time.Time
+	th   StatusThresholds
+	// pgDown is the first PostgreSQL outage seen (see pg).
+	pgDown error
+}
+
+// call runs one database call under its own timeout.
+func (s *statusRun) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.deps.Timeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// pg runs one PostgreSQL call under its own timeout. Once a call finds
+// PostgreSQL unreachable, the remaining ones are not tried: a hanging
+// server would otherwise cost one timeout per query, a dozen in all, when
+// the operator needs the report fast. A timeout of a linear query (a big
+// count) is not taken for an outage — it may just be slow on a large table.
+// The PostgreSQL calls run on one goroutine, so pgDown needs no lock.
+func (s *statusRun) pg(ctx context.Context, linear bool, fn func(ctx context.Context) error) error {
+	if s.pgDown != nil {
+		return fmt.Errorf("not tried, PostgreSQL unreachable: %w", s.pgDown)
+	}
+	err := s.call(ctx, fn)
+	if retry.IsOutage(err) && !(linear && errors.Is(err, context.DeadlineExceeded)) {
+		s.pgDown = err
+	}
+	return err
+}
+
+// The SQL of the report, named for the plan test (status_export_test.go).
+// States and IS NULL conditions are literals so that the planner matches the
+// partial indexes of migration 0002.
+const (
+	sqlCursor = `SELECT watermark, hole_since, hole_end, seed_mode, seeded_at, updated_at FROM inbox_cursor WHERE id = 1`
+	sqlHoles  = `SELECT count(*), COALESCE(sum(last_id - first_id + 1), 0)::bigint FROM inbox_hole`
+	// inbox_hole_released_at gives the order.
+	sqlRecentHoles = `SELECT first_id, last_id, released_at, reason FROM inbox_hole ORDER BY released_at DESC, first_id DESC LIMIT 5`
+	sqlLateRows    = `SELECT count(*), COALESCE((SELECT array_agg(msg_id ORDER BY msg_id) FROM
+		(SELECT msg_id FROM inbox_late_row ORDER BY msg_id DESC LIMIT 20) l), '{}') FROM inbox_late_row`
+	// proc_state_open.
+	sqlOpenByState = `SELECT state, count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED', 'ROUTED') GROUP BY state`
+	sqlHead        = `SELECT msg_id, state, enqueued_at, attempts, error_class, next_attempt_at, last_error FROM proc_state
+		WHERE state IN ('PENDING', 'FAILED', 'ROUTED') ORDER BY msg_id LIMIT 1`
+	// proc_state_state, index-only.
+	sqlTerminalByState = `SELECT state, count(*) FROM proc_state
+		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD', 'ARCHIVED') GROUP BY state`
+	sqlDeadByClass = `SELECT COALESCE(error_class, 'UNKNOWN'), count(*) FROM proc_state WHERE state = 'DEAD' GROUP BY 1`
+	// proc_state_state, then the DEAD rows' heap pages.
+	sqlDeadRecent = `SELECT count(*) FILTER (WHERE enqueued_at >= $1), max(msg_id) FROM proc_state WHERE state = 'DEAD'`
+	sqlDeadOne    = `SELECT msg_id, error_class, enqueued_at, last_error FROM proc_state WHERE msg_id = $1`
+	// proc_state_state, then the SKIPPED rows' heap pages. The classes are
+	// the reason prefixes the router writes (README, router outcomes).
+	sqlSkippedByReason = `SELECT CASE
+			WHEN reason LIKE 'duplicate-of:%' THEN 'duplicate'
+			WHEN reason LIKE 'ignored:%' THEN 'ignored'
+			WHEN reason LIKE 'unsupported:%' THEN 'unsupported'
+			WHEN reason = 'no-match' THEN 'no-match'
+			ELSE 'other' END, count(*)
+		FROM proc_state WHERE state = 'SKIPPED' GROUP BY 1`
+	// proc_state_backfill: exactly the sweeper's predicate (000 §6.1).
+	sqlBackfillPending = `SELECT count(*), count(*) FILTER (WHERE enqueued_at < $1), min(enqueued_at) FROM proc_state
+		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+	// No index: a sequential scan (see the file comment).
+	sqlAbandoned = `SELECT COALESCE(backfill_abandoned_reason, 'UNKNOWN'), count(*) FROM proc_state
+		WHERE backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		GROUP BY 1`
+)
+
+// inboxPG reads the cursor, holes and late rows; W (-1 when unknown) goes
+// to cursorRead as soon as the cursor has been read.
+func (s *statusRun) inboxPG(ctx context.Context, in *InboxStatus, cursorRead chan<- int64) {
+	fail := func(what string, err error) {
+		in.Errors = append(in.Errors, fmt.Sprintf("%s: %v", what, err))
+	}
+
+	var since, seededAt, updatedAt *time.Time
+	var end *int64
+	var mode *string
+	var w int64
+	err := s.pg(ctx, false, func(ctx context.Context) error {
+		return s.deps.PG.QueryRow(ctx, sqlCursor).Scan(&w, &since, &end, &mode, &seededAt, &updatedAt)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Not seeded: nothing has been read; W is 0 in the sense that no ID
+		// has been produced.
+		in.Watermark = 0
+	case err != nil:
+		fail("reading inbox_cursor", err)
+	default:
+		in.Seeded, in.Watermark, in.SeededAt, in.CursorUpdatedAt = true, w, seededAt, updatedAt
+		if mode != nil {
+			in.SeedMode = *mode
+		}
+		if since != nil {
+			h := &OpenHole{From: w + 1, Since: *since, AgeSeconds: stAgeSeconds(s.now, *since)}
+			if end != nil {
+				h.To = *end
+			}
+			in.Hole = h
+		}
+	}
+	cursorRead <- in.Watermark // buffered; -1 when unknown
+
+	err = s.pg(ctx, false, func(ctx context.Context) error {
+		return s.deps.PG.QueryRow(ctx, sqlHoles).Scan(&in.PermanentHoles, &in.PermanentHoleIDs)
+	})
+	if err != nil {
+		in.PermanentHoles, in.PermanentHoleIDs = -1, -1
+		fail("counting inbox_hole", err)
+	}
+	err = s.pg(ctx, false, func(ctx context.Context) error {
+		rows, err := s.deps.PG.Query(ctx, sqlRecentHoles)
+		if err != nil {
+			return err
+		}
+		in.RecentHoles, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReleasedHole, error) {
+			var h ReleasedHole
+			return h, r.Scan(&h.From, &h.To, &h.ReleasedAt, &h.Reason)
+		})
+		return err
+	})
+	if err != nil {
+		in.RecentHoles = nil
+		fail("listing inbox_hole", err)
+	} else if in.RecentHoles == nil {
+		in.RecentHoles = []ReleasedHole{}
+	}
+	err = s.pg(ctx, false, func(ctx context.Context) error {
+		return s.deps.PG.QueryRow(ctx, sqlLateRows).Scan(&in.LateRows, &in.LateRowIDs)
+	})
+	if err != nil {
+		in.LateRows, in.LateRowIDs = -1, nil
+		fail("reading inbox_late_row", err)
+	} else if in.LateRowIDs == nil {
+		in.LateRowIDs = []int64{} // read: [] not null
+	}
+}
+
+// inboxMySQL reads MAX(CMINMSGS_ID) and the first row above W.
+func (s *statusRun) inboxMySQL(ctx context.Context, cursorRead <-chan int64) InboxStatus {
+	out := InboxStatus{MaxID: -1}
+	if s.deps.MySQL == nil {
+		out.MaxIDError = "MySQL not configured"
+		return out
+	}
+	var hi sql.NullInt64
+	err := s.call(ctx, func(ctx context.Context) error {
+		return s.deps.MySQL.QueryRowContext(ctx, "SELECT MAX(CMINMSGS_ID) FROM "+s.deps.InboxTable).Scan(&hi)
+	})
+	w := <-cursorRead
+	if err != nil {
+		out.MaxIDError = fmt.Sprintf("reading MAX(CMINMSGS_ID) from %s: %v", s.deps.InboxTable, err)
+		return out
+	}
+	out.MaxID = hi.Int64 // 0 for an empty inbox: IDs start at 1
+	if w < 0 || out.MaxID <= w {
+		return out
+	}
+	var u UnreadRow
+	var rec sql.NullTime
+	err = s.call(ctx, func(ctx context.Context) error {
+		return s.deps.MySQL.QueryRowContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_DATE_RECEIVED FROM "+s.deps.InboxTable+
+			" WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT 1", w).Scan(&u.MsgID, &rec)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// Deleted between the two reads: nothing unread after all.
+	case err != nil:
+		out.MaxIDError = fmt.Sprintf("reading the first inbox row after W=%d: %v", w, err)
+	default:
+		u.AgeSeconds = -1
+		if rec.Valid {
+			t := rec.Time
+			u.ReceivedAt, u.AgeSeconds = &t, stAgeSeconds(s.now, t)
+		}
+		out.OldestUnread = &u
+	}
+	return out
+}
+
+// messages fills the proc_state section.
+func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
+	pg := s.deps.PG
+	fail := func(what string, err error) {
+		m.Errors = append(m.Errors, fmt.Sprintf("%s: %v", what, err))
+	}
+
+	open, err := s.countBy(ctx, false, sqlOpenByState)
+	if err != nil {
+		fail("counting unfinished messages", err)
+	} else {
+		m.Backlog = open[StatePending] + open[StateFailed] + open[StateRouted]
+		m.ByState = map[string]int64{StatePending: open[StatePending], StateFailed: open[StateFailed], StateRouted: open[StateRouted]}
+	}
+
+	var h UnfinishedMessage
+	var class, lastErr *string
+	err = s.pg(ctx, false, func(ctx context.Context) error {
+		return pg.QueryRow(ctx, sqlHead).Scan(&h.MsgID, &h.State, &h.EnqueuedAt, &h.Attempts, &class, &h.NextAttemptAt, &lastErr)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		fail("reading the oldest unfinished message", err)
+	default:
+		h.AgeSeconds, h.ErrorClass, h.LastError = stAgeSeconds(s.now, h.EnqueuedAt), stDeref(class), stClip(stDeref(lastErr), statusErrorChars)
+		m.OldestUnfinished = &h
+	}
+
+	terminal, err := s.countBy(ctx, true, sqlTerminalByState)
+	if err != nil {
+		fail("counting terminal messages", err)
+	} else if m.ByState != nil {
+		for _, st := range []string{StateSucceeded, StateSkipped, StateDead, StateArchived} {
+			m.ByState[st] = terminal[st]
+		}
+	}
+
+	if m.DeadByClass, err = s.countBy(ctx, false, sqlDeadByClass); err != nil {
+		fail("counting DEAD messages by class", err)
+	}
+
+	var latest *int64
+	// O(DEAD) heap pages: a timeout may mean a large DEAD set, not an outage.
+	err = s.pg(ctx, true, func(ctx context.Context) error {
+		return pg.QueryRow(ctx, sqlDeadRecent, s.now.Add(-s.th.DeadWindow)).Scan(&m.DeadRecent, &latest)
+	})
+	if err != nil {
+		m.DeadRecent = -1
+		fail("counting recent DEAD messages", err)
+	} else if latest != nil {
+		var d DeadMessage
+		err = s.pg(ctx, false, func(ctx context.Context) error {
+			return pg.QueryRow(ctx, sqlDeadOne, *latest).Scan(&d.MsgID, &class, &d.EnqueuedAt, &lastErr)
+		})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// Replayed between the two reads.
+		case err != nil:
+			fail("reading the latest DEAD message", err)
+		default:
+			d.ErrorClass, d.LastError = stDeref(class), stClip(stDeref(lastErr), statusErrorChars)
+			m.LatestDead = &d
+		}
+	}
+
+	if m.SkippedByReasonClass, err = s.countBy(ctx, true, sqlSkippedByReason); err != nil {
+		fail("counting SKIPPED messages by reason", err)
+	}
+}
+
+// backfill fills the backfill section.
+func (s *statusRun) backfill(ctx context.Context, b *BackfillStatus) {
+	var oldest *time.Time
+	err := s.pg(ctx, false, func(ctx context.Context) error {
+		return s.deps.PG.QueryRow(ctx, sqlBackfillPending, s.now.Add(-s.th.BackfillOverdue)).Scan(&b.Pending, &b.Overdue, &oldest)
+	})
+	if err != nil {
+		b.Pending, b.Overdue = -1, -1
+		b.Errors = append(b.Errors, fmt.Sprintf("counting pending backfills: %v", err))
+	} else if oldest != nil {
+		b.OldestPendingAgeSeconds = stAgeSeconds(s.now, *oldest)
+	}
+	if b.Abandoned, err = s.countBy(ctx, true, sqlAbandoned); err != nil {
+		b.Errors = append(b.Errors, fmt.Sprintf("counting abandoned backfills: %v", err))
+	}
+}
+
+// countBy runs a "key, count" query into a map (never nil on success);
+// linear as for pg.
+func (s *statusRun) countBy(ctx context.Context, linear bool, q string) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := s.pg(ctx, linear, func(ctx context.Context) error {
+		rows, err := s.deps.PG.Query(ctx, q)
+		if err != nil {
+			return err
+		}
+		var k string
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&k, &n}, func() error {
+			out[k] = n
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// groups reads the consumer lag of every group on its topics with kadm.
+func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
+	brokers := s.deps.Brokers
+	if len(brokers) == 0 {
+		brokers = s.deps.Kafka.Brokers
+	}
+	if len(brokers) == 0 {
+		return nil, "Kafka brokers not configured"
+	}
+	timeout := s.deps.Kafka.Timeout
+	if timeout <= 0 {
+		timeout = s.deps.Timeout
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(timeout))
+	if err != nil {
+		return nil, fmt.Sprintf("creating Kafka client: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	kcall := func(fn func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return fn(ctx)
+	}
+
+	var topics, names []string
+	for _, g := range s.deps.Groups {
+		names = append(names, g.Group)
+		for _, t := range g.Topics {
+			if !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	// One failed round trip means Kafka is unreachable: stop at the first
+	// so that an outage costs one timeout.
+	var ends, starts kadm.ListedOffsets
+	if err := kcall(func(ctx context.Context) (err error) { ends, err = adm.ListEndOffsets(ctx, topics...); return }); err != nil {
+		return nil, fmt.Sprintf("listing end offsets of %s: %v", strings.Join(topics, ", "), err)
+	}
+	if err := kcall(func(ctx context.Context) (err error) { starts, err = adm.ListStartOffsets(ctx, topics...); return }); err != nil {
+		return nil, fmt.Sprintf("listing start offsets of %s: %v", strings.Join(topics, ", "), err)
+	}
+	var described kadm.DescribedGroups
+	var descErr error
+	if err := kcall(func(ctx context.Context) (err error) { described, err = adm.DescribeGroups(ctx, names...); return }); err != nil {
+		// Offsets still say how far behind the groups are.
+		descErr = fmt.Errorf("describing groups: %w", err)
+	}
+	var fetched kadm.FetchOffsetsResponses
+	_ = kcall(func(ctx context.Context) error { fetched = adm.FetchManyOffsets(ctx, names...); return nil })
+
+	var out []GroupLag
+	for _, g := range s.deps.Groups {
+		var errs []string
+		if descErr != nil {
+			errs = append(errs, descErr.Error())
+		}
+		state, members := "", 0
+		if d, ok := described[g.Group]; ok {
+			state, members = d.State, len(d.Members)
+			switch {
+			case errors.Is(d.Err, kerr.GroupIDNotFound):
+				// A group that never joined nor committed. Kafka describes
+				// it as Dead without error; some brokers (kfake) answer
+				// GROUP_ID_NOT_FOUND. Either way: nobody consumes.
+				state = "Dead"
+			case d.Err != nil:
+				errs = append(errs, fmt.Sprintf("describing group: %v", d.Err))
+			}
+		}
+		committed, ok := fetched[g.Group]
+		switch {
+		case !ok:
+			errs = append(errs, "committed offsets not fetched")
+		case errors.Is(committed.Err, kerr.GroupIDNotFound):
+			// Never committed: the lag counts from the log start below.
+		case committed.Err != nil:
+			errs = append(errs, fmt.Sprintf("fetching committed offsets: %v", committed.Err))
+		}
+		for _, t := range g.Topics {
+			row := GroupLag{Group: g.Group, Topic: t, State: state, Members: members, Committed: -1}
+			rowErrs := append([]string(nil), errs...)
+			parts := ends[t]
+			if p, bad := parts[-1]; bad && p.Err != nil {
+				rowErrs = append(rowErrs, fmt.Sprintf("topic %s: %v", t, p.Err))
+				parts = nil
+			}
+			sumAt, anyCommitted := int64(0), false
+			for p, end := range parts {
+				if end.Err != nil {
+					rowErrs = append(rowErrs, fmt.Sprintf("end offset of %s/%d: %v", t, p, end.Err))
+					continue
+				}
+				row.Partitions++
+				row.End += end.Offset
+				var at int64
+				if c, ok := committed.Fetched.Lookup(t, p); ok && c.Err == nil && c.At >= 0 {
+					at, anyCommitted = c.At, true
+				} else if st, ok := starts.Lookup(t, p); ok && st.Err == nil {
+					// Never committed here: the group starts at the oldest
+					// offset, so everything still in the log is its lag.
+					at = st.Offset
+				}
+				sumAt += at
+				row.Lag += max(0, end.Offset-at)
+			}
+			if anyCommitted {
+				row.Committed = sumAt
+			}
+			row.Error = strings.Join(rowErrs, "; ")
+			out = append(out, row)
+		}
+	}
+	return out, ""
+}
+
+func stDeref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// stClip shortens s to at most n characters without splitting one (errors
+// may carry Chinese text from the inbox).
+func stClip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func stSeconds(d time.Duration) int64 { return int64(d / time.Second) }
+
+// stAgeSeconds is now − t in whole seconds, never negative (clocks of other
+// hosts, such as the AODB's receive time, may be ahead).
+func stAgeSeconds(now, t time.Time) int64 { return max(0, stSeconds(now.Sub(t))) }

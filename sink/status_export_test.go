@@ -1,0 +1,19 @@
+package sink
+
+// StatusQueries exposes the SQL of the status report to the plan test
+// (package sink_test), with one example argument list each.
+var StatusQueries = map[string]string{
+	"cursor":          sqlCursor,
+	"holes":           sqlHoles,
+	"recentHoles":     sqlRecentHoles,
+	"lateRows":        sqlLateRows,
+	"openByState":     sqlOpenByState,
+	"head":            sqlHead,
+	"terminalByState": sqlTerminalByState,
+	"deadByClass":     sqlDeadByClass,
+	"deadRecent":      sqlDeadRecent,
+	"deadOne":         sqlDeadOne,
+	"skippedByReason": sqlSkippedByReason,
+	"backfillPending": sqlBackfillPending,
+	"abandoned":       sqlAbandoned,
+}
