@@ -65,7 +65,25 @@ import (
 // a count that could not be read is -1 and a map that could not be read is
 // null, and the section's errors say why; a count that was read is never
 // negative and a map that was read is never null ({} when empty). Times are
-// RFC 3339; ages are whole seconds at GeneratedAt.
+// RFC 3339; ages are whole seconds at GeneratedAt. The shape:
+//
+//	{"generatedAt", "alerts": [string],
+//	 "inbox": {"seeded", "seedMode", "seededAt", "watermark", "cursorUpdatedAt", "maxId", "lag", "maxIdError",
+//	           "oldestUnread": {"msgId", "receivedAt", "ageSeconds"} | null,
+//	           "hole": {"from", "to", "since", "ageSeconds"} | null,
+//	           "permanentHoles", "permanentHoleIds", "recentHoles": [{"from", "to", "releasedAt", "reason"}],
+//	           "lateRows", "lateRowIds": [id], "errors": [string]},
+//	 "messages": {"byState": {STATE: n}, "backlog",
+//	              "oldestUnfinished": {"msgId", "state", "enqueuedAt", "ageSeconds", "attempts", "errorClass",
+//	                                   "nextAttemptAt", "lastError"} | null,
+//	              "deadByClass": {CLASS: n}, "deadRecent", "deadRecentWindowSeconds",
+//	              "latestDead": {"msgId", "errorClass", "enqueuedAt", "lastError"} | null,
+//	              "skippedByReasonClass": {"duplicate"|"ignored"|"unsupported"|"no-match"|"other": n}, "errors"},
+//	 "backfill": {"pending", "overdue", "overdueAfterSeconds", "oldestPendingAgeSeconds",
+//	              "abandoned": {REASON: n}, "errors"},
+//	 "groups": [{"group", "topic", "state", "members", "partitions", "committed", "end", "lag", "error"}] | null,
+//	 "groupsError",
+//	 "components": [{"name", "state", "lastError", "lastErrorAt"}]}
 type Report struct {
 	// GeneratedAt is when the report was taken (the injected clock).
 	GeneratedAt time.Time `json:"generatedAt"`

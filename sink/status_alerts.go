@@ -15,6 +15,8 @@ import (
 //     is incomplete, and whatever it cannot see may be wrong;
 //   - ingest has no cursor (never seeded): nothing is read;
 //   - the open hole is older than HoleAge;
+//   - the watermark beyond MAX(CMINMSGS_ID) (wrong inbox, or IDs reused:
+//     rows up to W would never be read);
 //   - more than InboxLag IDs above the watermark;
 //   - the next inbox row has waited longer than UnreadAge (not repeated
 //     when an old hole already explains it);
@@ -61,6 +63,13 @@ func Alerts(r Report, th StatusThresholds) []string {
 		holeAlert = true
 		add("inbox hole at IDs %s open for %s (threshold %s): ingest holds every row after W=%d; it should have been released after MSGX_MAX_COMMIT_DELAY — is the ingest bridge running?",
 			stIDRange(h.From, h.To), stFmtAge(h.AgeSeconds), stFmtDur(th.HoleAge), in.Watermark)
+	}
+	if in.MaxID >= 0 && in.Watermark > in.MaxID && in.Seeded {
+		// The newest rows vanished, or this is not the inbox ingest read
+		// (a replica, a restored copy), or AUTO_INCREMENT went back: new
+		// rows with IDs up to W would never be read (I1).
+		add("watermark W=%d is beyond MAX(CMINMSGS_ID)=%d: new inbox rows with IDs up to W would never be read; check that MSGX_MYSQL_DSN is the primary inbox and its AUTO_INCREMENT did not go back",
+			in.Watermark, in.MaxID)
 	}
 	if in.Lag > th.InboxLag {
 		add("ingest is %d IDs behind the inbox (W=%d, MAX(CMINMSGS_ID)=%d; threshold %d)", in.Lag, in.Watermark, in.MaxID, th.InboxLag)
