@@ -1,0 +1,1000 @@
+package sink
+
+// Replay puts failed, dead and unsupported messages back through the router
+// (SPEC §7; seeds 000 §9.1, US-10). The operator first looks at what would
+// move (PlanReplay, the dry run), then replays (Replay); every replay leaves
+// an audit row (replay_audit) and a before-image of each message it reset
+// (replay_audit_msg, migration 0005).
+//
+// What is replayable (SPEC §5, 000 §3): FAILED or DEAD with error class
+// CODEC_ERROR, INFRA or EXHAUSTED, and SKIPPED with reason unsupported:…
+// (class UNSUPPORTED). MALFORMED and PROTOCOL never are: the message itself
+// is wrong, and deciding it again gives the same verdict.
+//
+// A replay resets each message to the shape the router gives a message it
+// has never decided — PENDING, no attempts, no error, no transitions, no
+// backfill — except for its identity_key, which it keeps: the router's
+// duplicate check asks "who owns this identity?", and a message that owns
+// its own identity is never a duplicate of itself (I5). Then it re-injects
+// the message: the raw XML is read again from the inbox and produced to
+// msgx.inbox as an ingest record with the same MSG_ID. The router finds the
+// message PENDING and decides it as if it were new; it lands behind every
+// message already on the topic, so a replay does not restore historical
+// order (000 §9.1, CLM-3): a flight that later messages already changed
+// treats the old message's transition as a replay of the past and keeps its
+// newer state — the message still completes.
+//
+// The processed mark: a DEAD or SKIPPED message was terminal, so the inbox
+// row may already carry CMINMSGS_DATE_PROCESSED. The mark is monotonic and
+// stays; the replay clears the backfill columns, and once the message is
+// terminal again the sweeper finds the row "already marked" and settles it
+// without overwriting. The inbox owner may purge a marked row (C-1), which
+// is why Replay checks that every inbox row still exists, and holds its raw
+// text, before it resets anything.
+//
+// One batch of Replay (at most ReplayBatch messages; a replay runs as many
+// batches as its selector needs, in MSG_ID order):
+//
+//  1. One PostgreSQL transaction holding the backfill lock (BackfillLock):
+//     select the candidates; read their raw XML and received time from the
+//     MySQL inbox (a missing row is reported and its message left as it
+//     is); reset each message with a conditional UPDATE that re-checks it is
+//     still replayable (a row the router decided meanwhile is skipped and
+//     reported as changed); delete its transition_applied marks; write its
+//     before-image and append it to the audit row; commit.
+//  2. Produce the records to msgx.inbox, in MSG_ID order, with a D3 producer.
+//  3. Mark the before-images produced.
+//
+// Crash windows, walked through:
+//   - Before the commit of 1: the transaction rolls back, nothing changed.
+//     Run the replay again.
+//   - After the commit of 1, before 2 succeeded (crash, or Kafka failing):
+//     the messages are PENDING and nothing will ever decide them, because the
+//     router only decides what it reads from the topic. Their newest
+//     before-image says produced = false. Running the replay again with the
+//     same IDs (a PENDING message that a replay reset counts as replayable
+//     for an explicit ID) or with PendingReplayed (every message whose
+//     newest replay was never confirmed) re-produces them. A class selector
+//     does not find them any more: the reset cleared the class.
+//   - After 2, before 3: the messages are on the topic but look unconfirmed;
+//     a PendingReplayed run produces them a second time. That is harmless:
+//     the router recognises a message by its MSG_ID, and a second delivery
+//     finds it decided (left alone) or ROUTED (the same transitions are
+//     emitted again, and the applying processors mark them applied once).
+//   - Kafka unreachable from the start: the producer is built and the topic
+//     checked before anything is reset, so the replay fails having changed
+//     nothing.
+//
+// Operator flow (msgx replay): PlanReplay lists what would move and which
+// named IDs are refused; AuditDryRun records that look (--dry-run); Replay
+// moves. A Replay error with Unproduced messages means the second crash
+// window above happened: tell the operator to run the replay again with the same
+// IDs or with PendingReplayed.
+//
+// Concurrency. With the sweeper: every batch takes the backfill lock, so a
+// reset never interleaves with a pass that is writing the marks of the same
+// rows; a replay waits for a running pass (at most one; the wait is bounded,
+// see lockWait) and a pass that starts meanwhile skips its turn. With the
+// router: the conditional UPDATE re-checks replayability on the newest
+// committed row, so a message the router decided while the batch ran is
+// reset only if its decision left it replayable, and otherwise left alone
+// (ReplayResult.Changed). A FAILED message the router is
+// retrying in place is simply reset under it: its next failure counts from
+// zero, and the re-injected record later finds it decided.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"msgx/internal/kafka"
+)
+
+// ReplayBatch is the most messages one batch of Replay resets and
+// re-injects. It bounds the raw XML Replay holds in memory and the time the
+// backfill lock is held; a larger selection runs in several batches.
+const ReplayBatch = 500
+
+// ReplayClassUnsupported is the replay class of SKIPPED unsupported:…
+// messages. It is not an error_class (the router records those as SKIPPED
+// with a reason, SPEC §11), so it selects by reason prefix.
+const ReplayClassUnsupported = "UNSUPPORTED"
+
+// unsupportedPrefix is the reason prefix of ReplayClassUnsupported.
+const unsupportedPrefix = "unsupported:"
+
+// ErrNotReplayable is returned for a selector that can never select
+// anything (class MALFORMED or PROTOCOL).
+var ErrNotReplayable = errors.New("not replayable")
+
+// ErrBackfillBusy is returned when Replay gave up waiting for the backfill
+// lock (a sweep pass kept it longer than a pass should take). The batch
+// that waited changed nothing (earlier batches of the same call stay done,
+// see ReplayResult); run the replay again.
+var ErrBackfillBusy = errors.New("backfill lock busy")
+
+// replayableSQL is the replay whitelist (SPEC §5, 000 §3) as a condition on
+// proc_state p. It is the only definition: the reason-prefix and ID
+// selectors, the re-check of the reset and the refusals of explicit IDs use
+// it; a class selector is one of its classes (normalized admits no other).
+const replayableSQL = `((p.state IN ('FAILED', 'DEAD') AND p.error_class IN ('CODEC_ERROR', 'INFRA', 'EXHAUSTED'))
+	OR (p.state = 'SKIPPED' AND starts_with(p.reason, 'unsupported:')))`
+
+// resetByReplaySQL: a PENDING message that a replay reset and the router has
+// not decided since. The router creates a message PENDING once and never
+// puts it back, so PENDING with a before-image means exactly that.
+const resetByReplaySQL = `(p.state = 'PENDING' AND EXISTS (SELECT 1 FROM replay_audit_msg i WHERE i.msg_id = p.msg_id))`
+
+// unproducedSQL: a message reset by a replay whose re-injection was never
+// confirmed (its newest before-image is not produced): the crash window.
+const unproducedSQL = `(p.state = 'PENDING' AND NOT (SELECT i.produced FROM replay_audit_msg i
+	WHERE i.msg_id = p.msg_id ORDER BY i.audit_id DESC LIMIT 1))`
+
+const replayColumns = `p.msg_id, p.state, p.error_class, p.reason, p.last_error, p.identity_key, p.attempts`
+
+// ReplaySelector names the messages to replay. Exactly one field is set.
+type ReplaySelector struct {
+	// Class selects by error class: EXHAUSTED, CODEC_ERROR or INFRA (FAILED
+	// and DEAD messages), or UNSUPPORTED (SKIPPED unsupported:…, the same as
+	// ReasonPrefix "unsupported:"). MALFORMED and PROTOCOL are refused with
+	// ErrNotReplayable.
+	Class string
+	// ReasonPrefix selects the replayable messages whose reason starts with
+	// it, e.g. "unsupported:FLOP-" or "exhausted:CODEC_ERROR" (a DEAD
+	// EXHAUSTED message's reason keeps its last class). Messages it matches
+	// that are not replayable are not selected.
+	ReasonPrefix string
+	// IDs selects these messages. Each one that is not replayable is
+	// reported as refused, with the reason. A PENDING message that an
+	// earlier replay reset counts as replayable, so repeating a replay by
+	// IDs after a crash re-injects what the crash left behind.
+	IDs []int64
+	// PendingReplayed selects every message an earlier replay reset but
+	// never confirmed re-injecting (crash or Kafka failure between reset and
+	// produce; see the file comment): the recovery run.
+	PendingReplayed bool
+}
+
+// normalized checks the selector and returns it with Class upper-cased and
+// IDs sorted and de-duplicated.
+func (s ReplaySelector) normalized() (ReplaySelector, error) {
+	s.Class = strings.ToUpper(strings.TrimSpace(s.Class))
+	n := 0
+	for _, set := range []bool{s.Class != "", s.ReasonPrefix != "", len(s.IDs) > 0, s.PendingReplayed} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return s, errors.New("replay: give exactly one of class, reason prefix, IDs or pending-replayed")
+	}
+	switch s.Class {
+	case "", ClassExhausted, ClassCodecError, ClassInfra, ReplayClassUnsupported:
+	case ClassMalformed, ClassProtocol:
+		return s, fmt.Errorf("replay class %s: %w (the message itself is wrong; deciding it again gives the same verdict)", s.Class, ErrNotReplayable)
+	default:
+		return s, fmt.Errorf("replay class %q: want EXHAUSTED, CODEC_ERROR, INFRA or UNSUPPORTED", s.Class)
+	}
+	if len(s.IDs) > 0 {
+		ids := slices.Clone(s.IDs)
+		slices.Sort(ids)
+		s.IDs = slices.Compact(ids)
+		if s.IDs[0] <= 0 {
+			return s, fmt.Errorf("replay: message ID %d is not a CMINMSGS_ID", s.IDs[0])
+		}
+	}
+	return s, nil
+}
+
+// String renders the selector as the audit row records it: "class=EXHAUSTED",
+// "reason=unsupported:", "ids=3,5,8" (sorted, without repeats) or
+// "pending-replayed".
+func (s ReplaySelector) String() string {
+	switch {
+	case s.Class != "":
+		return "class=" + strings.ToUpper(strings.TrimSpace(s.Class))
+	case s.ReasonPrefix != "":
+		return "reason=" + s.ReasonPrefix
+	case len(s.IDs) > 0:
+		ids := slices.Clone(s.IDs)
+		slices.Sort(ids)
+		return "ids=" + idList(slices.Compact(ids))
+	case s.PendingReplayed:
+		return "pending-replayed"
+	}
+	return "none"
+}
+
+// filter is the selector as a condition on proc_state p; "$ARG" in cond
+// stands for arg (nil: no argument).
+type filter struct {
+	cond string
+	arg  any
+}
+
+// sql returns the condition with its argument numbered $n, and the
+// arguments to append.
+func (f filter) sql(n int) (string, []any) {
+	if f.arg == nil {
+		return f.cond, nil
+	}
+	return strings.ReplaceAll(f.cond, "$ARG", "$"+strconv.Itoa(n)), []any{f.arg}
+}
+
+// filter of a normalized selector. For IDs it is the replayability of a
+// named row; the IDs themselves are applied by the caller.
+func (s ReplaySelector) filter() filter {
+	prefix := s.ReasonPrefix
+	switch {
+	case s.Class == ReplayClassUnsupported:
+		prefix = unsupportedPrefix
+	case s.Class != "":
+		return filter{cond: `(p.state IN ('FAILED', 'DEAD') AND p.error_class = $ARG)`, arg: s.Class}
+	case len(s.IDs) > 0:
+		return filter{cond: `(` + replayableSQL + ` OR ` + resetByReplaySQL + `)`}
+	case s.PendingReplayed:
+		return filter{cond: unproducedSQL}
+	}
+	return filter{cond: `(starts_with(p.reason, $ARG) AND ` + replayableSQL + `)`, arg: prefix}
+}
+
+// ReplayRow is a message as a replay found it (the dry run lists these; a
+// replay returns the before-image of each message it reset). Empty strings
+// are NULL columns.
+type ReplayRow struct {
+	MsgID       int64  `json:"msgId"`
+	State       string `json:"state"`
+	ErrorClass  string `json:"errorClass,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	LastError   string `json:"lastError,omitempty"`
+	IdentityKey string `json:"identityKey,omitempty"`
+	Attempts    int    `json:"attempts"`
+}
+
+func scanReplayRow(row pgx.Row, extra ...any) (ReplayRow, error) {
+	var r ReplayRow
+	var class, reason, lastErr, identity *string
+	dest := append([]any{&r.MsgID, &r.State, &class, &reason, &lastErr, &identity, &r.Attempts}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return ReplayRow{}, err
+	}
+	r.ErrorClass, r.Reason, r.LastError, r.IdentityKey = deref(class), deref(reason), deref(lastErr), deref(identity)
+	return r, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Refusal is an explicitly named message that a replay will not move.
+type Refusal struct {
+	MsgID int64 `json:"msgId"`
+	// State is the message's state; empty when msgx does not know it.
+	State string `json:"state,omitempty"`
+	// Why says why, e.g. "DEAD MALFORMED: never replayable".
+	Why string `json:"why"`
+}
+
+// refusal explains why a row the IDs selector named is not replayable.
+func refusal(r ReplayRow) Refusal {
+	out := Refusal{MsgID: r.MsgID, State: r.State}
+	switch r.State {
+	case StatePending:
+		out.Why = "PENDING: not decided yet; the router will decide it"
+	case StateRouted:
+		out.Why = "ROUTED: its transitions are being applied"
+	case StateSucceeded:
+		out.Why = "SUCCEEDED: finished"
+	case StateArchived:
+		out.Why = "ARCHIVED: moved to proc_state_hst"
+	case StateSkipped:
+		out.Why = "SKIPPED " + r.Reason + ": only unsupported:… skips are replayable"
+	default:
+		switch r.ErrorClass {
+		case ClassMalformed, ClassProtocol:
+			out.Why = r.State + " " + r.ErrorClass + ": never replayable"
+		default:
+			out.Why = r.State + " " + r.ErrorClass + ": not a replayable error class"
+		}
+	}
+	return out
+}
+
+func unknownRefusal(id int64) Refusal {
+	return Refusal{MsgID: id, Why: "unknown: msgx has no record of this message (the ingest bridge delivers inbox rows by itself)"}
+}
+
+// ReplayPlan is the dry run: what a replay would move now.
+type ReplayPlan struct {
+	// Selector is the selector as the audit records it.
+	Selector string `json:"selector"`
+	// Rows are the messages that would move, in MSG_ID order (at most the
+	// limit given to PlanReplay).
+	Rows []ReplayRow `json:"rows"`
+	// Total is how many messages would move (Rows may list fewer).
+	Total int `json:"total"`
+	// Refused are the explicit IDs that would not move, with the reason.
+	Refused []Refusal `json:"refused,omitempty"`
+}
+
+// PlanReplay is the dry run: it lists, in MSG_ID order, up to limit
+// messages (all when limit <= 0) that Replay would move, how many there are,
+// and which explicit IDs it would refuse. It changes nothing and does not
+// look at the inbox: a message whose inbox row is gone is listed here and
+// reported missing by Replay. Record the dry run with AuditDryRun.
+func PlanReplay(ctx context.Context, pool *pgxpool.Pool, sel ReplaySelector, limit int) (ReplayPlan, error) {
+	sel, err := sel.normalized()
+	if err != nil {
+		return ReplayPlan{}, err
+	}
+	plan := ReplayPlan{Selector: sel.String(), Rows: []ReplayRow{}}
+	f := sel.filter()
+	if len(sel.IDs) > 0 {
+		rows, err := namedRows(ctx, pool, f, sel.IDs, operatorCallTimeout)
+		if err != nil {
+			return ReplayPlan{}, err
+		}
+		for _, n := range rows {
+			switch {
+			case !n.found:
+				plan.Refused = append(plan.Refused, unknownRefusal(n.row.MsgID))
+			case !n.ok:
+				plan.Refused = append(plan.Refused, refusal(n.row))
+			default:
+				plan.Total++
+				if limit <= 0 || len(plan.Rows) < limit {
+					plan.Rows = append(plan.Rows, n.row)
+				}
+			}
+		}
+		return plan, nil
+	}
+	err = func() error {
+		ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+		defer cancel()
+		cond, args := f.sql(1)
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM proc_state p WHERE `+cond, args...).Scan(&plan.Total); err != nil {
+			return fmt.Errorf("counting messages to replay (%s): %w", plan.Selector, err)
+		}
+		var lim *int
+		if limit > 0 {
+			lim = &limit
+		}
+		rows, err := pool.Query(ctx, `SELECT `+replayColumns+` FROM proc_state p WHERE `+cond+
+			` ORDER BY p.msg_id LIMIT $`+strconv.Itoa(len(args)+1), append(args, lim)...)
+		if err != nil {
+			return fmt.Errorf("listing messages to replay (%s): %w", plan.Selector, err)
+		}
+		plan.Rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReplayRow, error) { return scanReplayRow(r) })
+		if err != nil {
+			return fmt.Errorf("listing messages to replay (%s): %w", plan.Selector, err)
+		}
+		return nil
+	}()
+	if err != nil {
+		return ReplayPlan{}, err
+	}
+	return plan, nil
+}
+
+// named is one explicitly named ID: its row (when found) and whether it is
+// replayable.
+type named struct {
+	row   ReplayRow
+	found bool
+	ok    bool
+}
+
+// queryer is a pool or a transaction.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// namedRows returns every ID of ids (sorted) with its row and whether f
+// holds for it, in one query bounded by timeout.
+func namedRows(ctx context.Context, q queryer, f filter, ids []int64, timeout time.Duration) ([]named, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cond, args := f.sql(2)
+	rows, err := q.Query(ctx, `SELECT `+replayColumns+`, COALESCE(`+cond+`, false) FROM proc_state p
+		WHERE p.msg_id = ANY($1) ORDER BY p.msg_id`, append([]any{ids}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d named messages: %w", len(ids), err)
+	}
+	found := map[int64]named{}
+	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
+		var n named
+		var err error
+		n.row, err = scanReplayRow(r, &n.ok)
+		n.found = true
+		found[n.row.MsgID] = n
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %d named messages: %w", len(ids), err)
+	}
+	out := make([]named, len(ids))
+	for i, id := range ids {
+		n, ok := found[id]
+		if !ok {
+			n = named{row: ReplayRow{MsgID: id}}
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// AuditDryRun records a dry run in replay_audit (dry_run = true, count =
+// plan.Total, msg_ids = the IDs the plan listed) and returns the audit ID.
+// The CLI calls it after PlanReplay so that looking is on record too.
+func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan ReplayPlan, who string, now time.Time) (int64, error) {
+	if strings.TrimSpace(who) == "" {
+		return 0, errors.New("replay audit: who is empty")
+	}
+	ids := make([]int64, len(plan.Rows))
+	for i, r := range plan.Rows {
+		ids[i] = r.MsgID
+	}
+	ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+	defer cancel()
+	var id int64
+	err := pool.QueryRow(ctx, `INSERT INTO replay_audit (at, who, selector, dry_run, count, msg_ids)
+		VALUES ($1, $2, $3, true, $4, $5) RETURNING id`, now, who, plan.Selector, plan.Total, ids).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("auditing dry run (%s): %w", plan.Selector, err)
+	}
+	return id, nil
+}
+
+// ReplayDeps is what Replay works with.
+type ReplayDeps struct {
+	// PG is msgx's PostgreSQL (proc_state, replay_audit).
+	PG *pgxpool.Pool
+	// MySQL is the shared inbox; Replay only reads it (shadow mode is fine).
+	MySQL *sql.DB
+	// Table is the inbox table (MSGX_INBOX_TABLE).
+	Table string
+	// Brokers and Kafka reach the cluster; the producer is D3 (CheckD3).
+	Brokers []string
+	Kafka   kafka.Config
+	// Topic is msgx.inbox (MSGX_TOPIC_INBOX). It must exist with one
+	// partition; Replay never creates it.
+	Topic string
+	// Timeout bounds every single database call (MSGX_DB_TIMEOUT); the wait
+	// for the backfill lock is bounded by lockWait(Timeout).
+	Timeout time.Duration
+	// Log receives the replay's lines, with component=replay
+	// (slog.Default() when nil).
+	Log *slog.Logger
+}
+
+func (d ReplayDeps) validate() error {
+	var errs []error
+	if d.PG == nil {
+		errs = append(errs, errors.New("replay: no PostgreSQL pool"))
+	}
+	if d.MySQL == nil {
+		errs = append(errs, errors.New("replay: no MySQL connection (the raw messages are read from the inbox)"))
+	}
+	if !inboxTableName.MatchString(d.Table) {
+		errs = append(errs, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", d.Table))
+	}
+	if len(d.Brokers) == 0 {
+		errs = append(errs, errors.New("replay: no Kafka brokers"))
+	}
+	if d.Topic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
+	}
+	if d.Timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// lockWait bounds the wait for the backfill lock. A pass holds it for at
+// most four calls each bounded by the same MSGX_DB_TIMEOUT (scan, inbox
+// write, recording, commit; see Backfill.sweep), so a replay that waited
+// longer is behind something that is not a pass, and gives up.
+func lockWait(timeout time.Duration) time.Duration { return 4 * timeout }
+
+// ReplayResult is what Replay did.
+type ReplayResult struct {
+	// AuditID is the replay's replay_audit row (0 when it failed before
+	// its first commit).
+	AuditID int64 `json:"auditId"`
+	// Selector is the selector as the audit records it.
+	Selector string `json:"selector"`
+	// Replayed are the messages reset and re-injected, as they were before
+	// the reset, in MSG_ID order.
+	Replayed []ReplayRow `json:"replayed"`
+	// Refused are the explicit IDs not replayed, with the reason.
+	Refused []Refusal `json:"refused,omitempty"`
+	// Missing are selected messages whose inbox row no longer exists; they
+	// were left as they were.
+	Missing []int64 `json:"missing,omitempty"`
+	// Changed are selected messages that were no longer replayable when the
+	// reset re-checked them (the router decided them meanwhile); left alone.
+	Changed []int64 `json:"changed,omitempty"`
+	// Unproduced are messages reset but whose re-injection failed: they are
+	// PENDING and nothing decides them until the replay is run again (same
+	// IDs, or PendingReplayed). Set only with an error.
+	Unproduced []int64 `json:"unproduced,omitempty"`
+}
+
+// Replay resets the messages sel names and re-injects them into msgx.inbox
+// (see the file comment for the steps, the crash windows and concurrency).
+// who is recorded in the audit row; now is the time of the audit row, of
+// updated_at and of the records' EnqueuedAt.
+//
+// It works in batches of at most ReplayBatch messages in MSG_ID order; each
+// batch is committed and re-injected before the next starts. On error the
+// result holds what was done until then; Unproduced lists messages the
+// failed batch reset but could not re-inject. The audit row exists from the
+// first batch on, even when nothing was selected.
+func Replay(ctx context.Context, d ReplayDeps, sel ReplaySelector, who string, now time.Time) (ReplayResult, error) {
+	sel, err := sel.normalized()
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	if err := d.validate(); err != nil {
+		return ReplayResult{}, err
+	}
+	if strings.TrimSpace(who) == "" {
+		return ReplayResult{}, errors.New("replay: who is empty (the audit records who replayed)")
+	}
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &replayer{d: d, sel: sel, f: sel.filter(), who: who, now: now,
+		log: log.With("component", "replay", "selector", sel.String(), "who", who)}
+	res := ReplayResult{Selector: sel.String(), Replayed: []ReplayRow{}}
+
+	// Kafka first: a replay that cannot produce must not reset anything.
+	prod, closeProd, err := newReplayProducer(d)
+	if err != nil {
+		return res, err
+	}
+	defer closeProd()
+	r.prod = prod
+
+	var after int64 // keyset: the last MSG_ID a batch looked at
+	for i := 0; ; i++ {
+		var ids []int64
+		if len(sel.IDs) > 0 {
+			lo := i * ReplayBatch
+			if lo >= len(sel.IDs) {
+				break
+			}
+			ids = sel.IDs[lo:min(lo+ReplayBatch, len(sel.IDs))]
+		}
+		b, err := r.batch(ctx, res.AuditID, ids, after)
+		if err != nil {
+			return res, err
+		}
+		res.AuditID = b.auditID
+		res.Refused = append(res.Refused, b.refused...)
+		res.Missing = append(res.Missing, b.missing...)
+		res.Changed = append(res.Changed, b.changed...)
+		r.logBatch(b)
+		if len(b.reset) > 0 {
+			if err := r.reinject(ctx, b); err != nil {
+				for _, row := range b.reset {
+					res.Unproduced = append(res.Unproduced, row.MsgID)
+				}
+				r.log.Error("re-injecting replayed messages failed: they are PENDING and nothing decides them until "+
+					"the replay is run again (same IDs, or pending-replayed)", "audit_id", b.auditID, "msg_ids", res.Unproduced, "err", err)
+				return res, err
+			}
+			res.Replayed = append(res.Replayed, b.reset...)
+		}
+		if len(sel.IDs) == 0 && !b.more {
+			break
+		}
+		after = b.last
+	}
+	r.log.Info("replay done", "audit_id", res.AuditID, "replayed", len(res.Replayed), "refused", len(res.Refused),
+		"missing", len(res.Missing), "changed", len(res.Changed))
+	return res, nil
+}
+
+// replayer is one Replay call.
+type replayer struct {
+	d    ReplayDeps
+	sel  ReplaySelector
+	f    filter
+	who  string
+	now  time.Time
+	log  *slog.Logger
+	prod sarama.SyncProducer
+}
+
+// inboxRow is what the replay re-injects of an inbox row.
+type inboxRow struct {
+	raw        string
+	receivedAt *time.Time
+}
+
+// batchResult is one committed batch.
+type batchResult struct {
+	auditID int64
+	reset   []ReplayRow // before-images, MSG_ID order
+	inbox   map[int64]inboxRow
+	refused []Refusal
+	missing []int64
+	changed []int64
+	more    bool  // more candidates after last (keyset selectors)
+	last    int64 // the last candidate's MSG_ID
+}
+
+// batch runs step 1 of the file comment for the candidates after `after`
+// (keyset selectors) or among ids (IDs selector). auditID 0 creates the
+// audit row.
+func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after int64) (batchResult, error) {
+	b := batchResult{auditID: auditID}
+	tx, err := r.begin(ctx)
+	if err != nil {
+		return b, err
+	}
+	defer r.rollback(tx)
+	if err := r.lock(ctx, tx); err != nil {
+		return b, err
+	}
+	if b.auditID == 0 {
+		if err := r.call(ctx, func(ctx context.Context) error {
+			return tx.QueryRow(ctx, `INSERT INTO replay_audit (at, who, selector, dry_run) VALUES ($1, $2, $3, false) RETURNING id`,
+				r.now, r.who, r.sel.String()).Scan(&b.auditID)
+		}); err != nil {
+			return b, fmt.Errorf("writing the replay audit row: %w", err)
+		}
+	}
+
+	// Candidates, read after the lock so that a pass that just finished is
+	// seen.
+	var cands []ReplayRow
+	if ids != nil {
+		rows, err := namedRows(ctx, tx, r.f, ids, r.d.Timeout)
+		if err != nil {
+			return b, err
+		}
+		for _, n := range rows {
+			switch {
+			case !n.found:
+				b.refused = append(b.refused, unknownRefusal(n.row.MsgID))
+			case !n.ok:
+				b.refused = append(b.refused, refusal(n.row))
+			default:
+				cands = append(cands, n.row)
+			}
+		}
+	} else {
+		cands, err = r.candidates(ctx, tx, after)
+		if err != nil {
+			return b, err
+		}
+		if len(cands) > ReplayBatch {
+			cands, b.more = cands[:ReplayBatch], true
+		}
+		if len(cands) > 0 {
+			b.last = cands[len(cands)-1].MsgID
+		}
+	}
+	if len(cands) == 0 {
+		return b, r.commit(ctx, tx, &b)
+	}
+
+	// The inbox rows, before anything is reset: a message whose row is
+	// gone cannot be re-injected, so it must not be reset either. The text
+	// is kept until it is produced, so a purge after this read cannot lose
+	// a reset message.
+	want := make([]int64, len(cands))
+	for i, c := range cands {
+		want[i] = c.MsgID
+	}
+	b.inbox, err = r.readInbox(ctx, want)
+	if err != nil {
+		return b, err
+	}
+	present := make([]int64, 0, len(want))
+	for _, id := range want {
+		if _, ok := b.inbox[id]; ok {
+			present = append(present, id)
+		} else {
+			b.missing = append(b.missing, id)
+		}
+	}
+	if len(present) > 0 {
+		b.reset, err = r.reset(ctx, tx, b.auditID, present)
+		if err != nil {
+			return b, err
+		}
+		done := make(map[int64]bool, len(b.reset))
+		for _, row := range b.reset {
+			done[row.MsgID] = true
+		}
+		for _, id := range present {
+			if !done[id] {
+				b.changed = append(b.changed, id)
+			}
+		}
+	}
+	return b, r.commit(ctx, tx, &b)
+}
+
+// candidates returns up to ReplayBatch+1 messages the selector names after
+// the MSG_ID after (one more than a batch tells whether another batch
+// follows).
+func (r *replayer) candidates(ctx context.Context, tx pgx.Tx, after int64) ([]ReplayRow, error) {
+	var out []ReplayRow
+	err := r.call(ctx, func(ctx context.Context) error {
+		cond, args := r.f.sql(3)
+		rows, err := tx.Query(ctx, `SELECT `+replayColumns+` FROM proc_state p
+			WHERE p.msg_id > $1 AND `+cond+` ORDER BY p.msg_id LIMIT $2`, append([]any{after, ReplayBatch + 1}, args...)...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReplayRow, error) { return scanReplayRow(r) })
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("selecting messages to replay: %w", err)
+	}
+	return out, nil
+}
+
+// reset is the conditional reset of ids, in one statement: lock the rows
+// that are still selected and replayable (FOR UPDATE re-evaluates the
+// condition on the newest committed version, so a message the router
+// decided meanwhile drops out), reset them, delete their transition_applied
+// marks and write their before-images. It returns the before-images of the
+// rows it reset.
+//
+// identity_key is deliberately not in the SET list (I5), and neither are
+// enqueued_at (the backfill deadline R and the transitions' time are
+// measured from the first enqueue) nor received_at.
+func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []int64) ([]ReplayRow, error) {
+	var out []ReplayRow
+	err := r.call(ctx, func(ctx context.Context) error {
+		cond, args := r.f.sql(4)
+		rows, err := tx.Query(ctx, `WITH old AS (
+				SELECT `+replayColumns+` FROM proc_state p
+				WHERE p.msg_id = ANY($1) AND `+cond+`
+				FOR UPDATE
+			), reset AS (
+				UPDATE proc_state p SET state = 'PENDING', attempts = 0, next_attempt_at = NULL,
+					error_class = NULL, reason = NULL, last_error = NULL,
+					n_transitions = NULL, n_applied = 0, routed_at = NULL, updated_at = $2,
+					backfill_at = NULL, backfill_next_at = NULL, backfill_attempts = 0, backfill_error = NULL,
+					backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL
+				FROM old WHERE p.msg_id = old.msg_id
+			), applied AS (
+				DELETE FROM transition_applied t USING old WHERE t.msg_id = old.msg_id
+			), image AS (
+				INSERT INTO replay_audit_msg (audit_id, msg_id, state, error_class, reason, last_error, attempts, identity_key)
+				SELECT $3::bigint, msg_id, state, error_class, reason, last_error, attempts, identity_key FROM old
+			)
+			SELECT `+replayColumns+` FROM old p ORDER BY p.msg_id`, append([]any{ids, r.now, auditID}, args...)...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReplayRow, error) { return scanReplayRow(r) })
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resetting %d messages for replay: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// commit appends the batch's resets to the audit row and commits.
+func (r *replayer) commit(ctx context.Context, tx pgx.Tx, b *batchResult) error {
+	ids := make([]int64, len(b.reset))
+	for i, row := range b.reset {
+		ids[i] = row.MsgID
+	}
+	if err := r.call(ctx, func(ctx context.Context) error {
+		_, err := tx.Exec(ctx, `UPDATE replay_audit SET count = count + $2, msg_ids = msg_ids || $3::bigint[] WHERE id = $1`,
+			b.auditID, len(ids), ids)
+		return err
+	}); err != nil {
+		return fmt.Errorf("updating replay audit row %d: %w", b.auditID, err)
+	}
+	if err := r.call(ctx, tx.Commit); err != nil {
+		// Whether or not the commit reached the server, re-running is
+		// safe: either nothing was reset, or the resets are PENDING with
+		// unproduced before-images (the crash window).
+		return fmt.Errorf("committing the replay of %d messages: %w", len(ids), err)
+	}
+	return nil
+}
+
+// reinject runs steps 2 and 3 of the file comment for a committed batch.
+func (r *replayer) reinject(ctx context.Context, b batchResult) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("replay interrupted before re-injecting %d messages: %w", len(b.reset), err)
+	}
+	msgs := make([]*sarama.ProducerMessage, len(b.reset))
+	ids := make([]int64, len(b.reset))
+	for i, row := range b.reset {
+		in := b.inbox[row.MsgID]
+		v, err := json.Marshal(replayRecord{MsgID: row.MsgID, ReceivedAt: in.receivedAt, EnqueuedAt: r.now, Raw: in.raw})
+		if err != nil {
+			return fmt.Errorf("encoding inbox record %d: %w", row.MsgID, err)
+		}
+		msgs[i] = &sarama.ProducerMessage{Topic: r.d.Topic, Key: sarama.StringEncoder(strconv.FormatInt(row.MsgID, 10)),
+			Value: sarama.ByteEncoder(v)}
+		ids[i] = row.MsgID
+	}
+	// One batch on one partition through an idempotent producer with one
+	// request in flight: the records land in MSG_ID order. On a failure
+	// none of the batch counts as produced, even records Kafka did take:
+	// producing those again is harmless, losing one is not.
+	if err := r.prod.SendMessages(msgs); err != nil {
+		return fmt.Errorf("producing %d replayed messages to %s: %w", len(msgs), r.d.Topic, err)
+	}
+	err := r.call(ctx, func(ctx context.Context) error {
+		_, err := r.d.PG.Exec(ctx, `UPDATE replay_audit_msg SET produced = true WHERE audit_id = $1 AND msg_id = ANY($2)`, b.auditID, ids)
+		return err
+	})
+	if err != nil {
+		// The records are on the topic; only the confirmation is lost. A
+		// pending-replayed run would produce them once more (harmless), so
+		// this is not a failure of the replay.
+		r.log.Warn("replayed messages re-injected, but confirming that failed; a pending-replayed run would re-inject them again",
+			"audit_id", b.auditID, "msg_ids", ids, "err", err)
+		return nil
+	}
+	r.log.Info("replayed messages re-injected", "audit_id", b.auditID, "count", len(ids), "first_msg_id", ids[0], "last_msg_id", ids[len(ids)-1])
+	return nil
+}
+
+// replayRecord is ingest.Record, the value of a msgx.inbox record. sink
+// cannot import ingest (ingest imports sink), so the JSON shape is repeated
+// here; the replay tests decode what Replay produces with ingest.Codec to
+// keep the two in step.
+type replayRecord struct {
+	MsgID      int64      `json:"msgId"`
+	ReceivedAt *time.Time `json:"receivedAt"`
+	EnqueuedAt time.Time  `json:"enqueuedAt"`
+	Raw        string     `json:"raw"`
+}
+
+// readInbox reads the raw text and received time of the inbox rows of ids;
+// IDs without a row are absent from the result. The IDs are int64 literals
+// (see markInbox).
+func (r *replayer) readInbox(ctx context.Context, ids []int64) (map[int64]inboxRow, error) {
+	out := make(map[int64]inboxRow, len(ids))
+	ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
+	defer cancel()
+	rows, err := r.d.MySQL.QueryContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+r.d.Table+
+		" WHERE CMINMSGS_ID IN ("+idList(ids)+")")
+	if err != nil {
+		return nil, fmt.Errorf("reading %d inbox rows to replay: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var raw sql.NullString
+		var rec sql.NullTime
+		if err := rows.Scan(&id, &raw, &rec); err != nil {
+			return nil, fmt.Errorf("reading inbox rows to replay: %w", err)
+		}
+		in := inboxRow{raw: raw.String}
+		if rec.Valid {
+			t := rec.Time
+			in.receivedAt = &t
+		}
+		out[id] = in
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading inbox rows to replay: %w", err)
+	}
+	return out, nil
+}
+
+func (r *replayer) begin(ctx context.Context) (pgx.Tx, error) {
+	var tx pgx.Tx
+	if err := r.call(ctx, func(ctx context.Context) error {
+		var err error
+		tx, err = r.d.PG.Begin(ctx)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("starting replay transaction: %w", err)
+	}
+	return tx, nil
+}
+
+func (r *replayer) rollback(tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.d.Timeout)
+	defer cancel()
+	_ = tx.Rollback(ctx) // no-op after Commit
+}
+
+// lock takes the backfill lock for the transaction, waiting at most
+// lockWait for a running pass.
+func (r *replayer) lock(ctx context.Context, tx pgx.Tx) error {
+	wait := lockWait(r.d.Timeout)
+	lctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err := BackfillLock(lctx, tx)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil && lctx.Err() != nil {
+		return fmt.Errorf("replay: %w: a backfill pass held it for more than %s; nothing was changed, run the replay again: %w",
+			ErrBackfillBusy, wait, err)
+	}
+	return err
+}
+
+// call runs one database call under its own MSGX_DB_TIMEOUT.
+func (r *replayer) call(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+func (r *replayer) logBatch(b batchResult) {
+	for _, f := range b.refused {
+		r.log.Info("message not replayed", "msg_id", f.MsgID, "state", f.State, "why", f.Why)
+	}
+	for _, id := range b.missing {
+		r.log.Warn("inbox row missing: message not replayed and left as it is", "msg_id", id)
+	}
+	for _, id := range b.changed {
+		r.log.Info("message changed while the replay ran; left as it is", "msg_id", id)
+	}
+	for _, row := range b.reset {
+		r.log.Info("message reset for replay", "msg_id", row.MsgID, "audit_id", b.auditID, "was_state", row.State,
+			"was_error_class", row.ErrorClass, "was_reason", row.Reason, "last_error", row.LastError, "identity_key", row.IdentityKey)
+	}
+}
+
+// newReplayProducer builds the D3 producer and checks the topic before
+// anything is reset: it must exist with one partition (global FIFO).
+// Automatic topic creation is off — a msgx.inbox created by a produce would
+// get the broker's defaults (partitions, retention) instead of those of the
+// source of truth.
+func newReplayProducer(d ReplayDeps) (sarama.SyncProducer, func(), error) {
+	sc := d.Kafka.Sarama("msgx-replay")
+	if err := kafka.CheckD3(sc); err != nil {
+		return nil, nil, err
+	}
+	sc.Metadata.AllowAutoTopicCreation = false
+	client, err := sarama.NewClient(d.Brokers, sc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replay: connecting to kafka: %w", err)
+	}
+	parts, err := client.Partitions(d.Topic)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("replay: topic %s: %w", d.Topic, err)
+	}
+	if len(parts) != 1 {
+		client.Close()
+		return nil, nil, fmt.Errorf("replay: topic %s has %d partitions; msgx.inbox must have exactly 1", d.Topic, len(parts))
+	}
+	prod, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("replay: creating kafka producer: %w", err)
+	}
+	return prod, func() {
+		_ = prod.Close()
+		_ = client.Close()
+	}, nil
+}
