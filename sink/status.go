@@ -688,7 +688,8 @@ func (s *statusRun) inboxMySQL(ctx context.Context, cursorRead <-chan int64) Inb
 		out.MaxIDError = fmt.Sprintf("reading the first inbox row after W=%d: %v", w, err)
 	default:
 		u.AgeSeconds = -1
-		if rec.Valid {
+		// A legacy zero date (0000-00-00) says as little as NULL.
+		if rec.Valid && !rec.Time.IsZero() {
 			t := rec.Time
 			u.ReceivedAt, u.AgeSeconds = &t, stAgeSeconds(s.now, t)
 		}
