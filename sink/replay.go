@@ -4,7 +4,7 @@ package sink
 // (SPEC §7; seeds 000 §9.1, US-10). The operator first looks at what would
 // move (PlanReplay, the dry run), then replays (Replay); every replay leaves
 // an audit row (replay_audit) and a before-image of each message it reset
-// (replay_audit_msg, migration 0005).
+// (replay_audit_msg, migration 0008).
 //
 // What is replayable (SPEC §5, 000 §3): FAILED or DEAD with error class
 // CODEC_ERROR, INFRA or EXHAUSTED, and SKIPPED with reason unsupported:…

@@ -22,17 +22,14 @@ package sink
 //	recent / latest DEAD  proc_state_state, bitmap heap scan O(DEAD)        heap pages of the DEAD rows
 //	terminal states       proc_state_state, index-only scan  O(rows)        0.5 s (exact, no estimate)
 //	SKIPPED by reason     proc_state_state, bitmap heap scan O(SKIPPED)     0.7 s for 750k SKIPPED
-//	abandoned backfills   sequential scan (no index covers   O(rows)        0.4 s
-//	                      backfill_abandoned_at)
+//	abandoned backfills   proc_state_abandoned (0009)        O(abandoned)   <1 ms
 //
 // The unfinished and pending sets are small by construction, so the figures
 // that say whether msgx keeps up stay cheap however large proc_state grows.
-// The three linear queries (terminal counts, SKIPPED reasons, abandoned
-// backfills) are exact counts — no pg_class estimates, which lag behind and
-// would hide a change — and are bounded by the per-call timeout: on a table
-// too large for it, only those figures degrade. The abandoned count would
-// become O(abandoned) with a partial index
-// ON proc_state (backfill_abandoned_reason) WHERE backfill_abandoned_at IS NOT NULL.
+// The two linear queries (terminal counts, SKIPPED reasons) are exact counts
+// — no pg_class estimates, which lag behind and would hide a change — and
+// are bounded by the per-call timeout: on a table too large for it, only
+// those figures degrade.
 // The inbox tables (inbox_hole, inbox_late_row) hold one row per released
 // gap or late row and are read whole. The MySQL queries use the primary key
 // only (MAX, and the first ID after W). Kafka costs one metadata, two list

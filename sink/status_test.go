@@ -905,7 +905,7 @@ func TestStatusQueryPlans(t *testing.T) {
 		"deadOne":         "proc_state_pkey",
 		"skippedByReason": "proc_state_state",
 		"backfillPending": "proc_state_backfill",
-		"abandoned":       "Seq Scan",
+		"abandoned":       "proc_state_abandoned",
 		"cursor":          "inbox_cursor_pkey",
 	}
 	for name, q := range sink.StatusQueries {
