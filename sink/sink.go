@@ -9,7 +9,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -67,11 +69,22 @@ func OpenPG(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// mysqlLog routes the driver's own messages (e.g. "closing bad idle
+// connection") to slog at debug level instead of stderr.
+var mysqlLog sync.Once
+
+type driverLogger struct{}
+
+func (driverLogger) Print(v ...any) {
+	slog.Debug(strings.TrimSpace(fmt.Sprint(v...)), "component", "mysql-driver")
+}
+
 // OpenMySQL opens the shared inbox database. DATETIME columns are read and
 // written in loc, the airport's time zone, because the legacy inbox stores
 // local wall-clock times without a zone. sessionVars are set on every
 // connection (e.g. innodb_lock_wait_timeout for the hole probe).
 func OpenMySQL(c Config, loc *time.Location, sessionVars map[string]string) (*sql.DB, error) {
+	mysqlLog.Do(func() { _ = mysql.SetLogger(driverLogger{}) })
 	mc, err := mysql.ParseDSN(c.MySQLDSN)
 	if err != nil {
 		return nil, fmt.Errorf("parsing MSGX_MYSQL_DSN: %w", err)

@@ -23,6 +23,9 @@ Usage:
   msgx table get messages <MSG_ID>    a message's record from the router table (JSON)
   msgx table get flights <FLID>       a flight from the flights table (JSON, SPEC §6)
   msgx table list refdata <RTYPE>     a reference category from the refdata table (JSON)
+  msgx status [--json]                 is it keeping up, is anything stuck, what must a human look at
+  msgx replay (--class C | --reason-prefix P | --ids 1,2 | --pending) [--dry-run]
+                                      re-inject replayable messages (CODEC_ERROR, INFRA, EXHAUSTED, unsupported:)
   msgx request refdata <RTYPE>        send an RQRD for one reference category (COUTMSGS)
   msgx request flights --from T --to T
                                       send an RQFD for a flight window
@@ -67,6 +70,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runGateway(ctx, cfg, log, roleIngest)
 	case "process":
 		err = runGateway(ctx, cfg, log, roleProcess)
+	case "status":
+		err = runStatus(ctx, cfg, args[1:], stdout, log)
+	case "replay":
+		err = runReplay(ctx, cfg, args[1:], stdout, log)
 	case "request":
 		err = runRequest(ctx, cfg, args[1:], stdout, log)
 	case "backfill":

@@ -26,6 +26,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
+	"msgx/internal/metric"
 	"msgx/internal/retry"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
@@ -158,7 +159,10 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	defer d.close()
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	m := metric.New()
+	registerOps(mux, cfg, d, m)
+	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second,
+		Report: func(ctx context.Context) (sink.Report, error) { return report(ctx, cfg, d) }}
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })
@@ -171,6 +175,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 			PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
 		})
 		supervise("ingest", bridge.Run)
+		src.Ingest = bridge.Stats
 		send := &ingest.SendHandler{
 			Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
 			Cfg:   cfg.HTTP, Clock: d.clock, Log: log,
@@ -187,9 +192,13 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		}
 		supervise("requests", reqs.Run)
 		msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
-		rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(), Requests: reqs})
+		rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
+			Requests: reqs, ObserveDecision: m.ObserveDecision})
+		src.Router = rt.Stats
+		d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
 		supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 		fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+			ObserveEndToEnd: m.ObserveEndToEnd,
 			OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {
 				if t.Source != "SCHD-RESP" {
 					return nil
@@ -197,6 +206,8 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 				return reqs.Complete(ctx, tx, request.RQFD, request.STYPNone, t.MsgID, t.MsgDTTM, d.clock.Now())
 			}})
 		supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+		src.Flights = fp.Stats
+		d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
 		rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
 			OnApplied: func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error {
 				if t.STYP != refdata.STYPRESP {
@@ -205,12 +216,15 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 				return reqs.Complete(ctx, tx, request.RQRD, t.RType, t.MsgID, t.MsgDTTM, d.clock.Now())
 			}})
 		supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+		src.Refdata = rp.Stats
+		d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
 		bf, err := sink.NewBackfill(cfg.Backfill, sink.BackfillDeps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
 			Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 		if err != nil {
 			return err
 		}
 		supervise("backfill", bf.Run)
+		src.Backfill = bf.Stats
 		fl, err := schd.NewFlusher(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
 			Kafka: cfg.Kafka, Clock: d.clock, Log: log})
 		if err != nil {
@@ -218,6 +232,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		}
 		defer fl.Close()
 		supervise("schd", fl.Run)
+		src.Schd = fl.Stats
 		jobs, err := sink.NewMaintenance(cfg.Jobs, sink.MaintenanceDeps{PG: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock,
 			Log: log, Location: cfg.Location()})
 		if err != nil {
@@ -225,6 +240,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		}
 		supervise("maintenance", jobs.Run)
 	}
+	m.SetSources(src)
 	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	(&sink.FlightsHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
 	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })

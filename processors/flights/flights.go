@@ -71,6 +71,9 @@ type Deps struct {
 	// a message's last transition: request tracking completes an RQFD there,
 	// so the request is DONE exactly when its SCHD RESP is applied.
 	OnMessageDone func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error
+	// ObserveEndToEnd, if set, receives the time from the message's enqueue
+	// (the transition's At) to its event being handed to Kafka (metrics).
+	ObserveEndToEnd func(time.Duration)
 }
 
 // Stats are the processor's running figures.
@@ -184,6 +187,9 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	}
 	if res.Event != nil {
 		gctx.Emit(goka.Stream(p.cfg.MsgTopic), t.FLID, res.Event)
+		if p.d.ObserveEndToEnd != nil && res.Applied && !t.At.IsZero() {
+			p.d.ObserveEndToEnd(p.d.Clock.Now().Sub(t.At))
+		}
 	}
 	for _, d := range res.Derived {
 		gctx.Loopback(d.FLID, d)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,11 +87,19 @@ type Deps struct {
 	// Requests is optional: without it EROR answers close nothing and the
 	// RESP guard finds no open request.
 	Requests Requests
+	// ObserveDecision, if set, receives the time from a message's delivery
+	// to its recorded decision (metrics).
+	ObserveDecision func(time.Duration)
 }
 
 // Stats are the router's running figures.
 type Stats struct {
-	Decided   map[string]int64 // by state
+	Decided map[string]int64 // by state
+	// Reasons counts SKIPPED and DEAD decisions by reason class
+	// (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, …).
+	Reasons map[string]int64
+	// Ignored counts ignored messages by rule.
+	Ignored   map[string]int64
 	Retries   int64
 	Paused    bool
 	PausedFor string
@@ -111,7 +121,7 @@ type Router struct {
 // New returns the router reading inboxTopic.
 func New(cfg Config, inboxTopic string, d Deps) *Router {
 	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), inbox: inboxTopic, d: d,
-		log: d.Log.With("component", "router"), stats: Stats{Decided: map[string]int64{}}}
+		log: d.Log.With("component", "router"), stats: Stats{Decided: map[string]int64{}, Reasons: map[string]int64{}, Ignored: map[string]int64{}}}
 }
 
 // Stats returns a snapshot of the running figures.
@@ -119,10 +129,7 @@ func (r *Router) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
-	s.Decided = map[string]int64{}
-	for k, v := range r.stats.Decided {
-		s.Decided[k] = v
-	}
+	s.Decided, s.Reasons, s.Ignored = maps.Clone(r.stats.Decided), maps.Clone(r.stats.Reasons), maps.Clone(r.stats.Ignored)
 	return s
 }
 
@@ -208,6 +215,10 @@ func (r *Router) handle(gctx goka.Context, msg any) {
 // context's.
 func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error) {
 	log := r.log.With("msg_id", rec.MsgID)
+	if r.d.ObserveDecision != nil {
+		began := r.d.Clock.Now()
+		defer func() { r.d.ObserveDecision(r.d.Clock.Now().Sub(began)) }()
+	}
 	for {
 		var m sink.Message
 		err := r.available(ctx, func(ctx context.Context) error {
@@ -321,6 +332,7 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) 
 		"type", d.Type, "styp", d.STYP, "transitions", v.N())
 	r.afterDecision(ctx, p, rec.MsgID, v, now)
 	r.count(v.State, rec.MsgID)
+	r.countReason(v)
 	e := Entry{MsgID: rec.MsgID, State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Detail: v.Detail,
 		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
 		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: now}
@@ -481,6 +493,24 @@ func (r *Router) available(ctx context.Context, fn func(context.Context) error) 
 
 // outageBackoff paces retries while a dependency is down.
 var outageBackoff = retry.Backoff{Tiers: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}}
+
+// countReason counts a SKIPPED or DEAD verdict by the class of its reason.
+func (r *Router) countReason(v Verdict) {
+	if v.State != sink.StateSkipped && v.State != sink.StateDead {
+		return
+	}
+	class := v.ErrorClass
+	if class == "" {
+		class, _, _ = strings.Cut(v.Reason, ":")
+		class = strings.TrimSuffix(class, "-of") // duplicate-of:<id> → duplicate
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.Reasons[class]++
+	if rule, ok := strings.CutPrefix(v.Reason, "ignored:"); ok {
+		r.stats.Ignored[rule]++
+	}
+}
 
 func (r *Router) count(state string, msgID int64) {
 	r.mu.Lock()

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"msgx/internal/clock"
+	"msgx/internal/health"
+	"msgx/internal/metric"
+	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
+	"msgx/processors/router"
+	"msgx/sink"
+)
+
+// statusDeps is how the status report reads this deployment.
+func statusDeps(cfg Config, d *deps) sink.StatusDeps {
+	return sink.StatusDeps{
+		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
+		Groups: []sink.StatusGroup{
+			{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
+			{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.Group + "-loop"}},
+			{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
+		},
+		Thresholds: sink.StatusThresholds{HoleAge: 2 * cfg.Ingest.MaxCommitDelay, BackfillOverdue: cfg.Backfill.Overdue},
+	}
+}
+
+// report collects the status report and adds the components' states.
+func report(ctx context.Context, cfg Config, d *deps) (sink.Report, error) {
+	r, err := sink.CollectReport(ctx, statusDeps(cfg, d), d.clock.Now())
+	if err != nil {
+		return r, err
+	}
+	var comps []sink.ComponentState
+	for _, c := range d.health.Snapshot() {
+		cs := sink.ComponentState{Name: c.Name, State: c.State, LastError: c.LastError}
+		if c.Paused != "" {
+			cs.State = sink.ComponentPaused
+			cs.LastError = c.Paused
+		}
+		if !c.LastErrorAt.IsZero() {
+			at := c.LastErrorAt
+			cs.LastErrorAt = &at
+		}
+		comps = append(comps, cs)
+	}
+	r.Merge(comps)
+	return r, nil
+}
+
+// kafkaReachable asks a broker for metadata: the Kafka readiness probe.
+func kafkaReachable(cfg Config, brokers []string) health.Check {
+	return func(ctx context.Context) error {
+		sc := cfg.Kafka.Sarama("msgx-ready")
+		sc.Net.DialTimeout, sc.Net.ReadTimeout, sc.Net.WriteTimeout = 3*time.Second, 3*time.Second, 3*time.Second
+		sc.Metadata.Retry.Max = 0
+		done := make(chan error, 1)
+		go func() {
+			cl, err := sarama.NewClient(brokers, sc)
+			if err == nil {
+				cl.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// registerOps adds /healthz, /readyz, /metrics and /status to mux.
+func registerOps(mux *http.ServeMux, cfg Config, d *deps, m *metric.Metrics) {
+	ready := &health.Ready{Registry: d.health, Timeout: 5 * time.Second, Checks: map[string]health.Check{
+		"postgres": func(ctx context.Context) error { return d.pool.Ping(ctx) },
+		"mysql":    func(ctx context.Context) error { return d.mysql.PingContext(ctx) },
+		"kafka":    kafkaReachable(cfg, d.brokers),
+	}}
+	mux.HandleFunc("GET /healthz", health.Live)
+	mux.Handle("GET /readyz", ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		rep, err := report(r.Context(), cfg, d)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	})
+}
+
+// runStatus prints the status report: from the running daemon's /status
+// when it answers (so component states are included), otherwise collected
+// directly from PostgreSQL, MySQL and Kafka.
+func runStatus(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("usage: msgx status [--json]")
+	}
+	rep, err := statusFromDaemon(ctx, cfg)
+	if err != nil {
+		log.Debug("daemon /status not reachable; collecting directly", "err", err)
+		rep, err = statusDirect(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.Text(out)
+}
+
+func statusFromDaemon(ctx context.Context, cfg Config) (sink.Report, error) {
+	var rep sink.Report
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.HTTPAddr+"/status", nil)
+	if err != nil {
+		return rep, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return rep, errors.New(resp.Status)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	return rep, err
+}
+
+func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (sink.Report, error) {
+	pool, err := sink.OpenPG(ctx, cfg.DB)
+	if err != nil {
+		return sink.Report{}, err
+	}
+	defer pool.Close()
+	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	if err != nil {
+		return sink.Report{}, err
+	}
+	defer my.Close()
+	brokers := cfg.Kafka.Brokers
+	if cfg.Kafka.Embedded() {
+		brokers = []string{cfg.Kafka.EmbeddedAddr}
+	}
+	d := &deps{pool: pool, mysql: my, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
+	return sink.CollectReport(ctx, statusDeps(cfg, d), d.clock.Now())
+}

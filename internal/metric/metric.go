@@ -1,0 +1,262 @@
+// Package metric exposes msgx's figures in the Prometheus format on
+// /metrics. Counters and gauges are read from the components' own running
+// figures (their Stats) and from the status report at scrape time, so the
+// components carry no metrics code; only the two latency histograms are
+// observed as events happen.
+package metric
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"msgx/emitters/schd"
+	"msgx/ingest"
+	"msgx/internal/health"
+	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
+	"msgx/processors/router"
+	"msgx/sink"
+)
+
+// Sources are the running figures the collector reads; any may be nil when
+// the process does not run that component.
+type Sources struct {
+	Ingest   func() ingest.Stats
+	Router   func() router.Stats
+	Flights  func() flights.Stats
+	Refdata  func() refdataproc.Stats
+	Backfill func() sink.BackfillStats
+	Schd     func() schd.Stats
+	Health   *health.Registry
+	// Report collects the status report (database and Kafka figures). It is
+	// cached for ReportTTL so scrapes stay cheap.
+	Report    func(ctx context.Context) (sink.Report, error)
+	ReportTTL time.Duration
+}
+
+// Metrics owns the registry and the histograms.
+type Metrics struct {
+	coll     *collector
+	Registry *prometheus.Registry
+	// Decision is the router's delivery-to-decision latency.
+	Decision prometheus.Histogram
+	// EndToEnd is the latency from a row's enqueue to its msg event.
+	EndToEnd prometheus.Histogram
+}
+
+// New registers the collector and the histograms. The histograms can be
+// handed to the components at once; their running figures are attached
+// with SetSources once they exist.
+func New() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry(), coll: &collector{}}
+	m.Decision = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "msgx_router_decision_seconds", Help: "Time from a message's delivery to the router until its decision is recorded (retries included).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+	})
+	m.EndToEnd = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "msgx_end_to_end_seconds", Help: "Time from an inbox row's enqueue to the msg event of the change it caused.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+	})
+	m.Registry.MustRegister(m.Decision, m.EndToEnd, m.coll,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// SetSources attaches the components' running figures.
+func (m *Metrics) SetSources(src Sources) {
+	m.coll.mu.Lock()
+	defer m.coll.mu.Unlock()
+	m.coll.src = src
+}
+
+// ObserveDecision records one router decision latency.
+func (m *Metrics) ObserveDecision(d time.Duration) { m.Decision.Observe(d.Seconds()) }
+
+// ObserveEndToEnd records one end-to-end latency.
+func (m *Metrics) ObserveEndToEnd(d time.Duration) { m.EndToEnd.Observe(d.Seconds()) }
+
+type collector struct {
+	mu  sync.Mutex
+	src Sources
+
+	rmu      sync.Mutex // guards the cached report
+	report   sink.Report
+	reportOK bool
+	reportAt time.Time
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// The metrics, their names and meanings (listed in docs/operations.md).
+var (
+	ingestRows      = desc("msgx_ingest_rows_total", "Inbox rows produced to msgx.inbox by this process.")
+	ingestWatermark = desc("msgx_ingest_watermark", "The inbox watermark W: every ID up to it was produced.")
+	ingestHoleAge   = desc("msgx_ingest_hole_open_seconds", "How long the hole after W has been open (0: none).")
+	ingestHoles     = desc("msgx_ingest_permanent_holes_total", "Holes released as permanent by this process.")
+	ingestLate      = desc("msgx_ingest_late_rows_total", "Late rows (IDs that appeared after their hole was released) seen by this process.")
+	decisions       = desc("msgx_messages_decided_total", "Router decisions by resulting state.", "state")
+	reasons         = desc("msgx_messages_skipped_or_dead_total", "SKIPPED and DEAD decisions by reason class (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, EXHAUSTED).", "reason_class")
+	ignored         = desc("msgx_messages_ignored_total", "Messages SKIPPED by an ignore rule, by rule.", "rule")
+	retries         = desc("msgx_router_retries_total", "Failures of the head message that were retried in place.")
+	paused          = desc("msgx_component_paused", "1 while a component waits for an unavailable dependency (outage), else 0.", "component")
+	applied         = desc("msgx_transitions_applied_total", "Transitions applied by an applying processor.", "processor")
+	replayed        = desc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
+	rejected        = desc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
+	events          = desc("msgx_events_emitted_total", "Events emitted per output topic.", "topic")
+	backfillMarked  = desc("msgx_backfill_marked_total", "Processed marks written (or found already written).", "result")
+	backfillFailed  = desc("msgx_backfill_transient_failures_total", "Failed processed-mark attempts (retried with backoff).")
+	componentUp     = desc("msgx_component_up", "1 while a component runs, 0 while it restarts or is stopped.", "component")
+	restarts        = desc("msgx_component_restarts_total", "Supervised restarts after an error.", "component")
+	inboxLag        = desc("msgx_inbox_lag", "MAX(CMINMSGS_ID) minus the watermark W.")
+	byState         = desc("msgx_messages", "Messages in proc_state by state.", "state")
+	oldestOpen      = desc("msgx_oldest_unfinished_seconds", "Age of the oldest unfinished message (0: none).")
+	deadByClass     = desc("msgx_dead_messages", "DEAD messages by error class.", "class")
+	backfillPending = desc("msgx_backfill_pending", "Terminal messages still owing their processed mark.")
+	backfillAband   = desc("msgx_backfill_abandoned", "Processed marks abandoned, by reason.", "reason")
+	groupLag        = desc("msgx_consumer_lag", "Records of a topic a goka group has not committed yet.", "group", "topic")
+	lateRows        = desc("msgx_late_rows", "Late rows recorded (all time).")
+	holes           = desc("msgx_permanent_holes", "Permanent holes recorded (all time).")
+	statusUp        = desc("msgx_status_report_ok", "1 when the last status report could be collected.")
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
+		ignored, retries, paused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
+		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp} {
+		ch <- d
+	}
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v int64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	s := c.src
+	c.mu.Unlock()
+	if s.Ingest != nil {
+		st := s.Ingest()
+		counter(ch, ingestRows, st.Produced)
+		gauge(ch, ingestWatermark, float64(st.Watermark))
+		age := 0.0
+		if !st.HoleSince.IsZero() {
+			age = time.Since(st.HoleSince).Seconds()
+		}
+		gauge(ch, ingestHoleAge, age)
+		counter(ch, ingestHoles, st.PermanentHoles)
+		counter(ch, ingestLate, st.LateRows)
+	}
+	if s.Router != nil {
+		st := s.Router()
+		for state, n := range st.Decided {
+			counter(ch, decisions, n, state)
+		}
+		for class, n := range st.Reasons {
+			counter(ch, reasons, n, class)
+		}
+		for rule, n := range st.Ignored {
+			counter(ch, ignored, n, rule)
+		}
+		counter(ch, retries, st.Retries)
+		gauge(ch, paused, b2f(st.Paused), "router")
+	}
+	if s.Flights != nil {
+		st := s.Flights()
+		counter(ch, applied, st.Applied, "flights")
+		counter(ch, replayed, st.Replays, "flights")
+		counter(ch, rejected, st.Rejected, "flights")
+		counter(ch, events, st.Events, "msg")
+		gauge(ch, paused, b2f(st.Paused), "flights")
+	}
+	if s.Refdata != nil {
+		st := s.Refdata()
+		counter(ch, applied, st.Applied, "refdata")
+		counter(ch, replayed, st.Replays, "refdata")
+		counter(ch, rejected, st.Rejected, "refdata")
+		gauge(ch, paused, b2f(st.Paused), "refdata")
+	}
+	if s.Schd != nil {
+		counter(ch, events, s.Schd().Flushed, "schd")
+	}
+	if s.Backfill != nil {
+		st := s.Backfill()
+		counter(ch, backfillMarked, st.Marked, "written")
+		counter(ch, backfillMarked, st.AlreadyMarked, "already-marked")
+		counter(ch, backfillFailed, st.TransientFailures)
+	}
+	if s.Health != nil {
+		for _, comp := range s.Health.Snapshot() {
+			gauge(ch, componentUp, b2f(comp.State == health.Running), comp.Name)
+			counter(ch, restarts, int64(comp.Restarts), comp.Name)
+		}
+	}
+	c.collectReport(ch, s)
+}
+
+func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
+	if s.Report == nil {
+		return
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if time.Since(c.reportAt) > s.ReportTTL || c.reportAt.IsZero() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		r, err := s.Report(ctx)
+		cancel()
+		c.report, c.reportOK, c.reportAt = r, err == nil, time.Now()
+	}
+	gauge(ch, statusUp, b2f(c.reportOK))
+	if !c.reportOK {
+		return
+	}
+	r := c.report
+	if r.Inbox.Lag >= 0 {
+		gauge(ch, inboxLag, float64(r.Inbox.Lag))
+	}
+	if r.Inbox.LateRows >= 0 {
+		gauge(ch, lateRows, float64(r.Inbox.LateRows))
+	}
+	if r.Inbox.PermanentHoles >= 0 {
+		gauge(ch, holes, float64(r.Inbox.PermanentHoles))
+	}
+	for state, n := range r.Messages.ByState {
+		gauge(ch, byState, float64(n), state)
+	}
+	age := 0.0
+	if r.Messages.OldestUnfinished != nil {
+		age = float64(r.Messages.OldestUnfinished.AgeSeconds)
+	}
+	gauge(ch, oldestOpen, age)
+	for class, n := range r.Messages.DeadByClass {
+		gauge(ch, deadByClass, float64(n), class)
+	}
+	if r.Backfill.Pending >= 0 {
+		gauge(ch, backfillPending, float64(r.Backfill.Pending))
+	}
+	for reason, n := range r.Backfill.Abandoned {
+		gauge(ch, backfillAband, float64(n), reason)
+	}
+	for _, g := range r.Groups {
+		if g.Lag >= 0 {
+			gauge(ch, groupLag, float64(g.Lag), g.Group, g.Topic)
+		}
+	}
+}
