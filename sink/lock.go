@@ -50,6 +50,12 @@ func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key int64, inte
 	}
 }
 
+// TryLock takes the advisory lock key if it is free; ok is false when
+// another session holds it.
+func TryLock(ctx context.Context, c Config, key int64) (l *Lock, ok bool, err error) {
+	return tryLock(ctx, c, key)
+}
+
 func tryLock(ctx context.Context, c Config, key int64) (*Lock, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()

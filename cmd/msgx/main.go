@@ -26,6 +26,7 @@ Usage:
   msgx status [--json]                 is it keeping up, is anything stuck, what must a human look at
   msgx replay (--class C | --reason-prefix P | --ids 1,2 | --pending) [--dry-run]
                                       re-inject replayable messages (CODEC_ERROR, INFRA, EXHAUSTED, unsupported:)
+  msgx rebuild [--yes]                rebuild every goka table and derived PostgreSQL table from msgx.inbox (stop msgx first)
   msgx request refdata <RTYPE>        send an RQRD for one reference category (COUTMSGS)
   msgx request flights --from T --to T
                                       send an RQFD for a flight window
@@ -74,6 +75,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runStatus(ctx, cfg, args[1:], stdout, log)
 	case "replay":
 		err = runReplay(ctx, cfg, args[1:], stdout, log)
+	case "rebuild":
+		err = runRebuild(ctx, cfg, args[1:], stdout, log)
 	case "request":
 		err = runRequest(ctx, cfg, args[1:], stdout, log)
 	case "backfill":

@@ -186,59 +186,35 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		mux.Handle("POST /cminmsgs/send", send)
 	}
 	if r.has(roleProcess) {
-		reqs, err := newRequests(cfg, d)
-		if err != nil {
-			return err
-		}
-		supervise("requests", reqs.Run)
-		msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
-		rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
-			Requests: reqs, ObserveDecision: m.ObserveDecision})
-		src.Router = rt.Stats
-		d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
-		supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-		fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-			ObserveEndToEnd: m.ObserveEndToEnd,
-			OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {
-				if t.Source != "SCHD-RESP" {
+		// One processing instance at a time: a second one waits as a hot
+		// standby and takes over when the first dies (its session, and so
+		// the lock, ends with it). msgx rebuild takes the same lock.
+		g.Go(func() error {
+			var lock *sink.Lock
+			err := retry.UntilAvailable(gctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
+				log.Warn("process lock: PostgreSQL unavailable, waiting", "component", "main", "err", err)
+			}, func(ctx context.Context) error {
+				var err error
+				lock, err = sink.AcquireLock(ctx, cfg.DB, d.clock, sink.LockProcess, 5*time.Second, func() {
+					log.Info("standby: another instance is processing; waiting to take over", "component", "main")
+				})
+				return retry.Outage("postgres", err)
+			})
+			if err != nil {
+				if gctx.Err() != nil {
 					return nil
 				}
-				return reqs.Complete(ctx, tx, request.RQFD, request.STYPNone, t.MsgID, t.MsgDTTM, d.clock.Now())
-			}})
-		supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-		src.Flights = fp.Stats
-		d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
-		rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-			OnApplied: func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error {
-				if t.STYP != refdata.STYPRESP {
-					return nil
-				}
-				return reqs.Complete(ctx, tx, request.RQRD, t.RType, t.MsgID, t.MsgDTTM, d.clock.Now())
-			}})
-		supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-		src.Refdata = rp.Stats
-		d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
-		bf, err := sink.NewBackfill(cfg.Backfill, sink.BackfillDeps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
-			Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
-		if err != nil {
-			return err
-		}
-		supervise("backfill", bf.Run)
-		src.Backfill = bf.Stats
-		fl, err := schd.NewFlusher(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
-			Kafka: cfg.Kafka, Clock: d.clock, Log: log})
-		if err != nil {
-			return err
-		}
-		defer fl.Close()
-		supervise("schd", fl.Run)
-		src.Schd = fl.Stats
-		jobs, err := sink.NewMaintenance(cfg.Jobs, sink.MaintenanceDeps{PG: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock,
-			Log: log, Location: cfg.Location()})
-		if err != nil {
-			return err
-		}
-		supervise("maintenance", jobs.Run)
+				return err
+			}
+			defer lock.Release()
+			log.Info("process lock acquired: this instance runs the processors", "component", "main")
+			if err := startProcessing(cfg, d, log, m, &src, supervise); err != nil {
+				return err
+			}
+			m.SetSources(src)
+			<-gctx.Done()
+			return nil
+		})
 	}
 	m.SetSources(src)
 	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
@@ -339,4 +315,71 @@ func runMigrate(cfg Config, args []string, out io.Writer) error {
 func newRequests(cfg Config, d *deps) (*outbound.Requests, error) {
 	return outbound.New(cfg.Requests, outbound.Deps{PG: d.pool, MySQL: d.mysql, Clock: d.clock, Log: d.log,
 		Location: cfg.Location(), DBTimeout: cfg.DB.Timeout})
+}
+
+// startProcessing starts the processing role's components under
+// supervision: request tracking, the router, the flights and refdata
+// processors, the backfill sweeper, the schd flusher and the maintenance
+// jobs.
+func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, src *metric.Sources,
+	supervise func(string, func(context.Context) error)) error {
+	reqs, err := newRequests(cfg, d)
+	if err != nil {
+		return err
+	}
+	supervise("requests", reqs.Run)
+	msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
+	rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
+		Requests: reqs, ObserveDecision: m.ObserveDecision})
+	src.Router = rt.Stats
+	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
+	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+		ObserveEndToEnd: m.ObserveEndToEnd,
+		OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {
+			if t.Source != "SCHD-RESP" {
+				return nil
+			}
+			return reqs.Complete(ctx, tx, request.RQFD, request.STYPNone, t.MsgID, t.MsgDTTM, d.clock.Now())
+		}})
+	supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	src.Flights = fp.Stats
+	d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
+	rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+		OnApplied: func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error {
+			if t.STYP != refdata.STYPRESP {
+				return nil
+			}
+			return reqs.Complete(ctx, tx, request.RQRD, t.RType, t.MsgID, t.MsgDTTM, d.clock.Now())
+		}})
+	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	src.Refdata = rp.Stats
+	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
+	bf, err := sink.NewBackfill(cfg.Backfill, sink.BackfillDeps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
+		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+	if err != nil {
+		return err
+	}
+	supervise("backfill", bf.Run)
+	src.Backfill = bf.Stats
+	fl, err := schd.NewFlusher(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
+		Kafka: cfg.Kafka, Clock: d.clock, Log: log})
+	if err != nil {
+		return err
+	}
+	supervise("schd", func(ctx context.Context) error {
+		err := fl.Run(ctx)
+		if ctx.Err() != nil {
+			fl.Close() // stopping for good: release the producer
+		}
+		return err
+	})
+	src.Schd = fl.Stats
+	jobs, err := sink.NewMaintenance(cfg.Jobs, sink.MaintenanceDeps{PG: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock,
+		Log: log, Location: cfg.Location()})
+	if err != nil {
+		return err
+	}
+	supervise("maintenance", jobs.Run)
+	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
+
+	"msgx/internal/clock"
 )
 
 // TopicSpec is how one topic must look.
@@ -135,4 +137,91 @@ func ReadTable(ctx context.Context, brokers []string, c Config, table goka.Table
 func Abort(ctx goka.Context, err error) {
 	ctx.Fail(err)
 	panic(fmt.Errorf("callback aborted: %w", err))
+}
+
+// Lag returns, for each topic, how many records of partition 0 the group has
+// not committed yet (the end offset when it never committed), and whether
+// the group has active members.
+func Lag(ctx context.Context, brokers []string, c Config, group string, topics []string) (map[string]int64, bool, error) {
+	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	if err != nil {
+		return nil, false, fmt.Errorf("connecting kafka admin: %w", err)
+	}
+	defer admin.Close()
+	client, err := sarama.NewClient(brokers, c.Sarama("msgx-admin"))
+	if err != nil {
+		return nil, false, fmt.Errorf("connecting kafka client: %w", err)
+	}
+	defer client.Close()
+	parts := map[string][]int32{}
+	for _, t := range topics {
+		parts[t] = []int32{0}
+	}
+	offs, err := admin.ListConsumerGroupOffsets(group, parts)
+	if errors.Is(err, sarama.ErrGroupIDNotFound) {
+		// A group that never committed (or was just deleted).
+		offs, err = &sarama.OffsetFetchResponse{}, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading offsets of group %s: %w", group, err)
+	}
+	lag := map[string]int64{}
+	for _, t := range topics {
+		end, err := client.GetOffset(t, 0, sarama.OffsetNewest)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading end offset of %s: %w", t, err)
+		}
+		committed := int64(0)
+		if b := offs.GetBlock(t, 0); b != nil && b.Offset > 0 {
+			committed = b.Offset
+		}
+		lag[t] = max(0, end-committed)
+	}
+	desc, err := admin.DescribeConsumerGroups([]string{group})
+	active := false
+	if err == nil && len(desc) == 1 {
+		active = len(desc[0].Members) > 0
+	}
+	return lag, active, nil
+}
+
+// ResetGroups deletes the consumer groups (their committed offsets): the
+// next run of their processors starts from the oldest offset. A group with
+// active members is refused by the broker.
+func ResetGroups(brokers []string, c Config, groups []string) error {
+	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	if err != nil {
+		return fmt.Errorf("connecting kafka admin: %w", err)
+	}
+	defer admin.Close()
+	for _, g := range groups {
+		if err := admin.DeleteConsumerGroup(g); err != nil && !errors.Is(err, sarama.ErrGroupIDNotFound) {
+			return fmt.Errorf("deleting consumer group %s: %w", g, err)
+		}
+	}
+	return nil
+}
+
+// RecreateTopics deletes the topics and creates them again empty, with the
+// given specs (waiting for a deletion the broker finishes asynchronously).
+func RecreateTopics(ctx context.Context, clk clock.Clock, brokers []string, c Config, specs []TopicSpec, log *slog.Logger) error {
+	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	if err != nil {
+		return fmt.Errorf("connecting kafka admin: %w", err)
+	}
+	defer admin.Close()
+	for _, s := range specs {
+		if err := admin.DeleteTopic(s.Name); err != nil && !errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			return fmt.Errorf("deleting topic %s: %w", s.Name, err)
+		}
+	}
+	for {
+		err := EnsureTopics(brokers, c, specs, log)
+		if err == nil {
+			return nil
+		}
+		if serr := clock.Sleep(ctx, clk, 500*time.Millisecond); serr != nil {
+			return fmt.Errorf("recreating topics: %w (last: %v)", serr, err)
+		}
+	}
 }

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"golang.org/x/sync/errgroup"
+
+	"msgx/internal/clock"
+	"msgx/internal/kafka"
+	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
+	"msgx/processors/router"
+	"msgx/sink"
+)
+
+// runRebuild serves `msgx rebuild`: it rebuilds every goka table and every
+// derived PostgreSQL table by rewinding msgx.inbox, the source of truth
+// (SPEC §2, §7). Processing is deterministic given the inbox records and the
+// configuration, so the result equals the state before (a test proves it).
+//
+// Sequence: refuse while another instance processes (the process lock and
+// the goka groups' members) → delete the processors' consumer groups →
+// recreate their internal topics empty (transitions, loop, table
+// changelogs) → forget goka's local storage → empty the derived PostgreSQL
+// tables → run the processors from the first inbox record until every group
+// has caught up, printing progress. Processed marks already written to the
+// inbox stay (they are monotonic; the sweeper finds them already marked);
+// outbound request history and the ingest cursor are kept.
+func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	yes := fs.Bool("yes", false, "really rebuild (without it, say what would happen)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("usage: msgx rebuild --yes")
+	}
+	if !*yes {
+		fmt.Fprintf(out, "msgx rebuild empties %v and the goka tables, rewinds %s and reprocesses it.\n"+
+			"Stop every msgx process/run instance first, then run: msgx rebuild --yes\n", sink.DerivedTables(), cfg.Ingest.Topic)
+		return nil
+	}
+	clk := clock.Real{}
+	brokers := cfg.Kafka.Brokers
+	if cfg.Kafka.Embedded() {
+		// The daemon is stopped, so start the embedded broker on its data.
+		b, err := kafka.StartBroker(cfg.Kafka.EmbeddedAddr, filepath.Join(cfg.StateDir, "kafka"), log)
+		if err != nil {
+			return fmt.Errorf("starting the embedded Kafka (is msgx still running?): %w", err)
+		}
+		defer b.Close()
+		brokers = b.Addrs()
+	}
+	lock, ok, err := sink.TryLock(ctx, cfg.DB, sink.LockProcess)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("another msgx instance is processing (it holds the process lock): stop it before rebuilding")
+	}
+	defer lock.Release()
+	groups := map[string][]string{
+		router.Group:      {cfg.Ingest.Topic},
+		flights.Group:     {cfg.Router.FlightTopic, flights.Group + "-loop"},
+		refdataproc.Group: {cfg.Router.RefdataTopic},
+	}
+	// A stopped instance stays a (static) member until its session times
+	// out: wait that long before deciding another one still runs.
+	deadline := clk.Now().Add(2*cfg.Kafka.SessionTimeout + 5*time.Second)
+	for g, topics := range groups {
+		for {
+			_, active, err := kafka.Lag(ctx, brokers, cfg.Kafka, g, topics)
+			if err != nil || !active {
+				break
+			}
+			if clk.Now().After(deadline) {
+				return fmt.Errorf("consumer group %s has active members: stop every msgx instance before rebuilding", g)
+			}
+			if err := clock.Sleep(ctx, clk, time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	pool, err := sink.OpenPG(ctx, cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := sink.Migrate(cfg.DB); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "rebuild: resetting consumer groups, internal topics and derived tables")
+	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{router.Group, flights.Group, refdataproc.Group}); err != nil {
+		return err
+	}
+	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: flights.Group + "-loop", Partitions: cfg.Router.Partitions})
+	for _, g := range []string{router.Group, flights.Group, refdataproc.Group} {
+		internal = append(internal, kafka.TopicSpec{Name: string(goka.GroupTable(goka.Group(g))), Partitions: cfg.Router.Partitions, Compact: true})
+	}
+	if err := kafka.RecreateTopics(ctx, clk, brokers, cfg.Kafka, internal, log); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(cfg.StateDir, "goka")); err != nil {
+		return fmt.Errorf("forgetting goka's local tables: %w", err)
+	}
+	if err := sink.TruncateDerived(ctx, pool); err != nil {
+		return err
+	}
+	total, err := inboxEnd(ctx, brokers, cfg)
+	if err != nil {
+		return err
+	}
+
+	// The processors, as the daemon runs them, without outbound side
+	// effects (request tracking keeps its own history).
+	opts := func() []goka.ProcessorOption {
+		return kafka.GokaOptions(cfg.Kafka, storage.MemoryBuilder(), log)
+	}
+	rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: sink.NewMessages(pool, cfg.DB.Timeout), Clock: clk, Log: log, Loc: cfg.Location()})
+	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	g, gctx := errgroup.WithContext(pctx)
+	g.Go(func() error { return rt.Run(gctx, brokers, opts()...) })
+	g.Go(func() error { return fp.Run(gctx, brokers, opts()...) })
+	g.Go(func() error { return rp.Run(gctx, brokers, opts()...) })
+
+	began := clk.Now()
+	caughtUp := 0
+	for caughtUp < 2 {
+		if err := clock.Sleep(gctx, clk, time.Second); err != nil {
+			return fmt.Errorf("rebuild interrupted: %w", errors.Join(err, g.Wait()))
+		}
+		var remaining int64
+		done := total
+		for grp, topics := range groups {
+			lag, _, err := kafka.Lag(ctx, brokers, cfg.Kafka, grp, topics)
+			if err != nil {
+				remaining = -1
+				break
+			}
+			for t, l := range lag {
+				remaining += l
+				if t == cfg.Ingest.Topic {
+					done = total - l
+				}
+			}
+		}
+		elapsed := clk.Now().Sub(began)
+		rate := float64(done) / max(elapsed.Seconds(), 0.001)
+		eta := "?"
+		if rate > 0 {
+			eta = (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
+		}
+		fmt.Fprintf(out, "rebuild: %s %d/%d messages (%.0f msg/s, ETA %s)\n", bar(done, total), done, total, rate, eta)
+		if remaining == 0 {
+			caughtUp++
+		} else {
+			caughtUp = 0
+		}
+	}
+	stop()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "rebuild: done, %d messages in %v; start msgx again\n", total, clk.Now().Sub(began).Round(time.Millisecond))
+	return nil
+}
+
+func inboxEnd(ctx context.Context, brokers []string, cfg Config) (int64, error) {
+	lag, _, err := kafka.Lag(ctx, brokers, cfg.Kafka, "msgx-rebuild-probe", []string{cfg.Ingest.Topic})
+	if err != nil {
+		return 0, err
+	}
+	return lag[cfg.Ingest.Topic], nil
+}
+
+func bar(done, total int64) string {
+	const width = 30
+	n := width
+	if total > 0 {
+		n = int(done * width / total)
+	}
+	b := make([]byte, width)
+	for i := range b {
+		b[i] = '.'
+		if i < n {
+			b[i] = '#'
+		}
+	}
+	return "[" + string(b) + "]"
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lovoo/goka"
+
+	"msgx/internal/kafka"
+	"msgx/internal/sample"
+	"msgx/internal/testenv"
+	"msgx/internal/workload"
+	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
+	"msgx/processors/router"
+	"msgx/tables/flight"
+	"msgx/tables/refdata"
+)
+
+// state is everything a rebuild must reproduce: the derived PostgreSQL
+// tables (without the wall-clock columns a new run sets again) and the goka
+// tables.
+func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, q := range map[string]string{
+		"proc_state": `SELECT msg_id, state, identity_key, error_class, reason, n_transitions, n_applied, enqueued_at, attempts
+			FROM proc_state ORDER BY msg_id`,
+		"flight_schd":   `SELECT flid, state, state_version, last_msg_id, operation_day, doc FROM flight_schd ORDER BY flid`,
+		"flight_gtdt":   `SELECT flid, ordinal, source_seq, gate, pgot FROM flight_gtdt ORDER BY flid, ordinal`,
+		"flight_route":  `SELECT flid, route_kind, ordinal, apcd FROM flight_route_point ORDER BY 1, 2, 3`,
+		"ref_master":    `SELECT rtype, rkey, attributes, updated_at, last_msg_id FROM ref_master ORDER BY rtype, rkey`,
+		"flight_index":  `SELECT flid, operation_day, first_msg_id FROM flight_index ORDER BY flid`,
+		"transitions":   `SELECT msg_id, kind, key FROM transition_applied ORDER BY 1, 2, 3`,
+		"schd_snap_log": `SELECT msg_id, styp, operation_days, flights FROM schd_snap_log ORDER BY msg_id`,
+	} {
+		rows, err := pool.Query(context.Background(), q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var lines []string
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(vals)
+			lines = append(lines, string(b))
+		}
+		rows.Close()
+		out[name] = strings.Join(lines, "\n")
+	}
+	brokers := []string{cfg.Kafka.EmbeddedAddr}
+	for _, tbl := range []struct {
+		table goka.Table
+		codec goka.Codec
+	}{{flights.Table, flight.StateCodec{}}, {refdataproc.Table, refdata.StateCodec{}}} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := kafka.ReadTable(ctx, brokers, cfg.Kafka, tbl.table, tbl.codec, testenv.Logger(t), func(v *goka.View) error {
+			it, err := v.Iterator()
+			if err != nil {
+				return err
+			}
+			var lines []string
+			for it.Next() {
+				val, err := it.Value()
+				if err != nil {
+					return err
+				}
+				b, _ := json.Marshal(val)
+				lines = append(lines, it.Key()+"="+string(b))
+			}
+			sort.Strings(lines)
+			out[string(tbl.table)] = strings.Join(lines, "\n")
+			return nil
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestRebuildReproducesState processes a day of messages, stops the daemon,
+// rebuilds everything from msgx.inbox and compares.
+func TestRebuildReproducesState(t *testing.T) {
+	cfg, myDSN := testConfig(t, nil)
+	my := testenv.OpenMySQL(t, myDSN)
+	for _, m := range workload.Day(workload.Options{Seed: 3, Flights: 120, Ops: 600}) {
+		testenv.InsertInbox(t, my, m)
+	}
+	samples, err := sample.Load(sample.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		if strings.HasPrefix(s.File, "INSERT_CMINMSGS_AIRL") || strings.HasPrefix(s.File, "INSERT_CMINMSGS_CLST") {
+			testenv.InsertInbox(t, my, strings.Replace(s.XML, "<SEQN>1243</SEQN>", fmt.Sprintf("<SEQN>%d</SEQN>", 800000+s.Index), 1))
+		}
+	}
+	var total int
+	if err := my.QueryRow("SELECT COUNT(*) FROM cminmsgs").Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	brokers := []string{cfg.Kafka.EmbeddedAddr}
+	stop := start(t, cfg)
+	pool := openPool(t, cfg)
+	waitFor(t, "every message terminal", 2*time.Minute, func() bool {
+		return count(t, pool, "SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED','SKIPPED','DEAD')") == total
+	})
+	testenv.WaitCaughtUp(t, brokers, flights.Group, []string{cfg.Router.FlightTopic}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, refdataproc.Group, []string{cfg.Router.RefdataTopic}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, router.Group, []string{cfg.Ingest.Topic}, time.Minute)
+	stop()
+
+	// The embedded broker stopped with the daemon; read the tables with a
+	// broker on the same data.
+	b, err := kafka.StartBroker(cfg.Kafka.EmbeddedAddr, cfg.StateDir+"/kafka", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rebuildState(t, cfg, pool)
+	b.Close()
+	for name, v := range before {
+		n := strings.Count(v, "\n") + 1
+		if v == "" || (name == "flight_schd" && n < 100) {
+			t.Fatalf("%s: nothing to rebuild (%d rows)", name, n)
+		}
+		t.Logf("%s: %d rows to reproduce", name, n)
+	}
+
+	var out strings.Builder
+	if err := runRebuild(context.Background(), cfg, []string{"--yes"}, &out, testenv.Logger(t)); err != nil {
+		t.Fatalf("rebuild: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("%d/%d messages", total, total)) || !strings.Contains(out.String(), "rebuild: done") {
+		t.Fatalf("no progress reaching %d/%d:\n%s", total, total, out.String())
+	}
+	b, err = kafka.StartBroker(cfg.Kafka.EmbeddedAddr, cfg.StateDir+"/kafka", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	after := rebuildState(t, cfg, pool)
+	for name, want := range before {
+		if after[name] != want {
+			t.Errorf("%s differs after rebuild:\n before %.400s\n after  %.400s", name, want, after[name])
+		}
+	}
+}
