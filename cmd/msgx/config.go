@@ -49,6 +49,7 @@ type Config struct {
 	Requests outbound.Config
 	Schd     schd.Config
 	Jobs     sink.MaintenanceConfig
+	History  flights.HistoryConfig
 
 	loc *time.Location
 }
@@ -78,7 +79,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
 	errs = append(errs, c.productionChecks()...)
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Jobs} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Jobs, c.History} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

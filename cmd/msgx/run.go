@@ -381,5 +381,7 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 		return err
 	}
 	supervise("maintenance", jobs.Run)
+	hist := flights.NewHistory(cfg.History, cfg.Router.FlightTopic, d.pool, cfg.DB.Timeout, d.brokers, cfg.Kafka, d.clock, cfg.Location(), log)
+	supervise("history", hist.Run)
 	return nil
 }

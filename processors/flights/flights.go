@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/codec"
 
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
@@ -39,13 +40,17 @@ type Config struct {
 	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
 	// ("keep", 004 Q13) or cleared ("clear", 001 §12.1).
 	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
+	// SchdTopic is the latest-state topic; the processor writes the
+	// tombstone of a flight the history sweep removes (the schd flusher
+	// publishes everything else).
+	SchdTopic string `env:"MSGX_TOPIC_SCHD" envDefault:"msgx.schd"`
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error
-	if c.MsgTopic == "" {
-		errs = append(errs, errors.New("MSGX_TOPIC_MSG: empty"))
+	if c.MsgTopic == "" || c.SchdTopic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_MSG and MSGX_TOPIC_SCHD must be set"))
 	}
 	if c.ScheduleMissing != flight.ScheduleMissingKeep && c.ScheduleMissing != flight.ScheduleMissingClear {
 		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_MISSING=%q: want keep or clear", c.ScheduleMissing))
@@ -117,6 +122,7 @@ func (p *Processor) Graph() *goka.GroupGraph {
 		goka.Input(goka.Stream(p.input), flight.TransitionCodec{}, p.handle),
 		goka.Loop(flight.TransitionCodec{}, p.handle),
 		goka.Output(goka.Stream(p.cfg.MsgTopic), flight.EventCodec{}),
+		goka.Output(goka.Stream(p.cfg.SchdTopic), new(codec.Bytes)),
 		goka.Persist(flight.StateCodec{}),
 	)
 }
@@ -182,7 +188,12 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		// Shutdown: not committed, delivered again after restart.
 		kafka.Abort(gctx, err)
 	}
-	if res.State != nil {
+	switch {
+	case res.Purge:
+		// Gone from the table; the compacted schd topic forgets it too.
+		gctx.Delete()
+		gctx.Emit(goka.Stream(p.cfg.SchdTopic), t.FLID, nil)
+	case res.State != nil:
 		gctx.SetValue(res.State)
 	}
 	if res.Event != nil {
@@ -210,7 +221,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 // counted reports whether the router counted t in its message's n: derived
 // transitions (MAFL links, cascade deletes) are not.
 func counted(t *flight.Transition) bool {
-	return t.Kind != flight.KindLink && !t.Cascade
+	return t.Kind != flight.KindLink && t.Kind != flight.KindPurge && !t.Cascade
 }
 
 // write runs step 2, waiting out outages (no progress, nothing lost) and
@@ -223,7 +234,12 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
-			if res.State != nil {
+			switch {
+			case res.Purge:
+				if err := sink.PurgeFlight(wctx, tx, res.State, p.d.Clock.Now()); err != nil {
+					return err
+				}
+			case res.State != nil:
 				if err := sink.WriteFlight(wctx, tx, res.State); err != nil {
 					return err
 				}

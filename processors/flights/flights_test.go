@@ -33,7 +33,7 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(pool.Close)
 	rg := &rig{t: t, pool: pool, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
-	p := New(Config{MsgTopic: "msgx.msg", ScheduleMissing: "keep"}, "msgx.flight-transitions",
+	p := New(Config{MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}, "msgx.flight-transitions",
 		Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: testenv.Logger(t)})
 	rg.tt = tester.New(t)
 	gp, err := p.Processor(nil, goka.WithTester(rg.tt))
@@ -154,5 +154,39 @@ func TestFlightsProcessor(t *testing.T) {
 	s, ok := rg.tt.TableValue(Table, "16").(*flight.State)
 	if !ok || s.State != flight.StateDeleted {
 		t.Fatalf("table value %+v", s)
+	}
+}
+
+func TestPurgeThroughTheProcessor(t *testing.T) {
+	rg := newRig(t)
+	schd := rg.tt.NewQueueTracker("msgx.schd")
+	rg.routed(1, 1)
+	rg.apply(flight.Transition{MsgID: 1, Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: "30", OperationDay: "2026-09-01",
+		Fields: map[string]string{"FLNO": "CA30"}, Collections: map[string][]flight.Element{"GTDT": {{"GTNO": "1", "GATE": "G1"}}}})
+	rg.events_()
+	rg.apply(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: "30", PurgeBefore: "2026-10-01"})
+	ev := rg.events_()
+	if len(ev) != 1 || ev[0].EventType != flight.EventTombstone || ev[0].StateVersion != 2 {
+		t.Fatalf("purge events %+v", ev)
+	}
+	if k, v, ok := schd.NextRaw(); !ok || k != "30" || len(v) != 0 {
+		t.Fatalf("schd after purge: %q %v %v, want a tombstone", k, v, ok)
+	}
+	if rg.tt.TableValue(Table, "30") != nil {
+		t.Fatal("the purged flight is still in the table")
+	}
+	ctx := context.Background()
+	var inSchd, inGates, inHist int
+	_ = rg.pool.QueryRow(ctx, "SELECT COUNT(*) FROM flight_schd WHERE flid = '30'").Scan(&inSchd)
+	_ = rg.pool.QueryRow(ctx, "SELECT COUNT(*) FROM flight_gtdt WHERE flid = '30'").Scan(&inGates)
+	_ = rg.pool.QueryRow(ctx, "SELECT COUNT(*) FROM flight_hist WHERE flid = '30' AND state = 'DELETED' AND state_version = 2").Scan(&inHist)
+	if inSchd != 0 || inGates != 0 || inHist != 1 {
+		t.Fatalf("read model %d/%d, history %d", inSchd, inGates, inHist)
+	}
+	// Delivered again: nothing left to purge, nothing archived twice.
+	rg.apply(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: "30", PurgeBefore: "2026-10-01"})
+	_ = rg.pool.QueryRow(ctx, "SELECT COUNT(*) FROM flight_hist WHERE flid = '30'").Scan(&inHist)
+	if inHist != 1 || len(rg.events_()) != 0 {
+		t.Fatalf("a second purge archived again (%d) or emitted", inHist)
 	}
 }

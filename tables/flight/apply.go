@@ -39,6 +39,10 @@ const (
 const (
 	// OutcomeApplied: the flight changed; its version was bumped.
 	OutcomeApplied = "applied"
+	// OutcomePurged: a PURGE took the flight out of the table.
+	OutcomePurged = "purged"
+	// OutcomeNotEligible: a PURGE for a flight whose day is not past.
+	OutcomeNotEligible = "not-eligible"
 	// OutcomeReplay: the transition was already applied (I4); Result.Event
 	// and Result.Derived are what the current state implies.
 	OutcomeReplay = "replay"
@@ -80,6 +84,10 @@ type Result struct {
 	Derived []Transition
 	// Outcome is one of the Outcome constants.
 	Outcome string
+	// Purge says the flight leaves the table (KindPurge): State is its last
+	// state, to archive; the processor deletes the table entry and the
+	// read-model rows.
+	Purge bool
 }
 
 // Event is one msg-topic record (SPEC §6), keyed by FLID. Consumers
@@ -127,6 +135,8 @@ func Apply(s *State, t Transition, o Options) (Result, error) {
 		t.Kind = KindDelete
 	}
 	switch t.Kind {
+	case KindPurge:
+		return applyPurge(s, t), nil
 	case KindLink:
 		return applyLink(s, t), nil
 	case KindDelete:
@@ -151,7 +161,7 @@ func check(s *State, t Transition, o Options) error {
 	if s != nil && s.FLID != t.FLID {
 		return fmt.Errorf("%w: transition for FLID %s applied to state of FLID %s", ErrInvalid, t.FLID, s.FLID)
 	}
-	if t.MsgID <= 0 {
+	if t.MsgID <= 0 && t.Kind != KindPurge {
 		return fmt.Errorf("%w: msgId %d (must be positive)", ErrInvalid, t.MsgID)
 	}
 	if t.Cascade && t.Kind != KindDelete {
@@ -166,6 +176,10 @@ func check(s *State, t Transition, o Options) error {
 	case KindDelete:
 		if t.Cascade && t.Fields["MAID"] == "" {
 			return fmt.Errorf("%w: cascade DELETE without the master in fields.MAID", ErrInvalid)
+		}
+	case KindPurge:
+		if _, err := time.Parse(time.DateOnly, t.PurgeBefore); err != nil {
+			return fmt.Errorf("%w: PURGE without a valid purgeBefore day: %q", ErrInvalid, t.PurgeBefore)
 		}
 	case KindLink:
 		if t.Link == nil || t.Link.Child == "" {
@@ -777,6 +791,30 @@ func diff(before, next *State) []string {
 		changed = append(changed, ChangedOperationDay)
 	}
 	return changed
+}
+
+// applyPurge takes a flight of a past operation day out of the table. A
+// flight that was never deleted gets a last version, DELETED, whose
+// TOMBSTONE event consumers see before it disappears; a deleted one already
+// had its tombstone. A flight whose day is not (yet) past, or that has no
+// day, stays.
+func applyPurge(s *State, t Transition) Result {
+	if s == nil {
+		return Result{Outcome: OutcomeNoMatch}
+	}
+	if s.OperationDay == "" || s.OperationDay >= t.PurgeBefore {
+		return Result{Outcome: OutcomeNotEligible}
+	}
+	last := s.Clone()
+	res := Result{State: last, Purge: true, Outcome: OutcomePurged}
+	if last.State != StateDeleted {
+		last.State = StateDeleted
+		last.StateVersion++
+		last.UpdatedAt = t.At
+		last.Last = &Provenance{MsgID: last.LastMsgID, Source: SourceHistory, Changed: []string{ChangedState}}
+		res.Applied, res.Changed, res.Event = true, []string{ChangedState}, eventOf(last)
+	}
+	return res
 }
 
 // eventOf is the msg-topic event of the flight's current version.

@@ -23,10 +23,18 @@ const (
 	// KindLink is derived by Apply: a child's MAID link reported to its
 	// master.
 	KindLink Kind = "LINK"
+	// KindPurge is sent by the history sweep: a flight whose operation day
+	// is before PurgeBefore leaves the table (archived by the processor).
+	// It travels through the processor like any change, so it is never
+	// applied while the flight is being updated.
+	KindPurge Kind = "PURGE"
 )
 
 // Sources that Apply itself puts on derived transitions.
 const (
+	// SourceHistory is the source of the tombstone the history sweep emits
+	// for a flight that was never deleted.
+	SourceHistory = "HISTORY-SWEEP"
 	// SourceCascade is the source of a DELETE derived from a master's
 	// deletion.
 	SourceCascade = "CASCADE"
@@ -80,6 +88,9 @@ type Transition struct {
 	// carries the deleting master in Fields["MAID"]: it deletes the flight
 	// only while the flight still belongs to that master.
 	Cascade bool `json:"cascade,omitempty"`
+	// PurgeBefore (YYYY-MM-DD, PURGE only): flights of operation days
+	// strictly before it are history.
+	PurgeBefore string `json:"purgeBefore,omitempty"`
 	// MsgDTTM is the message's META DTTM: request tracking matches a SCHD
 	// RESP to its RQFD by it. Apply ignores it.
 	MsgDTTM time.Time `json:"msgDttm,omitzero"`

@@ -1,0 +1,139 @@
+package flights
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"msgx/internal/clock"
+	"msgx/internal/kafka"
+	"msgx/internal/retry"
+	"msgx/sink"
+	"msgx/tables/flight"
+)
+
+// HistoryConfig configures the flight history sweep.
+type HistoryConfig struct {
+	// SweepAt is the daily time (HH:MM, airport time) of the sweep.
+	SweepAt string `env:"MSGX_HISTORY_SWEEP_AT" envDefault:"03:30"`
+	// Retention is how long after its operation day a flight stays in the
+	// read model and the flights table (whole days; 0 disables the sweep).
+	Retention time.Duration `env:"MSGX_HISTORY_RETENTION" envDefault:"720h"`
+	// Batch is how many flights one sweep hands to the processor at most.
+	Batch int `env:"MSGX_HISTORY_BATCH" envDefault:"10000"`
+}
+
+// Validate checks the configuration.
+func (c HistoryConfig) Validate() error {
+	var errs []error
+	if _, err := time.Parse("15:04", c.SweepAt); err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_HISTORY_SWEEP_AT=%q: want HH:MM", c.SweepAt))
+	}
+	if c.Retention < 0 || c.Retention%(24*time.Hour) != 0 {
+		errs = append(errs, errors.New("MSGX_HISTORY_RETENTION: must be whole days (e.g. 720h), 0 to disable"))
+	}
+	if c.Batch < 1 {
+		errs = append(errs, errors.New("MSGX_HISTORY_BATCH: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// History is the daily flight history sweep (SPEC §7): flights whose
+// operation day is older than the retention are archived to flight_hist and
+// removed. The sweep only decides *which* flights; it hands each one to the
+// flights processor as a PURGE transition on msgx.flight-transitions, so a
+// purge is serialised with every other change of that FLID and never touches
+// a flight the processor is updating. The processor emits the tombstone of a
+// flight that was never deleted before removing it.
+type History struct {
+	cfg     HistoryConfig
+	topic   string
+	pool    *pgxpool.Pool
+	brokers []string
+	kafka   kafka.Config
+	clock   clock.Clock
+	loc     *time.Location
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// NewHistory returns the sweep writing to transitionTopic.
+func NewHistory(cfg HistoryConfig, transitionTopic string, pool *pgxpool.Pool, timeout time.Duration, brokers []string, kc kafka.Config,
+	clk clock.Clock, loc *time.Location, log *slog.Logger) *History {
+	return &History{cfg: cfg, topic: transitionTopic, pool: pool, brokers: brokers, kafka: kc, clock: clk, loc: loc, timeout: timeout,
+		log: log.With("component", "history")}
+}
+
+// next returns the next sweep time strictly after now.
+func (h *History) next(now time.Time) time.Time {
+	at, _ := time.Parse("15:04", h.cfg.SweepAt)
+	local := now.In(h.loc)
+	t := time.Date(local.Year(), local.Month(), local.Day(), at.Hour(), at.Minute(), 0, 0, h.loc)
+	if !t.After(now) {
+		t = t.AddDate(0, 0, 1)
+	}
+	return t
+}
+
+// Run sweeps once a day at SweepAt until ctx ends.
+func (h *History) Run(ctx context.Context) error {
+	if h.cfg.Retention == 0 {
+		h.log.Info("flight history sweep disabled (MSGX_HISTORY_RETENTION=0)")
+		<-ctx.Done()
+		return nil
+	}
+	for {
+		now := h.clock.Now()
+		if err := clock.Sleep(ctx, h.clock, h.next(now).Sub(now)); err != nil {
+			return nil
+		}
+		n, err := h.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			h.log.Error("flight history sweep failed; next attempt tomorrow", "err", err, "handed_over", n)
+		}
+	}
+}
+
+// Sweep hands every flight past the retention to the processor and returns
+// how many. The cut-off is the airport-local date of now minus the retention:
+// flights of earlier operation days go.
+func (h *History) Sweep(ctx context.Context) (int, error) {
+	now := h.clock.Now().In(h.loc)
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	cutoff := today.AddDate(0, 0, -int(h.cfg.Retention/(24*time.Hour)))
+	qctx, cancel := context.WithTimeout(ctx, h.timeout)
+	flids, err := sink.HistoryCandidates(qctx, h.pool, cutoff, h.cfg.Batch)
+	cancel()
+	if err != nil || len(flids) == 0 {
+		return 0, err
+	}
+	sc := h.kafka.Sarama("msgx-history")
+	if err := kafka.CheckD3(sc); err != nil {
+		return 0, err
+	}
+	p, err := sarama.NewSyncProducer(h.brokers, sc)
+	if err != nil {
+		return 0, retry.Outage("kafka", fmt.Errorf("creating history producer: %w", err))
+	}
+	defer p.Close()
+	msgs := make([]*sarama.ProducerMessage, 0, len(flids))
+	before := cutoff.Format(time.DateOnly)
+	for _, flid := range flids {
+		v, err := flight.TransitionCodec{}.Encode(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: flid,
+			PurgeBefore: before, At: h.clock.Now()})
+		if err != nil {
+			return 0, err
+		}
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: h.topic, Key: sarama.StringEncoder(flid), Value: sarama.ByteEncoder(v)})
+	}
+	if err := p.SendMessages(msgs); err != nil {
+		return 0, retry.Outage("kafka", fmt.Errorf("handing %d flights to the processor: %w", len(msgs), err))
+	}
+	h.log.Info("flight history sweep handed flights to the processor", "flights", len(flids), "before", before)
+	return len(flids), nil
+}
