@@ -20,31 +20,40 @@ import (
 var seqnRE = regexp.MustCompile(`<SEQN>\s*\d+\s*</SEQN>`)
 
 // loadBacklog inserts n SIS messages (the samples, cycled, each with its own
-// SEQN) into the inbox with multi-row inserts.
+// SEQN) into the inbox.
 func loadBacklog(b *testing.B, db *sql.DB, n int) {
 	b.Helper()
 	samples, err := sample.Load(sample.Dir())
 	if err != nil {
 		b.Fatal(err)
 	}
+	msgs := make([]string, n)
+	for i := range msgs {
+		msgs[i] = seqnRE.ReplaceAllString(samples[i%len(samples)].XML, fmt.Sprintf("<SEQN>%d</SEQN>", i+1))
+	}
+	insertMessages(b, db, msgs)
+}
+
+// insertMessages inserts the messages into the inbox in order, with
+// multi-row inserts.
+func insertMessages(b *testing.B, db *sql.DB, msgs []string) {
+	b.Helper()
 	const perStmt = 500
-	for done := 0; done < n; {
-		k := min(perStmt, n-done)
+	for done := 0; done < len(msgs); done += perStmt {
+		chunk := msgs[done:min(done+perStmt, len(msgs))]
 		var sb strings.Builder
 		sb.WriteString("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ")
-		args := make([]any, 0, k)
-		for i := 0; i < k; i++ {
+		args := make([]any, 0, len(chunk))
+		for i, m := range chunk {
 			if i > 0 {
 				sb.WriteString(",")
 			}
 			sb.WriteString("(?, NOW(), 'VALID')")
-			s := samples[(done+i)%len(samples)]
-			args = append(args, seqnRE.ReplaceAllString(s.XML, fmt.Sprintf("<SEQN>%d</SEQN>", done+i+1)))
+			args = append(args, m)
 		}
 		if _, err := db.Exec(sb.String(), args...); err != nil {
 			b.Fatal(err)
 		}
-		done += k
 	}
 }
 

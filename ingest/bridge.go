@@ -339,10 +339,22 @@ func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 		b.producer = p
 	}
 	msgs := make([]*sarama.ProducerMessage, len(rows))
+	limit := b.d.Kafka.MaxMessageBytes - 1024 // key, headers, batch overhead
 	for i, r := range rows {
-		v, err := json.Marshal(Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw})
+		rec := Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw}
+		v, err := json.Marshal(rec)
 		if err != nil {
 			return fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
+		}
+		if limit > 0 && len(v) > limit {
+			// The broker would refuse this record forever and hold the
+			// whole inbox behind it: hand the router a marker instead,
+			// which it records as DEAD(MALFORMED) with the size.
+			b.log.Error("inbox row too large for a Kafka record; it is recorded DEAD", "msg_id", r.ID, "bytes", len(r.Raw), "limit", limit)
+			rec.Raw, rec.Oversize = "", len(r.Raw)
+			if v, err = json.Marshal(rec); err != nil {
+				return fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
+			}
 		}
 		msgs[i] = &sarama.ProducerMessage{
 			Topic: b.cfg.Topic,

@@ -471,3 +471,17 @@ func TestInboxRecordCodecRoundTrip(t *testing.T) {
 		t.Fatal("key")
 	}
 }
+
+func TestOversizeRowDoesNotBlockIngest(t *testing.T) {
+	h := newHarness(t, nil)
+	h.insert(1)
+	big := "<MSG>" + strings.Repeat("x", 1_200_000) + "</MSG>"
+	testenv.InsertInbox(t, h.my, big)
+	h.insert(1)
+	b, cur := h.started(h.clock)
+	h.poll(b, cur)
+	recs := h.topic(3)
+	if len(recs) != 3 || recs[1].MsgID != 2 || recs[1].Raw != "" || recs[1].Oversize != len(big) || recs[2].MsgID != 3 {
+		t.Fatalf("records %+v", ids(recs))
+	}
+}

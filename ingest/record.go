@@ -21,6 +21,10 @@ type Record struct {
 	EnqueuedAt time.Time `json:"enqueuedAt"`
 	// Raw is the XML message, as stored in the inbox.
 	Raw string `json:"raw"`
+	// Oversize, when set, is the size of a row too large for a Kafka record
+	// (MSGX_KAFKA_MAX_MESSAGE_BYTES): Raw is then empty and the router
+	// records the message DEAD(MALFORMED) rather than ingest blocking on it.
+	Oversize int `json:"oversize,omitempty"`
 }
 
 // Key returns the record's Kafka key, the decimal MSG_ID.

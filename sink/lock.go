@@ -16,6 +16,10 @@ const (
 	LockIngest int64 = 0x6d73_6778_0001
 	// LockProcess guards the processors and maintenance jobs of one deployment.
 	LockProcess int64 = 0x6d73_6778_0002
+	// LockSchdFlush is the transaction lock a schd flush holds while it
+	// reads due rows and produces them; a flight purge takes it too, so a
+	// flush never publishes a flight after the purge's tombstone.
+	LockSchdFlush int64 = 0x6d73_6778_5cd1
 )
 
 // Lock is a held PostgreSQL session advisory lock. It lives on its own

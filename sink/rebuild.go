@@ -15,7 +15,9 @@ import (
 // topic), outbound request tracking (req_track: what msgx sent cannot be
 // derived from what it received) and the replay audit.
 func DerivedTables() []string {
-	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "ref_master", "schd_snap_log"}
+	// flight_hist too: the flights it holds come back from the inbox and the
+	// next history sweep archives them again.
+	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "ref_master", "schd_snap_log", "flight_hist"}
 	return append(t, FlightTables...)
 }
 

@@ -240,7 +240,11 @@ func (s ReplaySelector) filter() filter {
 	case s.Class == ReplayClassUnsupported:
 		prefix = unsupportedPrefix
 	case s.Class != "":
-		return filter{cond: `(p.state IN ('FAILED', 'DEAD') AND p.error_class = $ARG)`, arg: s.Class}
+		// A DEAD(EXHAUSTED) message keeps its original class in its
+		// reason (exhausted:CODEC_ERROR): --class CODEC_ERROR selects it
+		// too, not only the FAILED ones still retrying.
+		return filter{cond: `(p.state IN ('FAILED', 'DEAD') AND (p.error_class = $ARG OR
+			(p.state = 'DEAD' AND p.error_class = 'EXHAUSTED' AND p.reason = 'exhausted:' || $ARG)))`, arg: s.Class}
 	case len(s.IDs) > 0:
 		return filter{cond: `(` + replayableSQL + ` OR ` + resetByReplaySQL + `)`}
 	case s.PendingReplayed:

@@ -424,8 +424,9 @@ func TestReplayPlanListsOnlyReplayable(t *testing.T) {
 		want []int64
 	}{
 		{sink.ReplaySelector{Class: "EXHAUSTED"}, []int64{rpExhausted, rpExhausted2}},
-		{sink.ReplaySelector{Class: "CODEC_ERROR"}, []int64{rpCodec}},
-		{sink.ReplaySelector{Class: "INFRA"}, []int64{rpInfra}},
+		// A class also selects the messages it exhausted (reason exhausted:<class>).
+		{sink.ReplaySelector{Class: "CODEC_ERROR"}, []int64{rpCodec, rpExhausted2}},
+		{sink.ReplaySelector{Class: "INFRA"}, []int64{rpExhausted, rpInfra}},
 		{sink.ReplaySelector{Class: "UNSUPPORTED"}, []int64{rpUnsupported}},
 		{sink.ReplaySelector{ReasonPrefix: "unsupported:"}, []int64{rpUnsupported}},
 		{sink.ReplaySelector{ReasonPrefix: "unsupported:FLOP-COBT"}, []int64{rpUnsupported}},

@@ -121,11 +121,14 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 			log.Warn(what+": dependency unavailable, waiting", "component", "main", "err", err, "retry_in", wait.String())
 		}, fn)
 	}
-	if err := waitFor("migrating postgres", func(context.Context) error { return retry.Outage("postgres", sink.Migrate(cfg.DB)) }); err != nil {
+	// An unreachable database or broker is waited for; anything else (a
+	// dirty migration, a topic with the wrong partition count) stops
+	// start-up with its reason.
+	if err := waitFor("migrating postgres", func(context.Context) error { return sink.Migrate(cfg.DB) }); err != nil {
 		return nil, err
 	}
 	if err := waitFor("creating kafka topics", func(context.Context) error {
-		return retry.Outage("kafka", kafka.EnsureTopics(d.brokers, cfg.Kafka, topics(cfg), log))
+		return kafka.EnsureTopics(d.brokers, cfg.Kafka, topics(cfg), log)
 	}); err != nil {
 		return nil, err
 	}
@@ -188,32 +191,20 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	if r.has(roleProcess) {
 		// One processing instance at a time: a second one waits as a hot
 		// standby and takes over when the first dies (its session, and so
-		// the lock, ends with it). msgx rebuild takes the same lock.
+		// the lock, ends with it). msgx rebuild takes the same lock. An
+		// instance whose lock session is lost (PostgreSQL restarted) stops
+		// its processors and goes back to waiting.
 		g.Go(func() error {
-			var lock *sink.Lock
-			err := retry.UntilAvailable(gctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
-				log.Warn("process lock: PostgreSQL unavailable, waiting", "component", "main", "err", err)
-			}, func(ctx context.Context) error {
-				var err error
-				lock, err = sink.AcquireLock(ctx, cfg.DB, d.clock, sink.LockProcess, 5*time.Second, func() {
-					log.Info("standby: another instance is processing; waiting to take over", "component", "main")
-				})
-				return retry.Outage("postgres", err)
-			})
-			if err != nil {
+			for {
+				err := processWhileLocked(gctx, cfg, d, log, m, src)
 				if gctx.Err() != nil {
 					return nil
 				}
-				return err
+				if !errors.Is(err, errLockLost) {
+					return err
+				}
+				log.Warn("process lock lost: processors stopped, waiting as a standby", "component", "main", "err", err)
 			}
-			defer lock.Release()
-			log.Info("process lock acquired: this instance runs the processors", "component", "main")
-			if err := startProcessing(cfg, d, log, m, &src, supervise); err != nil {
-				return err
-			}
-			m.SetSources(src)
-			<-gctx.Done()
-			return nil
 		})
 	}
 	m.SetSources(src)
@@ -315,6 +306,49 @@ func runMigrate(cfg Config, args []string, out io.Writer) error {
 func newRequests(cfg Config, d *deps) (*outbound.Requests, error) {
 	return outbound.New(cfg.Requests, outbound.Deps{PG: d.pool, MySQL: d.mysql, Clock: d.clock, Log: d.log,
 		Location: cfg.Location(), DBTimeout: cfg.DB.Timeout})
+}
+
+// errLockLost stops the processors of an instance whose process lock
+// session ended.
+var errLockLost = errors.New("process lock lost")
+
+// processWhileLocked waits for the process lock, then runs the processing
+// components (each supervised) until ctx ends or the lock's session is lost.
+func processWhileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, src metric.Sources) error {
+	var lock *sink.Lock
+	err := retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
+		log.Warn("process lock: PostgreSQL unavailable, waiting", "component", "main", "err", err)
+	}, func(ctx context.Context) error {
+		var err error
+		lock, err = sink.AcquireLock(ctx, cfg.DB, d.clock, sink.LockProcess, 5*time.Second, func() {
+			log.Info("standby: another instance is processing; waiting to take over", "component", "main")
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	log.Info("process lock acquired: this instance runs the processors", "component", "main")
+	pg, pctx := errgroup.WithContext(ctx)
+	supervise := func(name string, run func(context.Context) error) {
+		pg.Go(func() error { return retry.Supervise(pctx, d.clock, restartBackoff, log, d.health, name, run) })
+	}
+	if err := startProcessing(cfg, d, log, m, &src, supervise); err != nil {
+		return err
+	}
+	m.SetSources(src)
+	pg.Go(func() error {
+		for {
+			if err := clock.Sleep(pctx, d.clock, 5*time.Second); err != nil {
+				return nil
+			}
+			if err := lock.Alive(pctx); err != nil && pctx.Err() == nil {
+				return fmt.Errorf("%w: %w", errLockLost, err)
+			}
+		}
+	})
+	return pg.Wait()
 }
 
 // startProcessing starts the processing role's components under

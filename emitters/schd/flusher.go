@@ -16,12 +16,13 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
+	"msgx/sink"
 	"msgx/tables/flight"
 )
 
 // LockKey is the PostgreSQL advisory lock a flush holds for its transaction
 // (pg_try_advisory_xact_lock): one flush at a time across all instances.
-const LockKey int64 = 0x6d73_6778_5cd1
+const LockKey = sink.LockSchdFlush
 
 // Record headers carried by every schd record.
 const (

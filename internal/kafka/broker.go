@@ -30,6 +30,8 @@ func StartBroker(addr, dataDir string, log *slog.Logger) (*Broker, error) {
 		// Let clients choose short session timeouts, so a crashed member's
 		// partitions move on quickly.
 		kfake.GroupMinSessionTimeout(time.Second),
+		// Room above the producers' MSGX_KAFKA_MAX_MESSAGE_BYTES limit.
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": "16777216"}),
 		kfake.WithLogger(kfakeLogger{log: log}),
 		// kfake listens on 127.0.0.1 by default; honour the configured host
 		// so the broker can be exposed where the operator wants it.

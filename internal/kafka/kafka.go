@@ -43,6 +43,10 @@ type Config struct {
 	// RebalanceTimeout bounds how long a rebalance waits for members to
 	// rejoin; callbacks watch goka's context, so they never hold one up long.
 	RebalanceTimeout time.Duration `env:"MSGX_KAFKA_REBALANCE_TIMEOUT" envDefault:"20s"`
+	// MaxMessageBytes is the largest record msgx produces, in bytes: at most
+	// the brokers' message.max.bytes. An inbox row too large for it is
+	// recorded as DEAD(MALFORMED) instead of blocking ingest.
+	MaxMessageBytes int `env:"MSGX_KAFKA_MAX_MESSAGE_BYTES" envDefault:"1000000"`
 	// InstanceID makes this process a static member of its consumer groups
 	// (KIP-345): a restarted process takes its partitions back at once
 	// instead of waiting for a rebalance. Empty uses the host name; set a
@@ -76,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		errs = append(errs, errors.New("MSGX_KAFKA_SESSION_TIMEOUT: must be at least 1s"))
+	}
+	if c.MaxMessageBytes < 64<<10 {
+		errs = append(errs, errors.New("MSGX_KAFKA_MAX_MESSAGE_BYTES: must be at least 65536"))
 	}
 	if c.RebalanceTimeout < time.Second {
 		errs = append(errs, errors.New("MSGX_KAFKA_REBALANCE_TIMEOUT: must be at least 1s"))
@@ -119,7 +126,12 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 	sc.Producer.Compression = sarama.CompressionNone
 	sc.Producer.Flush.Frequency = 5 * time.Millisecond
 	sc.Producer.Flush.MaxMessages = 1000
-	sc.Producer.MaxMessageBytes = 16 << 20
+	// Batches are split to stay under this; one record above it would be
+	// refused by the broker forever.
+	sc.Producer.MaxMessageBytes = c.MaxMessageBytes
+	if sc.Producer.MaxMessageBytes == 0 {
+		sc.Producer.MaxMessageBytes = 1000000
+	}
 
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest

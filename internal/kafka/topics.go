@@ -139,9 +139,9 @@ func Abort(ctx goka.Context, err error) {
 	panic(fmt.Errorf("callback aborted: %w", err))
 }
 
-// Lag returns, for each topic, how many records of partition 0 the group has
-// not committed yet (the end offset when it never committed), and whether
-// the group has active members.
+// Lag returns, for each topic, how many records (over all its partitions)
+// the group has not committed yet (everything when it never committed), and
+// whether the group has active members.
 func Lag(ctx context.Context, brokers []string, c Config, group string, topics []string) (map[string]int64, bool, error) {
 	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
 	if err != nil {
@@ -155,7 +155,11 @@ func Lag(ctx context.Context, brokers []string, c Config, group string, topics [
 	defer client.Close()
 	parts := map[string][]int32{}
 	for _, t := range topics {
-		parts[t] = []int32{0}
+		ps, err := client.Partitions(t)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading partitions of %s: %w", t, err)
+		}
+		parts[t] = ps
 	}
 	offs, err := admin.ListConsumerGroupOffsets(group, parts)
 	if errors.Is(err, sarama.ErrGroupIDNotFound) {
@@ -166,16 +170,18 @@ func Lag(ctx context.Context, brokers []string, c Config, group string, topics [
 		return nil, false, fmt.Errorf("reading offsets of group %s: %w", group, err)
 	}
 	lag := map[string]int64{}
-	for _, t := range topics {
-		end, err := client.GetOffset(t, 0, sarama.OffsetNewest)
-		if err != nil {
-			return nil, false, fmt.Errorf("reading end offset of %s: %w", t, err)
+	for t, ps := range parts {
+		for _, p := range ps {
+			end, err := client.GetOffset(t, p, sarama.OffsetNewest)
+			if err != nil {
+				return nil, false, fmt.Errorf("reading end offset of %s/%d: %w", t, p, err)
+			}
+			committed := int64(0)
+			if b := offs.GetBlock(t, p); b != nil && b.Offset > 0 {
+				committed = b.Offset
+			}
+			lag[t] += max(0, end-committed)
 		}
-		committed := int64(0)
-		if b := offs.GetBlock(t, 0); b != nil && b.Offset > 0 {
-			committed = b.Offset
-		}
-		lag[t] = max(0, end-committed)
 	}
 	desc, err := admin.DescribeConsumerGroups([]string{group})
 	active := false

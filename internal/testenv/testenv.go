@@ -196,7 +196,7 @@ func NewBroker(t testing.TB) []string {
 func KafkaConfig(brokers []string) kafka.Config {
 	return kafka.Config{
 		Brokers: brokers, Version: "3.6.0", Replication: 1, Acks: "all",
-		Idempotent: true, MaxInFlight: 1, Timeout: 10 * time.Second, SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second,
+		Idempotent: true, MaxInFlight: 1, Timeout: 10 * time.Second, SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second, MaxMessageBytes: 1000000,
 	}
 }
 

@@ -273,7 +273,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 
 // route decides a PENDING or FAILED message and records the decision.
 func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) (outcome, *Failure, error) {
-	p := Prepare(rec.MsgID, rec.Raw, r.set)
+	p := r.prepare(rec)
 	var l sink.Lookups
 	if p.Early == nil && p.Fail == nil {
 		err := r.available(ctx, func(ctx context.Context) error {
@@ -339,6 +339,15 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) 
 	return outcome{entry: e, flights: v.Flights, refdata: v.Refdata}, nil, nil
 }
 
+// prepare is Prepare for an inbox record, which may be an oversize marker.
+func (r *Router) prepare(rec *ingest.Record) Plan {
+	if rec.Oversize > 0 {
+		return Plan{MsgID: rec.MsgID, Early: &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed,
+			Reason: "raw-too-large", Detail: fmt.Sprintf("the inbox row holds %d bytes, more than a Kafka record may (MSGX_KAFKA_MAX_MESSAGE_BYTES)", rec.Oversize)}}
+	}
+	return Prepare(rec.MsgID, rec.Raw, r.set)
+}
+
 // afterDecision tells request tracking what a decided message means for
 // it. An EROR (SKIPPED as ignored by default) fails the request it names; a
 // SCHD RESP with nothing to apply completes its request at once, since all
@@ -392,15 +401,17 @@ func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, no
 // than the message, so they are the same — and emitted again; the applying
 // processors recognise what they already applied.
 func (r *Router) reroute(ctx context.Context, log *slog.Logger, rec *ingest.Record, m sink.Message) (outcome, error) {
-	p := Prepare(rec.MsgID, rec.Raw, r.set)
+	p := r.prepare(rec)
 	var l sink.Lookups
-	err := r.available(ctx, func(ctx context.Context) error {
+	// The message's decision is made: what is left cannot fail "for the
+	// message", so any error is waited out rather than counted.
+	err := r.persist(ctx, func(ctx context.Context) error {
 		var err error
 		l, err = r.d.Messages.Lookup(ctx, rec.MsgID, p.IdentityKey, p.FLIDs, p.Days)
 		return err
 	})
 	if err != nil {
-		return outcome{}, ctx.Err()
+		return outcome{}, err
 	}
 	v, fail := Decide(p, l, m.EnqueuedAt)
 	if fail != nil || v.State != sink.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
@@ -455,11 +466,12 @@ func (r *Router) fail(ctx context.Context, log *slog.Logger, msgID int64, f *Fai
 // exhaust makes a message whose attempts are used up DEAD(EXHAUSTED).
 func (r *Router) exhaust(ctx context.Context, log *slog.Logger, m sink.Message) (outcome, error) {
 	now := r.d.Clock.Now()
-	if err := r.available(ctx, func(ctx context.Context) error { return r.d.Messages.Exhaust(ctx, m.MsgID, now) }); err != nil {
-		return outcome{}, ctx.Err()
+	if err := r.persist(ctx, func(ctx context.Context) error { return r.d.Messages.Exhaust(ctx, m.MsgID, now) }); err != nil {
+		return outcome{}, err
 	}
 	log.Error("message DEAD: attempts exhausted", "attempts", m.Attempts, "last_error", deref(m.LastError))
 	r.count(sink.StateDead, m.MsgID)
+	r.countReason(Verdict{State: sink.StateDead, ErrorClass: sink.ClassExhausted})
 	e := entryOf(m)
 	e.State, e.ErrorClass, e.DecidedAt = sink.StateDead, sink.ClassExhausted, now
 	e.Reason = "exhausted:" + deref(m.ErrorClass)
@@ -489,6 +501,23 @@ func (r *Router) available(ctx context.Context, fn func(context.Context) error) 
 		}
 	}
 	return err
+}
+
+// persist runs fn until it succeeds: for writes that no longer belong to a
+// message's attempts (its verdict is decided). Outages pause as in
+// available; other errors are logged and retried. It returns only the
+// context's error.
+func (r *Router) persist(ctx context.Context, fn func(context.Context) error) error {
+	return retry.Forever(ctx, r.d.Clock, r.log, func(paused bool, err error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.stats.Paused = paused
+		if err != nil {
+			r.stats.PausedFor = err.Error()
+		} else {
+			r.stats.PausedFor = ""
+		}
+	}, fn)
 }
 
 // outageBackoff paces retries while a dependency is down.

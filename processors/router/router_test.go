@@ -242,3 +242,12 @@ func TestRouterRetriesHeadThenExhausts(t *testing.T) {
 		t.Fatal("message 2 not processed after the head became terminal")
 	}
 }
+
+func TestRouterOversizeMarkerIsDead(t *testing.T) {
+	rg := newRig(t, nil)
+	rg.tt.Consume("msgx.inbox", "1", ingest.Record{MsgID: 1, EnqueuedAt: rg.t0, Oversize: 2_000_000})
+	m := rg.row(1)
+	if m.State != sink.StateDead || str(m.ErrorClass) != sink.ClassMalformed || str(m.Reason) != "raw-too-large" {
+		t.Fatalf("oversize row %+v", m)
+	}
+}
