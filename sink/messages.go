@@ -105,6 +105,29 @@ func (s *Messages) Touch(ctx context.Context, msgID int64, receivedAt *time.Time
 	return m, nil
 }
 
+// Load is Touch and Lookup in one round trip: the message's row (created
+// PENDING on its first delivery) and what routing needs to know.
+func (s *Messages) Load(ctx context.Context, msgID int64, receivedAt *time.Time, enqueuedAt, now time.Time,
+	identityKey string, flids []string, days []time.Time) (Message, Lookups, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var m Message
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at)
+		VALUES ($1, 'PENDING', $2, $3, $4)
+		ON CONFLICT (msg_id) DO UPDATE SET msg_id = proc_state.msg_id
+		RETURNING `+messageColumns, msgID, receivedAt, enqueuedAt, now).QueryRow(func(row pgx.Row) error {
+		var err error
+		m, err = scanMessage(row)
+		return err
+	})
+	l := queueLookups(b, msgID, identityKey, flids, days)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Message{}, Lookups{}, fmt.Errorf("loading message %d: %w", msgID, err)
+	}
+	return m, *l, nil
+}
+
 // Get returns one message; ok is false when it is unknown.
 func (s *Messages) Get(ctx context.Context, msgID int64) (Message, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -147,8 +170,21 @@ type Lookups struct {
 func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, flids []string, days []time.Time) (Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	out := Lookups{Days: map[string]FlightDay{}, Earlier: map[string][]string{}}
 	b := &pgx.Batch{}
+	l := queueLookups(b, msgID, identityKey, flids, days)
+	if b.Len() == 0 {
+		return *l, nil
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Lookups{}, fmt.Errorf("routing lookups for message %d: %w", msgID, err)
+	}
+	return *l, nil
+}
+
+// queueLookups queues the routing lookups on b; the result is filled when
+// the batch has run.
+func queueLookups(b *pgx.Batch, msgID int64, identityKey string, flids []string, days []time.Time) *Lookups {
+	out := &Lookups{Days: map[string]FlightDay{}, Earlier: map[string][]string{}}
 	if identityKey != "" {
 		b.Queue(`SELECT msg_id FROM proc_state WHERE identity_key = $1`, identityKey).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&out.Owner)
@@ -184,13 +220,7 @@ func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, 
 			return rows.Err()
 		})
 	}
-	if b.Len() == 0 {
-		return out, nil
-	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Lookups{}, fmt.Errorf("routing lookups for message %d: %w", msgID, err)
-	}
-	return out, nil
+	return out
 }
 
 // Decision is the router's verdict on a message, written in one transaction.
@@ -214,46 +244,48 @@ type Decision struct {
 }
 
 // Record stores a decision: the message's state, its identity, the number of
-// transitions and the index entries, atomically. A terminal state carries
-// its backfill intent (backfill_next_at) in the same statement. Only a
-// PENDING or FAILED message is decided; deciding it again is a no-op (false).
+// transitions and the index entries, atomically, in one statement (one
+// round trip). A terminal state carries its backfill intent
+// (backfill_next_at) in the same statement. Only a PENDING or FAILED message
+// is decided; deciding it again is a no-op (false).
 func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var changed bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var backfill *time.Time
-		var routedAt *time.Time
-		if IsTerminal(d.State) {
-			backfill = &d.Now
-		}
-		if d.State == StateRouted {
-			routedAt = &d.Now
-		}
-		tag, err := tx.Exec(ctx, `UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
+	var backfill, routedAt *time.Time
+	if IsTerminal(d.State) {
+		backfill = &d.Now
+	}
+	if d.State == StateRouted {
+		routedAt = &d.Now
+	}
+	flids := make([]string, len(d.Index))
+	days := make([]*time.Time, len(d.Index))
+	for i, f := range d.Index {
+		flids[i], days[i] = f.FLID, f.Day
+	}
+	// The index entries are written only if the decision was: the INSERT
+	// reads the UPDATE's result. An entry that exists keeps its day unless it
+	// had none (an ADFT without SODT), as the router only ever adds a day.
+	var decided int
+	err := s.pool.QueryRow(ctx, `WITH u AS (
+			UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
 				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
 				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
 				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14
-			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`,
-			d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
-			d.N, d.Now, routedAt, backfill)
-		if err != nil {
-			return fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
-		}
-		changed = tag.RowsAffected() == 1
-		if !changed {
-			return nil
-		}
-		for _, f := range d.Index {
-			if _, err := tx.Exec(ctx, `INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day)`,
-				f.FLID, f.Day, d.MsgID, d.Now); err != nil {
-				return fmt.Errorf("indexing flight %s: %w", f.FLID, err)
-			}
-		}
-		return nil
-	})
-	return changed, err
+			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')
+			RETURNING msg_id),
+		ix AS (
+			INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at)
+			SELECT f.flid, f.day, $1, $12 FROM unnest($15::text[], $16::date[]) AS f(flid, day)
+			WHERE EXISTS (SELECT 1 FROM u)
+			ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day))
+		SELECT COUNT(*) FROM u`,
+		d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
+		d.N, d.Now, routedAt, backfill, flids, days).Scan(&decided)
+	if err != nil {
+		return false, fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
+	}
+	return decided == 1, nil
 }
 
 // Fail records a failure that belongs to the message and returns its attempt

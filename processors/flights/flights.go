@@ -250,7 +250,7 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 					return err
 				}
 				if done {
-					log.Info("message succeeded: all its transitions are applied")
+					log.Debug("message succeeded: all its transitions are applied")
 					if p.d.OnMessageDone != nil {
 						return p.d.OnMessageDone(wctx, tx, t)
 					}

@@ -149,7 +149,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 			}
 			done, err := sink.MarkApplied(wctx, tx, t.MsgID, "refdata", t.RType, p.d.Clock.Now())
 			if err == nil && done {
-				log.Info("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
+				log.Debug("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
 			}
 			return err
 		})

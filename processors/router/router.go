@@ -220,19 +220,23 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 		defer func() { r.d.ObserveDecision(r.d.Clock.Now().Sub(began)) }()
 	}
 	for {
+		// Decoding is pure; the row (created PENDING on first delivery)
+		// and the lookups the decision needs come back in one round trip.
+		p := r.prepare(rec)
 		var m sink.Message
+		var l sink.Lookups
 		err := r.available(ctx, func(ctx context.Context) error {
 			var err error
-			m, err = r.d.Messages.Touch(ctx, rec.MsgID, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now())
+			m, l, err = r.d.Messages.Load(ctx, rec.MsgID, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now(), p.IdentityKey, p.FLIDs, p.Days)
 			return err
 		})
 		if err != nil {
 			if ctx.Err() != nil {
 				return outcome{}, ctx.Err()
 			}
-			// Not an outage, yet the row cannot be written: there is no row
-			// to count attempts on, so wait and try again.
-			log.Error("recording the message failed; retrying", "err", err)
+			// Not an outage, yet the row cannot be read or written: there is
+			// no row to count attempts on, so wait and try again.
+			log.Error("loading the message failed; retrying", "err", err)
 			if err := clock.Sleep(ctx, r.d.Clock, r.cfg.backoff().Delay(1)); err != nil {
 				return outcome{}, err
 			}
@@ -245,20 +249,22 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 			log.Debug("message already decided", "state", m.State)
 			return outcome{entry: entryOf(m), replay: true}, nil
 		case sink.StateRouted:
-			return r.reroute(ctx, log, rec, m)
+			return r.reroute(log, p, l, m), nil
 		}
 		if m.State == sink.StateFailed {
 			if m.Attempts >= r.cfg.MaxAttempts {
 				return r.exhaust(ctx, log, m)
 			}
-			if m.NextAttempt != nil {
-				// Restarted during a backoff: keep the head waiting.
+			if m.NextAttempt != nil && m.NextAttempt.After(r.d.Clock.Now()) {
+				// Restarted during a backoff: keep the head waiting, then
+				// look again.
 				if err := clock.Sleep(ctx, r.d.Clock, m.NextAttempt.Sub(r.d.Clock.Now())); err != nil {
 					return outcome{}, err
 				}
+				continue
 			}
 		}
-		out, fail, err := r.route(ctx, rec, m)
+		out, fail, err := r.route(ctx, rec, p, l, m)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -272,22 +278,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 }
 
 // route decides a PENDING or FAILED message and records the decision.
-func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) (outcome, *Failure, error) {
-	p := r.prepare(rec)
-	var l sink.Lookups
-	if p.Early == nil && p.Fail == nil {
-		err := r.available(ctx, func(ctx context.Context) error {
-			var err error
-			l, err = r.d.Messages.Lookup(ctx, rec.MsgID, p.IdentityKey, p.FLIDs, p.Days)
-			return err
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return outcome{}, nil, ctx.Err()
-			}
-			return outcome{}, &Failure{Class: sink.ClassInfra, Err: err}, nil
-		}
-	}
+func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l sink.Lookups, m sink.Message) (outcome, *Failure, error) {
 	if p.NeedsRequest && r.d.Requests != nil {
 		err := r.available(ctx, func(ctx context.Context) error {
 			req, ok, err := r.d.Requests.OpenFor(ctx, request.RQFD, request.STYPNone)
@@ -328,7 +319,16 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, m sink.Message) 
 	if !recorded {
 		return outcome{}, &Failure{Class: sink.ClassInfra, Err: fmt.Errorf("message %d changed state while it was being decided", rec.MsgID)}, nil
 	}
-	r.log.Info("message decided", "msg_id", rec.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
+	// Routine outcomes are debug lines (thousands a minute on a backlog);
+	// what an operator may have to look at is not.
+	level := slog.LevelDebug
+	switch v.State {
+	case sink.StateSkipped:
+		level = slog.LevelInfo
+	case sink.StateDead:
+		level = slog.LevelWarn
+	}
+	r.log.Log(ctx, level, "message decided", "msg_id", rec.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
 		"type", d.Type, "styp", d.STYP, "transitions", v.N())
 	r.afterDecision(ctx, p, rec.MsgID, v, now)
 	r.count(v.State, rec.MsgID)
@@ -400,28 +400,16 @@ func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, no
 // depends only on the record, the configuration and index entries older
 // than the message, so they are the same — and emitted again; the applying
 // processors recognise what they already applied.
-func (r *Router) reroute(ctx context.Context, log *slog.Logger, rec *ingest.Record, m sink.Message) (outcome, error) {
-	p := r.prepare(rec)
-	var l sink.Lookups
-	// The message's decision is made: what is left cannot fail "for the
-	// message", so any error is waited out rather than counted.
-	err := r.persist(ctx, func(ctx context.Context) error {
-		var err error
-		l, err = r.d.Messages.Lookup(ctx, rec.MsgID, p.IdentityKey, p.FLIDs, p.Days)
-		return err
-	})
-	if err != nil {
-		return outcome{}, err
-	}
+func (r *Router) reroute(log *slog.Logger, p Plan, l sink.Lookups, m sink.Message) outcome {
 	v, fail := Decide(p, l, m.EnqueuedAt)
 	if fail != nil || v.State != sink.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
 		// Only a configuration change between the two deliveries can get
 		// here; the recorded decision stands and an operator must look.
 		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason, "failure", fail)
-		return outcome{entry: entryOf(m), replay: true}, nil
+		return outcome{entry: entryOf(m), replay: true}
 	}
 	log.Info("re-emitting the transitions of a routed message", "transitions", v.N())
-	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata, replay: true}, nil
+	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata, replay: true}
 }
 
 // fail records a failure of the message and waits its backoff; when the
