@@ -78,7 +78,7 @@ func TestOperability(t *testing.T) {
 	for _, m := range []struct{ name, labels string }{
 		{"msgx_ingest_rows_total", ""}, {"msgx_messages_decided_total", `state="ROUTED"`},
 		{"msgx_messages_ignored_total", `rule="LDM-*"`}, {"msgx_messages_skipped_or_dead_total", `reason_class="duplicate"`},
-		{"msgx_transitions_applied_total", `processor="flights"`}, {"msgx_events_emitted_total", `topic="msg"`},
+		{"msgx_transitions_applied_total", `processor="flights"`}, {"msgx_events_emitted_total", `topic="msgx.msg"`},
 		{"msgx_router_decision_seconds_count", ""}, {"msgx_component_up", `component="router"`},
 	} {
 		if metricValue(body, m.name, m.labels) <= 0 {

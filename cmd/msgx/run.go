@@ -368,8 +368,11 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	src.Router = rt.Stats
 	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
 	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	pub := sink.NewPublisher(d.pool, cfg.DB.Timeout, d.brokers, cfg.Kafka, d.clock, log, m.ObserveEndToEnd)
+	supervise("publisher", pub.Run)
+	src.Publisher = pub.Stats
 	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		ObserveEndToEnd: m.ObserveEndToEnd,
+		Notify: pub.Notify,
 		OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {
 			if t.Source != "SCHD-RESP" {
 				return nil

@@ -25,13 +25,14 @@ import (
 // Sources are the running figures the collector reads; any may be nil when
 // the process does not run that component.
 type Sources struct {
-	Ingest   func() ingest.Stats
-	Router   func() router.Stats
-	Flights  func() flights.Stats
-	Refdata  func() refdataproc.Stats
-	Backfill func() sink.BackfillStats
-	Schd     func() schd.Stats
-	Health   *health.Registry
+	Ingest    func() ingest.Stats
+	Router    func() router.Stats
+	Flights   func() flights.Stats
+	Refdata   func() refdataproc.Stats
+	Backfill  func() sink.BackfillStats
+	Schd      func() schd.Stats
+	Publisher func() sink.PublisherStats
+	Health    *health.Registry
 	// Report collects the status report (database and Kafka figures). It is
 	// cached for ReportTTL so scrapes stay cheap.
 	Report    func(ctx context.Context) (sink.Report, error)
@@ -58,7 +59,7 @@ func New() *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 	})
 	m.EndToEnd = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "msgx_end_to_end_seconds", Help: "Time from an inbox row's enqueue to the msg event of the change it caused.",
+		Name: "msgx_end_to_end_seconds", Help: "Time from an inbox row's enqueue to the msg event of the change it caused being acknowledged by Kafka.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
 	})
 	m.Registry.MustRegister(m.Decision, m.EndToEnd, m.coll,
@@ -108,7 +109,7 @@ var (
 	applied         = desc("msgx_transitions_applied_total", "Transitions applied by an applying processor.", "processor")
 	replayed        = desc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
 	rejected        = desc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
-	events          = desc("msgx_events_emitted_total", "Events emitted per output topic.", "topic")
+	events          = desc("msgx_events_emitted_total", "Events produced per output topic (schd-flush: latest-state records of the schd flusher).", "topic")
 	backfillMarked  = desc("msgx_backfill_marked_total", "Processed marks written (or found already written).", "result")
 	backfillFailed  = desc("msgx_backfill_transient_failures_total", "Failed processed-mark attempts (retried with backoff).")
 	componentUp     = desc("msgx_component_up", "1 while a component runs, 0 while it restarts or is stopped.", "component")
@@ -183,7 +184,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, applied, st.Applied, "flights")
 		counter(ch, replayed, st.Replays, "flights")
 		counter(ch, rejected, st.Rejected, "flights")
-		counter(ch, events, st.Events, "msg")
 		gauge(ch, paused, b2f(st.Paused), "flights")
 	}
 	if s.Refdata != nil {
@@ -194,7 +194,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, paused, b2f(st.Paused), "refdata")
 	}
 	if s.Schd != nil {
-		counter(ch, events, s.Schd().Flushed, "schd")
+		counter(ch, events, s.Schd().Flushed, "schd-flush")
+	}
+	if s.Publisher != nil {
+		for topic, n := range s.Publisher().Published {
+			counter(ch, events, n, topic)
+		}
 	}
 	if s.Backfill != nil {
 		st := s.Backfill()

@@ -1,8 +1,9 @@
 // Package flights is the goka group msgx-flights: it applies flight
 // transitions (input msgx.flight-transitions, key FLID) to the flight state
-// in its table with the pure flight.Apply, writes the result through to
-// PostgreSQL together with the message's completion, then emits one event per
-// applied change on the msg topic — all before the offset is committed.
+// in its table with the pure flight.Apply and writes the result through to
+// PostgreSQL — the flight, the message's completion and the change's msg
+// event (into the outbox the publisher produces) in one transaction — all
+// before the offset is committed.
 package flights
 
 import (
@@ -16,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/codec"
 
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
@@ -76,9 +76,9 @@ type Deps struct {
 	// a message's last transition: request tracking completes an RQFD there,
 	// so the request is DONE exactly when its SCHD RESP is applied.
 	OnMessageDone func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error
-	// ObserveEndToEnd, if set, receives the time from the message's enqueue
-	// (the transition's At) to its event being handed to Kafka (metrics).
-	ObserveEndToEnd func(time.Duration)
+	// Notify, if set, is called after a transaction queued events: it wakes
+	// the outbox publisher.
+	Notify func()
 }
 
 // Stats are the processor's running figures.
@@ -121,8 +121,6 @@ func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
 		goka.Input(goka.Stream(p.input), flight.TransitionCodec{}, p.handle),
 		goka.Loop(flight.TransitionCodec{}, p.handle),
-		goka.Output(goka.Stream(p.cfg.MsgTopic), flight.EventCodec{}),
-		goka.Output(goka.Stream(p.cfg.SchdTopic), new(codec.Bytes)),
 		goka.Persist(flight.StateCodec{}),
 	)
 }
@@ -157,13 +155,17 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 //     which makes the message SUCCEEDED with its backfill intent when it is
 //     the last one. A crash before the commit changes nothing; the
 //     transition is delivered again.
-//  3. SetValue, emit the msg event and the derived transitions. A crash
-//     after the commit but before goka commits the offset re-delivers the
-//     transition: either the table is still old (Apply gives the same
-//     state again; the PostgreSQL write is idempotent, the mark a no-op) or
-//     it is new (Apply sees msgId <= lastMsgId: a replay, which re-emits
-//     the event that state implies). Consumers dedupe by (FLID,
-//     stateVersion).
+//     The same transaction queues the change's msg event in the outbox
+//     (and a purged flight's schd tombstone): goka's emits are asynchronous
+//     and the table would move on before they are acknowledged, so a crash
+//     could lose the event of an intermediate version; from the outbox the
+//     publisher produces every version at least once.
+//  3. SetValue and the derived transitions (loop topic). A crash after the
+//     commit but before goka commits the offset re-delivers the transition:
+//     either the table is still old (Apply gives the same state again; the
+//     PostgreSQL write is idempotent, the mark a no-op) or it is new (Apply
+//     sees msgId <= lastMsgId: a replay, which queues the event that state
+//     implies once more). Consumers dedupe by (FLID, stateVersion).
 func (p *Processor) handle(gctx goka.Context, msg any) {
 	t, ok := msg.(*flight.Transition)
 	if !ok {
@@ -190,17 +192,9 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	}
 	switch {
 	case res.Purge:
-		// Gone from the table; the compacted schd topic forgets it too.
 		gctx.Delete()
-		gctx.Emit(goka.Stream(p.cfg.SchdTopic), t.FLID, nil)
 	case res.State != nil:
 		gctx.SetValue(res.State)
-	}
-	if res.Event != nil {
-		gctx.Emit(goka.Stream(p.cfg.MsgTopic), t.FLID, res.Event)
-		if p.d.ObserveEndToEnd != nil && res.Applied && !t.At.IsZero() {
-			p.d.ObserveEndToEnd(p.d.Clock.Now().Sub(t.At))
-		}
 	}
 	for _, d := range res.Derived {
 		gctx.Loopback(d.FLID, d)
@@ -227,13 +221,20 @@ func counted(t *flight.Transition) bool {
 // write runs step 2, waiting out outages (no progress, nothing lost) and
 // retrying other failures with backoff. It returns only the context's error.
 func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Transition, res flight.Result) error {
-	if res.State == nil && !counted(t) {
+	if res.State == nil && res.Event == nil && !counted(t) {
 		return nil
 	}
-	return retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+	events, err := p.events(t, res)
+	if err != nil {
+		return err
+	}
+	err = retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
 		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
+			if err := sink.QueueEvents(wctx, tx, events, p.d.Clock.Now()); err != nil {
+				return err
+			}
 			switch {
 			case res.Purge:
 				if err := sink.PurgeFlight(wctx, tx, res.State, p.d.Clock.Now()); err != nil {
@@ -259,6 +260,27 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 			return nil
 		})
 	})
+	if err == nil && len(events) > 0 && p.d.Notify != nil {
+		p.d.Notify()
+	}
+	return err
+}
+
+// events are what the result announces: the msg event of a change (or the
+// one a replay implies) and, for a purged flight, the schd tombstone.
+func (p *Processor) events(t *flight.Transition, res flight.Result) ([]sink.Event, error) {
+	var out []sink.Event
+	if res.Event != nil {
+		v, err := flight.EventCodec{}.Encode(res.Event)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the event of %s: %w", t.FLID, err)
+		}
+		out = append(out, sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v, OriginAt: t.At})
+	}
+	if res.Purge {
+		out = append(out, sink.Event{Topic: p.cfg.SchdTopic, Key: t.FLID})
+	}
+	return out, nil
 }
 
 func (p *Processor) setPaused(v bool, _ error) {
