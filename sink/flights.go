@@ -333,7 +333,54 @@ func WriteFlights(ctx context.Context, tx pgx.Tx, states []*flight.State) (writt
 // (nothing was written), or there was no row and s is not a first version
 // (the row was written without the untouched collections; the full write
 // completes it within the same transaction).
-func writeIncremental(ctx context.Context, tx pgx.Tx, s *flight.State) (written int, done bool, err error) {
+// QueuedFlightWrite is a single-flight incremental write queued on a batch
+// (QueueFlightWrite): the flights processor sends it together with the rest
+// of its transaction in one round trip.
+type QueuedFlightWrite struct {
+	s                        *flight.State
+	written                  int
+	storedVersion, storedMsg *int64
+	err                      error
+}
+
+// QueueFlightWrite queues the incremental write of s on b. Once the batch has
+// run, FullWriteNeeded tells whether the caller must still WriteFlight in
+// full in the same transaction (a first write at a later version, or a
+// stored row older than the previous version).
+func QueueFlightWrite(b *pgx.Batch, s *flight.State) (*QueuedFlightWrite, error) {
+	if s == nil || s.Last == nil {
+		return &QueuedFlightWrite{s: s, written: -1}, nil
+	}
+	sql, args, err := incrementalWrite(s)
+	if err != nil {
+		return nil, err
+	}
+	q := &QueuedFlightWrite{s: s}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		q.err = row.Scan(&q.written, &q.storedVersion, &q.storedMsg)
+		if q.err != nil {
+			q.err = fmt.Errorf("writing flight %s v%d: %w", s.FLID, s.StateVersion, q.err)
+		}
+		return q.err
+	})
+	return q, nil
+}
+
+// FullWriteNeeded reports whether the queued write left the flight to a full
+// write.
+func (q *QueuedFlightWrite) FullWriteNeeded() (bool, error) {
+	if q.written < 0 {
+		return true, nil
+	}
+	if q.err != nil {
+		return false, q.err
+	}
+	done := incrementalDone(q.s, q.written, q.storedVersion, q.storedMsg)
+	return !done, nil
+}
+
+// incrementalWrite is the statement of an incremental single-flight write.
+func incrementalWrite(s *flight.State) (string, []any, error) {
 	shape := writeShape{incremental: true}
 	for i, d := range detailTables {
 		for _, c := range d.colls {
@@ -344,7 +391,7 @@ func writeIncremental(ctx context.Context, tx pgx.Tx, s *flight.State) (written 
 	}
 	args, err := upsertOneArgs(s)
 	if err != nil {
-		return 0, false, err
+		return "", nil, err
 	}
 	for i, d := range detailTables {
 		if shape.del&(1<<i) == 0 {
@@ -355,24 +402,40 @@ func writeIncremental(ctx context.Context, tx pgx.Tx, s *flight.State) (written 
 			args = append(args, cols...)
 		}
 	}
-	var storedVersion, storedMsg *int64
-	if err := tx.QueryRow(ctx, writeSQL(shape), args...).Scan(&written, &storedVersion, &storedMsg); err != nil {
-		return 0, false, fmt.Errorf("writing flight %s v%d: %w", s.FLID, s.StateVersion, err)
-	}
+	return writeSQL(shape), args, nil
+}
+
+// incrementalDone interprets the result of an incremental write.
+func incrementalDone(s *flight.State, written int, storedVersion, storedMsg *int64) bool {
 	switch {
 	case written > 0 && storedVersion == nil && s.StateVersion > 1:
 		// A first write of a flight at a later version (a rebuild into
 		// empty tables): the collections its last change did not touch
 		// are missing. The full write rewrites the same state whole.
-		return 0, false, nil
+		return false
 	case written > 0:
-		return written, true, nil
+		return true
 	}
 	// Not written: either the stored row is newer (a replay; done) or it is
 	// older than the previous version (fall back to a full write).
-	newer := storedVersion != nil && (*storedVersion > s.StateVersion ||
+	return storedVersion != nil && (*storedVersion > s.StateVersion ||
 		*storedVersion == s.StateVersion && *storedMsg > s.LastMsgID)
-	return 0, newer, nil
+}
+
+func writeIncremental(ctx context.Context, tx pgx.Tx, s *flight.State) (written int, done bool, err error) {
+	sql, args, err := incrementalWrite(s)
+	if err != nil {
+		return 0, false, err
+	}
+	var storedVersion, storedMsg *int64
+	if err := tx.QueryRow(ctx, sql, args...).Scan(&written, &storedVersion, &storedMsg); err != nil {
+		return 0, false, fmt.Errorf("writing flight %s v%d: %w", s.FLID, s.StateVersion, err)
+	}
+	done = incrementalDone(s, written, storedVersion, storedMsg)
+	if !done || written == 0 {
+		return 0, done, nil
+	}
+	return written, true, nil
 }
 
 // newestPerFLID drops nil states and, per FLID, keeps the newest state (the

@@ -319,6 +319,18 @@ func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) erro
 	return nil
 }
 
+// markAppliedSQL marks one transition applied and completes its message
+// when it is the last one (see MarkApplied).
+const markAppliedSQL = `WITH ins AS (
+		INSERT INTO transition_applied (msg_id, kind, key, applied_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT DO NOTHING RETURNING 1)
+	UPDATE proc_state SET n_applied = n_applied + 1,
+		state = CASE WHEN n_applied + 1 >= n_transitions THEN 'SUCCEEDED' ELSE state END,
+		backfill_next_at = CASE WHEN n_applied + 1 >= n_transitions THEN $4 ELSE backfill_next_at END,
+		updated_at = $4
+	WHERE msg_id = $1 AND state = 'ROUTED' AND EXISTS (SELECT 1 FROM ins)
+	RETURNING state`
+
 // MarkApplied records, inside the caller's transaction, that the transition
 // of msgID for (kind, key) was applied. Marking twice is a no-op. When the
 // last of the message's n transitions is marked, the message becomes
@@ -326,15 +338,7 @@ func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) erro
 // reports that.
 func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, kind, key string, now time.Time) (completed bool, err error) {
 	var state string
-	err = tx.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO transition_applied (msg_id, kind, key, applied_at) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING RETURNING 1)
-		UPDATE proc_state SET n_applied = n_applied + 1,
-			state = CASE WHEN n_applied + 1 >= n_transitions THEN 'SUCCEEDED' ELSE state END,
-			backfill_next_at = CASE WHEN n_applied + 1 >= n_transitions THEN $4 ELSE backfill_next_at END,
-			updated_at = $4
-		WHERE msg_id = $1 AND state = 'ROUTED' AND EXISTS (SELECT 1 FROM ins)
-		RETURNING state`, msgID, kind, key, now).Scan(&state)
+	err = tx.QueryRow(ctx, markAppliedSQL, msgID, kind, key, now).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -342,6 +346,34 @@ func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, kind, key string, 
 		return false, fmt.Errorf("marking %s %s of message %d applied: %w", kind, key, msgID, err)
 	}
 	return state == StateSucceeded, nil
+}
+
+// QueuedMark is a MarkApplied queued on a batch.
+type QueuedMark struct {
+	completed bool
+}
+
+// Completed reports, once the batch has run, whether the mark completed the
+// message.
+func (q *QueuedMark) Completed() bool { return q.completed }
+
+// QueueMarkApplied queues MarkApplied on b (to run in the batch's
+// transaction).
+func QueueMarkApplied(b *pgx.Batch, msgID int64, kind, key string, now time.Time) *QueuedMark {
+	q := &QueuedMark{}
+	b.Queue(markAppliedSQL, msgID, kind, key, now).QueryRow(func(row pgx.Row) error {
+		var state string
+		err := row.Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("marking %s %s of message %d applied: %w", kind, key, msgID, err)
+		}
+		q.completed = state == StateSucceeded
+		return nil
+	})
+	return q
 }
 
 func truncate(s string, n int) string {

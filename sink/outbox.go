@@ -26,12 +26,11 @@ type Event struct {
 	OriginAt time.Time
 }
 
-// QueueEvents adds events to the outbox inside the caller's transaction, so
-// they are durable exactly when the state they announce is.
-func QueueEvents(ctx context.Context, tx pgx.Tx, events []Event, now time.Time) error {
-	if len(events) == 0 {
-		return nil
-	}
+const queueEventsSQL = `INSERT INTO event_outbox (topic, key, value, origin_at, created_at)
+	SELECT t, k, v, o, $5 FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[]) WITH ORDINALITY AS e(t, k, v, o, n)
+	ORDER BY n`
+
+func eventArgs(events []Event, now time.Time) []any {
 	topics := make([]string, len(events))
 	keys := make([]string, len(events))
 	values := make([][]byte, len(events))
@@ -43,9 +42,24 @@ func QueueEvents(ctx context.Context, tx pgx.Tx, events []Event, now time.Time) 
 			origins[i] = &o
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO event_outbox (topic, key, value, origin_at, created_at)
-		SELECT t, k, v, o, $5 FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[]) WITH ORDINALITY AS e(t, k, v, o, n)
-		ORDER BY n`, topics, keys, values, origins, now)
+	return []any{topics, keys, values, origins, now}
+}
+
+// BatchEvents queues the events' outbox insert on b (to run in the batch's
+// transaction).
+func BatchEvents(b *pgx.Batch, events []Event, now time.Time) {
+	if len(events) > 0 {
+		b.Queue(queueEventsSQL, eventArgs(events, now)...)
+	}
+}
+
+// QueueEvents adds events to the outbox inside the caller's transaction, so
+// they are durable exactly when the state they announce is.
+func QueueEvents(ctx context.Context, tx pgx.Tx, events []Event, now time.Time) error {
+	if len(events) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, queueEventsSQL, eventArgs(events, now)...)
 	if err != nil {
 		return fmt.Errorf("queueing %d events: %w", len(events), err)
 	}

@@ -232,29 +232,47 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
-			if err := sink.QueueEvents(wctx, tx, events, p.d.Clock.Now()); err != nil {
-				return err
+			// One round trip for the common case: the events, the
+			// applied mark and the flight's incremental write.
+			now := p.d.Clock.Now()
+			b := &pgx.Batch{}
+			sink.BatchEvents(b, events, now)
+			var mark *sink.QueuedMark
+			if counted(t) {
+				mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, now)
+			}
+			var fw *sink.QueuedFlightWrite
+			if !res.Purge && res.State != nil {
+				var err error
+				if fw, err = sink.QueueFlightWrite(b, res.State); err != nil {
+					return err
+				}
+			}
+			if b.Len() > 0 {
+				if err := tx.SendBatch(wctx, b).Close(); err != nil {
+					return err
+				}
 			}
 			switch {
 			case res.Purge:
-				if err := sink.PurgeFlight(wctx, tx, res.State, p.d.Clock.Now()); err != nil {
+				if err := sink.PurgeFlight(wctx, tx, res.State, now); err != nil {
 					return err
 				}
-			case res.State != nil:
-				if err := sink.WriteFlight(wctx, tx, res.State); err != nil {
-					return err
-				}
-			}
-			if counted(t) {
-				done, err := sink.MarkApplied(wctx, tx, t.MsgID, "flight", t.FLID, p.d.Clock.Now())
+			case fw != nil:
+				full, err := fw.FullWriteNeeded()
 				if err != nil {
 					return err
 				}
-				if done {
-					log.Debug("message succeeded: all its transitions are applied")
-					if p.d.OnMessageDone != nil {
-						return p.d.OnMessageDone(wctx, tx, t)
+				if full {
+					if err := sink.WriteFlight(wctx, tx, res.State); err != nil {
+						return err
 					}
+				}
+			}
+			if mark != nil && mark.Completed() {
+				log.Debug("message succeeded: all its transitions are applied")
+				if p.d.OnMessageDone != nil {
+					return p.d.OnMessageDone(wctx, tx, t)
 				}
 			}
 			return nil
