@@ -87,4 +87,3 @@ func BenchmarkEndToEnd(b *testing.B) {
 			total.Round(time.Millisecond), float64(n)/total.Seconds(), float64(applied)/total.Seconds())
 	}
 }
-

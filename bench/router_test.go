@@ -59,7 +59,9 @@ func BenchmarkRouter(b *testing.B) {
 		done := make(chan error, 1)
 		b.ResetTimer()
 		start := time.Now()
-		go func() { done <- rt.Run(ctx, brokers, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...) }()
+		go func() {
+			done <- rt.Run(ctx, brokers, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...)
+		}()
 		for {
 			var n int
 			_ = pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state NOT IN ('PENDING','FAILED')").Scan(&n)

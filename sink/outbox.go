@@ -259,4 +259,3 @@ func (p *Publisher) close() {
 		p.producer = nil
 	}
 }
-

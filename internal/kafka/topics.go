@@ -231,3 +231,12 @@ func RecreateTopics(ctx context.Context, clk clock.Clock, brokers []string, c Co
 		}
 	}
 }
+
+// RunProcessor runs a goka processor until ctx ends; a stop caused by the
+// context is not an error.
+func RunProcessor(ctx context.Context, p *goka.Processor, name string) error {
+	if err := p.Run(ctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s processor: %w", name, err)
+	}
+	return nil
+}

@@ -140,10 +140,7 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 	if err != nil {
 		return err
 	}
-	if err := gp.Run(ctx); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("flights processor: %w", err)
-	}
-	return nil
+	return kafka.RunProcessor(ctx, gp, "flights")
 }
 
 // handle applies one transition. The sequence, and what a crash at each

@@ -18,11 +18,11 @@ import (
 )
 
 type rig struct {
-	t      *testing.T
-	tt     *tester.Tester
-	pool   *pgxpool.Pool
-	msgs   *sink.Messages
-	t0     time.Time
+	t    *testing.T
+	tt   *tester.Tester
+	pool *pgxpool.Pool
+	msgs *sink.Messages
+	t0   time.Time
 }
 
 func newRig(t *testing.T) *rig {

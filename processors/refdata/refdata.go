@@ -95,10 +95,7 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 	if err != nil {
 		return err
 	}
-	if err := gp.Run(ctx); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("refdata processor: %w", err)
-	}
-	return nil
+	return kafka.RunProcessor(ctx, gp, "refdata")
 }
 
 // handle applies one transition: Apply on the table's state, then one

@@ -160,16 +160,7 @@ func (r *Router) Run(ctx context.Context, brokers []string, opts ...goka.Process
 	if err != nil {
 		return err
 	}
-	return RunProcessor(ctx, p, "router")
-}
-
-// RunProcessor runs a goka processor until ctx ends; a stop caused by the
-// context is not an error.
-func RunProcessor(ctx context.Context, p *goka.Processor, name string) error {
-	if err := p.Run(ctx); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("%s processor: %w", name, err)
-	}
-	return nil
+	return kafka.RunProcessor(ctx, p, "router")
 }
 
 // outcome is what one message leads to in the callback.

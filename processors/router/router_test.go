@@ -14,6 +14,7 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/clock"
+	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/flight"
@@ -65,7 +66,7 @@ func newRig(t *testing.T, mut func(*Config)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- RunProcessor(ctx, proc, "router") }()
+	go func() { done <- kafka.RunProcessor(ctx, proc, "router") }()
 	t.Cleanup(func() { cancel(); <-done })
 	rg.flights = rg.tt.NewQueueTracker(cfg.FlightTopic)
 	rg.refs = rg.tt.NewQueueTracker(cfg.RefdataTopic)
