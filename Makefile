@@ -12,6 +12,7 @@ run: devdb
 
 ## test: every test (real PostgreSQL, MariaDB and an in-process Kafka)
 test: services
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 
