@@ -65,8 +65,6 @@ func newScenario(t *testing.T, bin string) *scenario {
 	s.broker = s.start("broker")
 	t.Cleanup(s.stop)
 	s.env = append(s.env, "MSGX_KAFKA_BROKERS="+addr)
-	my := testenv.OpenMySQL(t, myDSN)
-	_ = my
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
