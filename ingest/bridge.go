@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -342,7 +341,7 @@ func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 	limit := b.d.Kafka.MaxMessageBytes - 1024 // key, headers, batch overhead
 	for i, r := range rows {
 		rec := Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw}
-		v, err := json.Marshal(rec)
+		v, err := rec.Marshal()
 		if err != nil {
 			return fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
 		}
@@ -352,7 +351,7 @@ func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 			// which it records as DEAD(MALFORMED) with the size.
 			b.log.Error("inbox row too large for a Kafka record; it is recorded DEAD", "msg_id", r.ID, "bytes", len(r.Raw), "limit", limit)
 			rec.Raw, rec.Oversize = "", len(r.Raw)
-			if v, err = json.Marshal(rec); err != nil {
+			if v, err = rec.Marshal(); err != nil {
 				return fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
 			}
 		}

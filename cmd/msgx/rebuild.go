@@ -103,12 +103,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 		return err
 	}
 	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: flights.Group + "-loop", Partitions: cfg.Router.Partitions})
-	// A group table has the partitions of the group's input: one for the
-	// router (msgx.inbox), the transition topics' for the others.
-	internal = append(internal, kafka.TopicSpec{Name: string(router.Table), Partitions: 1, Compact: true})
-	for _, g := range []string{flights.Group, refdataproc.Group} {
-		internal = append(internal, kafka.TopicSpec{Name: string(goka.GroupTable(goka.Group(g))), Partitions: cfg.Router.Partitions, Compact: true})
-	}
+	internal = append(internal, tableTopics(cfg)...)
 	if err := kafka.RecreateTopics(ctx, clk, brokers, cfg.Kafka, internal, log); err != nil {
 		return err
 	}

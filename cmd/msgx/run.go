@@ -140,7 +140,19 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 func topics(cfg Config) []kafka.TopicSpec {
 	specs := append([]kafka.TopicSpec{cfg.Ingest.TopicSpec()}, cfg.Router.TopicSpecs()...)
 	specs = append(specs, cfg.Flights.TopicSpecs(cfg.Router.Partitions)...)
-	return append(specs, cfg.Schd.TopicSpec(cfg.Router.Partitions))
+	specs = append(specs, cfg.Schd.TopicSpec(cfg.Router.Partitions))
+	return append(specs, tableTopics(cfg)...)
+}
+
+// tableTopics are the goka group tables (compacted changelogs), created here
+// rather than by goka so that they allow table-sized records: the router's
+// has the single partition of msgx.inbox, the others the transition topics'.
+func tableTopics(cfg Config) []kafka.TopicSpec {
+	return []kafka.TopicSpec{
+		{Name: string(router.Table), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+		{Name: string(flights.Table), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+		{Name: string(refdataproc.Table), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+	}
 }
 
 // gokaOptions are the processors' Kafka clients and local table storage
@@ -371,6 +383,10 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	pub := sink.NewPublisher(d.pool, cfg.DB.Timeout, d.brokers, cfg.Kafka, d.clock, log, m.ObserveEndToEnd)
 	supervise("publisher", pub.Run)
 	src.Publisher = pub.Stats
+	d.health.WatchPause("publisher", func() (bool, string) {
+		st := pub.Stats()
+		return st.LastError != "", st.LastError
+	})
 	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
 		Notify: pub.Notify,
 		OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {

@@ -15,12 +15,20 @@ import (
 	"msgx/internal/clock"
 )
 
+// TableRecordBytes is the largest goka table record msgx writes: one value
+// of msgx-refdata-table holds a whole reference category, larger than a
+// broker's default message.max.bytes. Table topics are created with this
+// topic-level max.message.bytes and goka's producer may use it.
+const TableRecordBytes = 16 << 20
+
 // TopicSpec is how one topic must look.
 type TopicSpec struct {
 	Name       string
 	Partitions int32
 	// Compact selects cleanup.policy=compact (goka tables, latest-state topics).
 	Compact bool
+	// MaxMessageBytes sets the topic's max.message.bytes (0: broker default).
+	MaxMessageBytes int
 	// Retention: negative keeps records forever (retention.ms=-1), zero leaves
 	// the broker default.
 	Retention time.Duration
@@ -33,6 +41,10 @@ func (s TopicSpec) configEntries() map[string]*string {
 		policy = "compact"
 	}
 	entries["cleanup.policy"] = &policy
+	if s.MaxMessageBytes > 0 {
+		v := strconv.Itoa(s.MaxMessageBytes)
+		entries["max.message.bytes"] = &v
+	}
 	switch {
 	case s.Retention < 0:
 		v := "-1"
@@ -87,10 +99,12 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = c.Replication
 	tmc.Stream.Replication = c.Replication
+	producer := c.Sarama("msgx-producer")
+	producer.Producer.MaxMessageBytes = max(producer.Producer.MaxMessageBytes, TableRecordBytes)
 	return []goka.ProcessorOption{
 		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(c.Sarama("msgx-consumer"))),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(c.Sarama("msgx-consumer"))),
-		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(c.Sarama("msgx-producer"))),
+		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(producer)),
 		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-topics"), tmc)),
 		goka.WithStorageBuilder(sb),
 		goka.WithLogger(SlogAdapter{Log: log, Level: slog.LevelInfo}),

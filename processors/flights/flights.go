@@ -290,7 +290,13 @@ func (p *Processor) events(t *flight.Transition, res flight.Result) ([]sink.Even
 		if err != nil {
 			return nil, fmt.Errorf("encoding the event of %s: %w", t.FLID, err)
 		}
-		out = append(out, sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v, OriginAt: t.At})
+		e := sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v}
+		if res.Applied {
+			// Only a first application measures end-to-end latency; a
+			// replay's event would be timed from long ago.
+			e.OriginAt = t.At
+		}
+		out = append(out, e)
 	}
 	if res.Purge {
 		out = append(out, sink.Event{Topic: p.cfg.SchdTopic, Key: t.FLID})

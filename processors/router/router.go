@@ -392,6 +392,9 @@ func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, no
 // than the message, so they are the same — and emitted again; the applying
 // processors recognise what they already applied.
 func (r *Router) reroute(log *slog.Logger, p Plan, l sink.Lookups, m sink.Message) outcome {
+	// A routed SCHD RESP passed the RESP guard when it was decided; its
+	// request may be closed by now, which must not change the answer.
+	l.RequestOpen = true
 	v, fail := Decide(p, l, m.EnqueuedAt)
 	if fail != nil || v.State != sink.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
 		// Only a configuration change between the two deliveries can get

@@ -252,3 +252,26 @@ func TestRouterOversizeMarkerIsDead(t *testing.T) {
 		t.Fatalf("oversize row %+v", m)
 	}
 }
+
+// A SCHD RESP found ROUTED passed the RESP guard when it was decided: seen
+// again (after a crash), its transitions go out again even though its
+// request is closed by now.
+func TestRouterRerouteOfGuardedResp(t *testing.T) {
+	rg := newRig(t, func(c *Config) { c.RespGuard = true })
+	resp := strings.Replace(strings.Replace(dnld(1, fltr("1", "23JAN210535", "")), "<STYP>DNLD<", "<STYP>RESP<", 1), "<SEQN>77<", "<SEQN>81<", 1)
+	ctx := context.Background()
+	if _, err := rg.msgs.Touch(ctx, 1, nil, rg.t0, rg.t0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: 1, State: sink.StateRouted, N: 1, Now: rg.t0,
+		Index: []sink.FlightDay{{FLID: "1", Day: day("2021-01-23")}}}); err != nil || !ok {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	rg.consume(1, resp)
+	if got := rg.drainFlights(); len(got) != 1 || got[0].FLID != "1" {
+		t.Fatalf("re-emitted %v", got)
+	}
+	if rg.row(1).State != sink.StateRouted {
+		t.Fatal("re-routing changed the message")
+	}
+}
