@@ -81,17 +81,6 @@ func (r *Registry) Failed(name string, err error) {
 	}
 }
 
-// Error records an error a component survived (it keeps running).
-func (r *Registry) Error(name string, err error) {
-	if r == nil || err == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.get(name)
-	c.LastError, c.LastErrorAt = err.Error(), r.now()
-}
-
 // WatchPause registers a function telling whether the component is paused
 // by an outage (and why); it is asked on every snapshot.
 func (r *Registry) WatchPause(name string, fn func() (bool, string)) {

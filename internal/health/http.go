@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 )
@@ -85,12 +84,4 @@ func (h *Ready) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func Live(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok\n"))
-}
-
-// Summary is a one-line digest of a result, for logs.
-func (r Result) Summary() string {
-	if r.Ready {
-		return "ready"
-	}
-	return "not ready: " + strings.Join(r.Reasons, "; ")
 }
