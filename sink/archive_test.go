@@ -21,6 +21,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/tables/message"
 )
 
 // arT0 is the maintenance tests' "now" (whole microseconds: PostgreSQL's
@@ -252,15 +253,15 @@ func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
 		return row
 	}
 	e.insert(
-		r(1, sink.StateSucceeded, func(r *arRow) { r.updated = arOld.Add(time.Minute) }),
-		r(2, sink.StateSkipped, func(r *arRow) { r.identity = "" }), // ignored/duplicates carry no identity
-		r(3, sink.StateDead, func(r *arRow) { r.updated = cutoff.Add(-time.Microsecond) }),
-		r(4, sink.StateSucceeded, func(r *arRow) { r.updated = recent }),                         // not old enough
-		r(5, sink.StateSucceeded, func(r *arRow) { r.updated = cutoff }),                         // exactly at the threshold: not yet
-		r(6, sink.StateDead, func(r *arRow) { r.settled = nil }),                                 // still owes the mark
-		r(7, sink.StateDead, func(r *arRow) { r.settled = nil; r.abandoned = &arOld }),           // abandoned (C-16)
-		r(8, sink.StateSucceeded, func(r *arRow) { r.abandoned = &arOld }),                       // never both, but never archived
-		r(9, sink.StatePending, nil), r(10, sink.StateFailed, nil), r(11, sink.StateRouted, nil), // never, even "settled"
+		r(1, message.StateSucceeded, func(r *arRow) { r.updated = arOld.Add(time.Minute) }),
+		r(2, message.StateSkipped, func(r *arRow) { r.identity = "" }), // ignored/duplicates carry no identity
+		r(3, message.StateDead, func(r *arRow) { r.updated = cutoff.Add(-time.Microsecond) }),
+		r(4, message.StateSucceeded, func(r *arRow) { r.updated = recent }),                               // not old enough
+		r(5, message.StateSucceeded, func(r *arRow) { r.updated = cutoff }),                               // exactly at the threshold: not yet
+		r(6, message.StateDead, func(r *arRow) { r.settled = nil }),                                       // still owes the mark
+		r(7, message.StateDead, func(r *arRow) { r.settled = nil; r.abandoned = &arOld }),                 // abandoned (C-16)
+		r(8, message.StateSucceeded, func(r *arRow) { r.abandoned = &arOld }),                             // never both, but never archived
+		r(9, message.StatePending, nil), r(10, message.StateFailed, nil), r(11, message.StateRouted, nil), // never, even "settled"
 	)
 	m := e.maint()
 	cands, err := m.ArchiveCandidates(context.Background(), 10)
@@ -308,7 +309,7 @@ func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
 // else is cleared; the message's transition marks go, others stay.
 func TestArchiveHistoryRowAndShadow(t *testing.T) {
 	e := newAR(t)
-	e.insert(arSettled(1, sink.StateDead), arSettled(2, sink.StateSucceeded))
+	e.insert(arSettled(1, message.StateDead), arSettled(2, message.StateSucceeded))
 	e.exec(`INSERT INTO transition_applied (msg_id, kind, key, applied_at) VALUES
 		(1, 'flight', 'F1', $1), (1, 'refdata', 'AIRL', $1), (3, 'flight', 'F1', $1)`, arOld)
 	before := e.live(1)
@@ -341,7 +342,7 @@ func TestArchiveHistoryRowAndShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shadow.state != sink.StateArchived || shadow.identity != "SNDR|SCHD|DNLD|1" || !shadow.cleared ||
+	if shadow.state != message.StateArchived || shadow.identity != "SNDR|SCHD|DNLD|1" || !shadow.cleared ||
 		!shadow.enqueued.Equal(arOld.Add(-time.Hour)) || !shadow.upd.Equal(now) {
 		t.Fatalf("shadow row %+v", shadow)
 	}
@@ -360,7 +361,7 @@ func TestArchiveHistoryRowAndShadow(t *testing.T) {
 func TestArchiveKeepsIdentity(t *testing.T) {
 	e := newAR(t)
 	const key = "SNDR|SCHD|DNLD|1"
-	e.insert(arSettled(1, sink.StateSucceeded))
+	e.insert(arSettled(1, message.StateSucceeded))
 	if res := e.runOnce(e.maint()); res.Archived != 1 {
 		t.Fatalf("result %+v", res)
 	}
@@ -379,7 +380,7 @@ func TestArchiveKeepsIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Without the lookup, binding the identity fails on the constraint.
-	_, err = msgs.Record(ctx, sink.Decision{MsgID: 2, State: sink.StateSucceeded, IdentityKey: key, Now: now})
+	_, err = msgs.Record(ctx, sink.Decision{MsgID: 2, State: message.StateSucceeded, IdentityKey: key, Now: now})
 	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
 		t.Fatalf("Record bound the archived identity: %v", err)
 	}
@@ -388,7 +389,7 @@ func TestArchiveKeepsIdentity(t *testing.T) {
 		t.Fatalf("Lookup owner %d, %v; want the archived message 1", l.Owner, err)
 	}
 	v, fail := router.Decide(router.Plan{MsgID: 2, IdentityKey: key}, l, now)
-	if fail != nil || v.State != sink.StateSkipped || v.Reason != "duplicate-of:1" {
+	if fail != nil || v.State != message.StateSkipped || v.Reason != "duplicate-of:1" {
 		t.Fatalf("router decision %+v, %v", v, fail)
 	}
 	if ok, err := msgs.Record(ctx, sink.Decision{MsgID: 2, State: v.State, Reason: v.Reason, Now: now}); !ok || err != nil {
@@ -396,7 +397,7 @@ func TestArchiveKeepsIdentity(t *testing.T) {
 	}
 
 	m, err := msgs.Touch(ctx, 1, nil, now, now)
-	if err != nil || m.State != sink.StateArchived || !sink.IsTerminal(m.State) || m.IdentityKey == nil || *m.IdentityKey != key {
+	if err != nil || m.State != message.StateArchived || !message.IsTerminal(m.State) || m.IdentityKey == nil || *m.IdentityKey != key {
 		t.Fatalf("re-delivered archived message %+v, %v", m, err)
 	}
 }
@@ -407,7 +408,7 @@ func TestArchiveKeepsIdentity(t *testing.T) {
 // without waiting.
 func TestArchiveSkipsRowReplayedMeanwhile(t *testing.T) {
 	e := newAR(t)
-	e.insert(arSettled(1, sink.StateDead), arSettled(2, sink.StateDead), arSettled(3, sink.StateDead), arSettled(4, sink.StateSkipped))
+	e.insert(arSettled(1, message.StateDead), arSettled(2, message.StateDead), arSettled(3, message.StateDead), arSettled(4, message.StateSkipped))
 	m := e.maint()
 	ctx := context.Background()
 	ids, err := m.ArchiveCandidates(ctx, 0)
@@ -464,7 +465,7 @@ func TestArchiveSkipsRowReplayedMeanwhile(t *testing.T) {
 // postpones the row to a later pass.
 func TestArchiveLockedRowWaitsForNextPass(t *testing.T) {
 	e := newAR(t)
-	e.insert(arSettled(1, sink.StateSucceeded), arSettled(2, sink.StateSucceeded))
+	e.insert(arSettled(1, message.StateSucceeded), arSettled(2, message.StateSucceeded))
 	ctx := context.Background()
 	tx, err := e.pg.Begin(ctx)
 	if err != nil {
@@ -494,7 +495,7 @@ func TestArchiveLockedRowWaitsForNextPass(t *testing.T) {
 // long after.
 func TestArchiveIdempotent(t *testing.T) {
 	e := newAR(t)
-	e.insert(arSettled(1, sink.StateSucceeded), arSettled(2, sink.StateDead))
+	e.insert(arSettled(1, message.StateSucceeded), arSettled(2, message.StateDead))
 	m := e.maint()
 	if res := e.runOnce(m); res.Archived != 2 {
 		t.Fatalf("first pass %+v", res)
@@ -528,7 +529,7 @@ func TestArchiveIdempotent(t *testing.T) {
 func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 	e := newAR(t)
 	ctx := context.Background()
-	e.insert(arSettled(1, sink.StateSucceeded), arSettled(2, sink.StateDead), arSettled(3, sink.StateSkipped))
+	e.insert(arSettled(1, message.StateSucceeded), arSettled(2, message.StateDead), arSettled(3, message.StateSkipped))
 	if res := e.runOnce(e.maint()); res.Archived != 3 {
 		t.Fatalf("result %+v", res)
 	}
@@ -672,7 +673,7 @@ func TestSnapLogRetention(t *testing.T) {
 func TestMaintenanceRunLoop(t *testing.T) {
 	e := newAR(t)
 	// Old enough only after one Period.
-	row := arSettled(1, sink.StateSucceeded)
+	row := arSettled(1, message.StateSucceeded)
 	row.updated = arT0.Add(-e.cfg.ArchiveAfter + 30*time.Minute)
 	e.insert(row)
 	m := e.maint()
@@ -826,7 +827,7 @@ func TestMaintenanceNeverBlocksPipeline(t *testing.T) {
 				measure(func() error { _, err := msgs.Touch(ctx, id, nil, now, now); return err })
 				measure(func() error { _, err := msgs.Lookup(ctx, id, key, nil, nil); return err })
 				measure(func() error {
-					_, err := msgs.Record(ctx, sink.Decision{MsgID: id, State: sink.StateSucceeded, IdentityKey: key, Now: now})
+					_, err := msgs.Record(ctx, sink.Decision{MsgID: id, State: message.StateSucceeded, IdentityKey: key, Now: now})
 					return err
 				})
 				// A re-delivery of an old message, maybe in the batch being

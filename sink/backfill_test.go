@@ -19,6 +19,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/tables/message"
 )
 
 // bfT0 is 09:00:00.25 in Shanghai: the mark must be the local wall clock,
@@ -234,7 +235,7 @@ func TestBackfillNewRejectsBadDeps(t *testing.T) {
 func TestBackfillMarksTerminalRows(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1, 2, 3)
-	e.proc(due(1, sink.StateSucceeded), due(2, sink.StateSkipped), due(3, sink.StateDead))
+	e.proc(due(1, message.StateSucceeded), due(2, message.StateSkipped), due(3, message.StateDead))
 	b := e.sweeper(nil)
 	if s := b.Stats(); s.Pending != -1 || s.Sweeps != 0 {
 		t.Fatalf("stats before any pass: %+v", s)
@@ -266,7 +267,7 @@ func TestBackfillMarksTerminalRows(t *testing.T) {
 func TestBackfillNullNextAtIsDue(t *testing.T) {
 	e := newBF(t)
 	e.inbox(7)
-	e.proc(procRow{id: 7, state: sink.StateSucceeded, enqueued: bfT0})
+	e.proc(procRow{id: 7, state: message.StateSucceeded, enqueued: bfT0})
 	if res := e.sweep(e.sweeper(nil)); res.Marked != 1 {
 		t.Fatalf("result %+v", res)
 	}
@@ -277,7 +278,7 @@ func TestBackfillNullNextAtIsDue(t *testing.T) {
 // and ARCHIVED shadow rows are never scanned, even with a due intent.
 func TestBackfillNeverMarksNonTerminalRows(t *testing.T) {
 	e := newBF(t)
-	states := []string{sink.StatePending, sink.StateFailed, sink.StateRouted, sink.StateArchived}
+	states := []string{message.StatePending, message.StateFailed, message.StateRouted, message.StateArchived}
 	for i, st := range states {
 		id := int64(i + 1)
 		e.inbox(id)
@@ -312,7 +313,7 @@ func TestBackfillNeverMarksNonTerminalRows(t *testing.T) {
 func TestBackfillAlreadyMarkedIsNotOverwritten(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1, 2)
-	e.proc(due(1, sink.StateSucceeded), due(2, sink.StateDead))
+	e.proc(due(1, message.StateSucceeded), due(2, message.StateDead))
 	const earlier = "2026-03-10 08:59:30" // the crashed pass's mark
 	e.setMark(1, earlier)
 
@@ -338,7 +339,7 @@ func TestBackfillAlreadyMarkedIsNotOverwritten(t *testing.T) {
 func TestBackfillSameSecondRetryIsSuccess(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1, 2)
-	e.proc(due(1, sink.StateSucceeded), due(2, sink.StateSucceeded))
+	e.proc(due(1, message.StateSucceeded), due(2, message.StateSucceeded))
 	e.setMark(1, bfMark0)
 	res := e.sweep(e.sweeper(nil))
 	if res.Settled() != 2 || res.Failed != 0 {
@@ -353,7 +354,7 @@ func TestBackfillSameSecondRetryIsSuccess(t *testing.T) {
 func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1, 3)
-	e.proc(due(1, sink.StateSucceeded), due(2, sink.StateSkipped), due(3, sink.StateDead))
+	e.proc(due(1, message.StateSucceeded), due(2, message.StateSkipped), due(3, message.StateDead))
 
 	b := e.sweeper(nil)
 	res := e.sweep(b)
@@ -376,7 +377,7 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(list) != 1 || list[0].MsgID != 2 || list[0].Reason != sink.AbandonMissingRow || !list[0].AbandonedAt.Equal(bfT0) ||
-		list[0].State != sink.StateSkipped {
+		list[0].State != message.StateSkipped {
 		t.Fatalf("abandoned list %+v", list)
 	}
 	if st := b.Stats(); st.Abandoned[sink.AbandonMissingRow] != 1 || st.Pending != 0 {
@@ -391,7 +392,7 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 func TestBackfillBackoffDoublesToCap(t *testing.T) {
 	e := newBF(t, func(c *sink.BackfillConfig) { c.MaxAttemptsAlarm = 3 })
 	e.inbox(1)
-	e.proc(due(1, sink.StateSucceeded))
+	e.proc(due(1, message.StateSucceeded))
 	proxy, db := e.proxied()
 	b := e.sweeper(db)
 	proxy.Down()
@@ -443,7 +444,7 @@ func TestBackfillMySQLOutageThenRecovery(t *testing.T) {
 	ids := []int64{10, 11, 12, 13}
 	e.inbox(ids...)
 	for _, id := range ids {
-		e.proc(due(id, sink.StateSucceeded))
+		e.proc(due(id, message.StateSucceeded))
 	}
 	proxy, db := e.proxied()
 	b := e.sweeper(db)
@@ -455,7 +456,7 @@ func TestBackfillMySQLOutageThenRecovery(t *testing.T) {
 	more := []int64{20, 21, 22}
 	e.inbox(more...)
 	for _, id := range more {
-		e.proc(due(id, sink.StateDead))
+		e.proc(due(id, message.StateDead))
 	}
 	proxy.Down()
 	res := e.sweep(b)
@@ -486,8 +487,8 @@ func TestBackfillOverdueIgnoresBackoff(t *testing.T) {
 	e.inbox(1, 2)
 	later := bfT0.Add(15 * time.Minute)
 	e.proc(
-		procRow{id: 1, state: sink.StateSucceeded, enqueued: bfT0.Add(-e.cfg.Overdue - time.Second), nextAt: &later, attempts: 6},
-		procRow{id: 2, state: sink.StateSucceeded, enqueued: bfT0.Add(-e.cfg.Overdue + time.Second), nextAt: &later, attempts: 6},
+		procRow{id: 1, state: message.StateSucceeded, enqueued: bfT0.Add(-e.cfg.Overdue - time.Second), nextAt: &later, attempts: 6},
+		procRow{id: 2, state: message.StateSucceeded, enqueued: bfT0.Add(-e.cfg.Overdue + time.Second), nextAt: &later, attempts: 6},
 	)
 	res := e.sweep(e.sweeper(nil))
 	if res.Scanned != 1 || res.Marked != 1 {
@@ -504,7 +505,7 @@ func TestBackfillTransientDeadlineOnlyAfterR(t *testing.T) {
 	const r = 2 * time.Hour
 	e := newBF(t, func(c *sink.BackfillConfig) { c.Overdue = r; c.MaxAttemptsAlarm = 5 })
 	e.inbox(1, 2)
-	e.proc(due(1, sink.StateSucceeded), due(2, sink.StateDead))
+	e.proc(due(1, message.StateSucceeded), due(2, message.StateDead))
 	proxy, db := e.proxied()
 	b := e.sweeper(db)
 	proxy.Down()
@@ -559,11 +560,11 @@ func TestBackfillFairOrder(t *testing.T) {
 	past := bfT0.Add(-time.Minute)
 	e.inbox(1, 2, 3, 4, 5)
 	e.proc(
-		procRow{id: 1, state: sink.StateDead, enqueued: bfT0, nextAt: &past, attempts: 7},
-		procRow{id: 2, state: sink.StateDead, enqueued: bfT0, nextAt: &past, attempts: 3},
-		procRow{id: 5, state: sink.StateSucceeded, enqueued: bfT0, nextAt: &past},
-		procRow{id: 4, state: sink.StateSucceeded, enqueued: bfT0, nextAt: &past},
-		procRow{id: 3, state: sink.StateSucceeded, enqueued: bfT0, nextAt: &past},
+		procRow{id: 1, state: message.StateDead, enqueued: bfT0, nextAt: &past, attempts: 7},
+		procRow{id: 2, state: message.StateDead, enqueued: bfT0, nextAt: &past, attempts: 3},
+		procRow{id: 5, state: message.StateSucceeded, enqueued: bfT0, nextAt: &past},
+		procRow{id: 4, state: message.StateSucceeded, enqueued: bfT0, nextAt: &past},
+		procRow{id: 3, state: message.StateSucceeded, enqueued: bfT0, nextAt: &past},
 	)
 	b := e.sweeper(nil)
 	var order [][]int64
@@ -600,7 +601,7 @@ func (e *bfEnv) marked(ids ...int64) []int64 {
 func TestBackfillShadowWritesNothing(t *testing.T) {
 	e := newBF(t, func(c *sink.BackfillConfig) { c.Shadow = true })
 	e.inbox(1)
-	e.proc(due(1, sink.StateSucceeded), due(2, sink.StateSucceeded)) // 2 would be MISSING_ROW
+	e.proc(due(1, message.StateSucceeded), due(2, message.StateSucceeded)) // 2 would be MISSING_ROW
 	b := e.sweeper(nil)
 	res := e.sweep(b)
 	if !res.Shadow || res.Scanned != 0 {
@@ -639,7 +640,7 @@ func TestBackfillShadowWritesNothing(t *testing.T) {
 func TestBackfillReopen(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1)
-	e.proc(due(1, sink.StateSucceeded), due(2, sink.StateSucceeded), due(3, sink.StateDead))
+	e.proc(due(1, message.StateSucceeded), due(2, message.StateSucceeded), due(3, message.StateDead))
 	b := e.sweeper(nil)
 	if res := e.sweep(b); res.Missing != 2 {
 		t.Fatalf("result %+v", res)
@@ -682,7 +683,7 @@ func TestBackfillRunLoop(t *testing.T) {
 	ids := []int64{1, 2, 3, 4, 5}
 	e.inbox(ids...)
 	for _, id := range ids {
-		e.proc(due(id, sink.StateSucceeded))
+		e.proc(due(id, message.StateSucceeded))
 	}
 	b := e.sweeper(nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -706,7 +707,7 @@ func TestBackfillRunLoop(t *testing.T) {
 	}
 
 	e.inbox(6)
-	e.proc(due(6, sink.StateSkipped))
+	e.proc(due(6, message.StateSkipped))
 	e.clk.Advance(29 * time.Second)
 	if e.clk.Waiters() != 1 {
 		t.Fatal("woke before the period")
@@ -728,7 +729,7 @@ func TestBackfillRunLoop(t *testing.T) {
 func TestBackfillLockExcludesReplay(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1, 2)
-	e.proc(due(1, sink.StateDead))
+	e.proc(due(1, message.StateDead))
 	b := e.sweeper(nil)
 	ctx := context.Background()
 
@@ -758,7 +759,7 @@ func TestBackfillLockExcludesReplay(t *testing.T) {
 	e.wantMark(1, "")
 
 	// A pass in flight: hold its inbox UPDATE on a MySQL row lock.
-	e.proc(due(2, sink.StateDead))
+	e.proc(due(2, message.StateDead))
 	myTx, err := e.my.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

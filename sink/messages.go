@@ -8,37 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-)
 
-// Message states (proc_state.state).
-const (
-	StatePending   = "PENDING"
-	StateFailed    = "FAILED"
-	StateRouted    = "ROUTED"
-	StateSucceeded = "SUCCEEDED"
-	StateSkipped   = "SKIPPED"
-	StateDead      = "DEAD"
-	StateArchived  = "ARCHIVED"
+	"msgx/tables/message"
 )
-
-// Error classes (proc_state.error_class).
-const (
-	ClassMalformed  = "MALFORMED"
-	ClassProtocol   = "PROTOCOL"
-	ClassCodecError = "CODEC_ERROR"
-	ClassInfra      = "INFRA"
-	ClassExhausted  = "EXHAUSTED"
-)
-
-// IsTerminal reports whether a message in this state no longer blocks the
-// queue (SUCCEEDED, SKIPPED, DEAD; ARCHIVED rows were terminal).
-func IsTerminal(state string) bool {
-	switch state {
-	case StateSucceeded, StateSkipped, StateDead, StateArchived:
-		return true
-	}
-	return false
-}
 
 // Message is one proc_state row.
 type Message struct {
@@ -108,7 +80,7 @@ func (s *Messages) Touch(ctx context.Context, msgID int64, receivedAt *time.Time
 // Load is Touch and Lookup in one round trip: the message's row (created
 // PENDING on its first delivery) and what routing needs to know.
 func (s *Messages) Load(ctx context.Context, msgID int64, receivedAt *time.Time, enqueuedAt, now time.Time,
-	identityKey string, flids []string, days []time.Time) (Message, Lookups, error) {
+	identityKey string, flids []string, days []time.Time) (Message, message.Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var m Message
@@ -123,7 +95,7 @@ func (s *Messages) Load(ctx context.Context, msgID int64, receivedAt *time.Time,
 	})
 	l := queueLookups(b, msgID, identityKey, flids, days)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Message{}, Lookups{}, fmt.Errorf("loading message %d: %w", msgID, err)
+		return Message{}, message.Lookups{}, fmt.Errorf("loading message %d: %w", msgID, err)
 	}
 	return m, *l, nil
 }
@@ -142,32 +114,10 @@ func (s *Messages) Get(ctx context.Context, msgID int64) (Message, bool, error) 
 	return m, true, nil
 }
 
-// FlightDay is a flight_index entry.
-type FlightDay struct {
-	FLID       string
-	Day        *time.Time // nil: not known yet
-	FirstMsgID int64
-}
-
-// Lookups are what routing needs to know from PostgreSQL.
-type Lookups struct {
-	// Owner is the message holding the identity key, 0 when free.
-	Owner int64
-	// Days are the index entries of the message's FLIDs.
-	Days map[string]FlightDay
-	// Earlier lists, per operation day, the flights the index knew before
-	// this message (first_msg_id < msgID): the "absent from the package"
-	// candidates. Filled only when asked for.
-	Earlier map[string][]string
-	// RequestOpen says an open request accepts this message as its answer
-	// (RESP guard); filled by the router from request tracking.
-	RequestOpen bool
-}
-
 // Lookup reads the identity owner, the index entries of flids and, when
 // days is not empty, the flights indexed on those days before msgID — in one
 // round trip.
-func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, flids []string, days []time.Time) (Lookups, error) {
+func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, flids []string, days []time.Time) (message.Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	b := &pgx.Batch{}
@@ -176,15 +126,15 @@ func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, 
 		return *l, nil
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return Lookups{}, fmt.Errorf("routing lookups for message %d: %w", msgID, err)
+		return message.Lookups{}, fmt.Errorf("routing lookups for message %d: %w", msgID, err)
 	}
 	return *l, nil
 }
 
 // queueLookups queues the routing lookups on b; the result is filled when
 // the batch has run.
-func queueLookups(b *pgx.Batch, msgID int64, identityKey string, flids []string, days []time.Time) *Lookups {
-	out := &Lookups{Days: map[string]FlightDay{}, Earlier: map[string][]string{}}
+func queueLookups(b *pgx.Batch, msgID int64, identityKey string, flids []string, days []time.Time) *message.Lookups {
+	out := &message.Lookups{Days: map[string]message.FlightDay{}, Earlier: map[string][]string{}}
 	if identityKey != "" {
 		b.Queue(`SELECT msg_id FROM proc_state WHERE identity_key = $1`, identityKey).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&out.Owner)
@@ -197,7 +147,7 @@ func queueLookups(b *pgx.Batch, msgID int64, identityKey string, flids []string,
 	if len(flids) > 0 {
 		b.Queue(`SELECT flid, operation_day, first_msg_id FROM flight_index WHERE flid = ANY($1)`, flids).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var d FlightDay
+				var d message.FlightDay
 				if err := rows.Scan(&d.FLID, &d.Day, &d.FirstMsgID); err != nil {
 					return err
 				}
@@ -239,7 +189,7 @@ type Decision struct {
 	// N is the number of transitions the router emits (ROUTED only).
 	N int
 	// Index are flight_index entries to create (or whose unknown day to set).
-	Index []FlightDay
+	Index []message.FlightDay
 	Now   time.Time
 }
 
@@ -252,10 +202,10 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var backfill, routedAt *time.Time
-	if IsTerminal(d.State) {
+	if message.IsTerminal(d.State) {
 		backfill = &d.Now
 	}
-	if d.State == StateRouted {
+	if d.State == message.StateRouted {
 		routedAt = &d.Now
 	}
 	flids := make([]string, len(d.Index))
@@ -345,7 +295,7 @@ func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, kind, key string, 
 	if err != nil {
 		return false, fmt.Errorf("marking %s %s of message %d applied: %w", kind, key, msgID, err)
 	}
-	return state == StateSucceeded, nil
+	return state == message.StateSucceeded, nil
 }
 
 // QueuedMark is a MarkApplied queued on a batch.
@@ -370,7 +320,7 @@ func QueueMarkApplied(b *pgx.Batch, msgID int64, kind, key string, now time.Time
 		if err != nil {
 			return fmt.Errorf("marking %s %s of message %d applied: %w", kind, key, msgID, err)
 		}
-		q.completed = state == StateSucceeded
+		q.completed = state == message.StateSucceeded
 		return nil
 	})
 	return q

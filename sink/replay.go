@@ -99,6 +99,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/kafka"
+	"msgx/tables/message"
 )
 
 // ReplayBatch is the most messages one batch of Replay resets and
@@ -180,8 +181,8 @@ func (s ReplaySelector) normalized() (ReplaySelector, error) {
 		return s, errors.New("replay: give exactly one of class, reason prefix, IDs or pending-replayed")
 	}
 	switch s.Class {
-	case "", ClassExhausted, ClassCodecError, ClassInfra, ReplayClassUnsupported:
-	case ClassMalformed, ClassProtocol:
+	case "", message.ClassExhausted, message.ClassCodecError, message.ClassInfra, ReplayClassUnsupported:
+	case message.ClassMalformed, message.ClassProtocol:
 		return s, fmt.Errorf("replay class %s: %w (the message itself is wrong; deciding it again gives the same verdict)", s.Class, ErrNotReplayable)
 	default:
 		return s, fmt.Errorf("replay class %q: want EXHAUSTED, CODEC_ERROR, INFRA or UNSUPPORTED", s.Class)
@@ -297,19 +298,19 @@ type Refusal struct {
 func refusal(r ReplayRow) Refusal {
 	out := Refusal{MsgID: r.MsgID, State: r.State}
 	switch r.State {
-	case StatePending:
+	case message.StatePending:
 		out.Why = "PENDING: not decided yet; the router will decide it"
-	case StateRouted:
+	case message.StateRouted:
 		out.Why = "ROUTED: its transitions are being applied"
-	case StateSucceeded:
+	case message.StateSucceeded:
 		out.Why = "SUCCEEDED: finished"
-	case StateArchived:
+	case message.StateArchived:
 		out.Why = "ARCHIVED: moved to proc_state_hst"
-	case StateSkipped:
+	case message.StateSkipped:
 		out.Why = "SKIPPED " + r.Reason + ": only unsupported:… skips are replayable"
 	default:
 		switch r.ErrorClass {
-		case ClassMalformed, ClassProtocol:
+		case message.ClassMalformed, message.ClassProtocol:
 			out.Why = r.State + " " + r.ErrorClass + ": never replayable"
 		default:
 			out.Why = r.State + " " + r.ErrorClass + ": not a replayable error class"

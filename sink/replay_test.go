@@ -26,6 +26,7 @@ import (
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 )
 
 // rpT0 is the replay's time in every test.
@@ -108,7 +109,7 @@ func (e *rpEnv) proc(rows ...rpRow) {
 	for _, r := range rows {
 		var next, at, abandonedAt *time.Time
 		var abandonedReason *string
-		if sink.IsTerminal(r.state) {
+		if message.IsTerminal(r.state) {
 			t := enq.Add(time.Minute)
 			next = &t
 			if r.marked {
@@ -121,7 +122,7 @@ func (e *rpEnv) proc(rows ...rpRow) {
 			}
 		}
 		var nextAttempt *time.Time
-		if r.state == sink.StateFailed {
+		if r.state == message.StateFailed {
 			t := enq.Add(time.Hour)
 			nextAttempt = &t
 		}
@@ -174,19 +175,19 @@ func (e *rpEnv) seed() {
 	e.t.Helper()
 	e.inbox(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 	e.proc(
-		rpRow{id: rpExhausted, state: sink.StateDead, class: sink.ClassExhausted, reason: "exhausted:INFRA",
+		rpRow{id: rpExhausted, state: message.StateDead, class: message.ClassExhausted, reason: "exhausted:INFRA",
 			lastErr: "flight 666 rejected by test trigger", attempts: 5, marked: true},
-		rpRow{id: rpCodec, state: sink.StateFailed, class: sink.ClassCodecError, lastErr: "SODT: unknown time format", attempts: 2},
-		rpRow{id: rpUnsupported, state: sink.StateSkipped, reason: "unsupported:FLOP-COBT", identity: "AODB|FLOP|COBT|3", abandoned: true},
-		rpRow{id: rpMalformed, state: sink.StateDead, class: sink.ClassMalformed, reason: "raw-missing", marked: true},
-		rpRow{id: rpProtocol, state: sink.StateDead, class: sink.ClassProtocol, reason: "SCHD-DNLD declares RECS=2 but carries 1 FLTR",
+		rpRow{id: rpCodec, state: message.StateFailed, class: message.ClassCodecError, lastErr: "SODT: unknown time format", attempts: 2},
+		rpRow{id: rpUnsupported, state: message.StateSkipped, reason: "unsupported:FLOP-COBT", identity: "AODB|FLOP|COBT|3", abandoned: true},
+		rpRow{id: rpMalformed, state: message.StateDead, class: message.ClassMalformed, reason: "raw-missing", marked: true},
+		rpRow{id: rpProtocol, state: message.StateDead, class: message.ClassProtocol, reason: "SCHD-DNLD declares RECS=2 but carries 1 FLTR",
 			identity: "AODB|SCHD|DNLD|5", marked: true},
-		rpRow{id: rpSucceeded, state: sink.StateSucceeded, identity: "AODB|FLOP|ESTT|6", nTrans: intp(1), nApplied: 1, marked: true},
-		rpRow{id: rpDuplicate, state: sink.StateSkipped, reason: "duplicate-of:6", marked: true},
-		rpRow{id: rpExhausted2, state: sink.StateDead, class: sink.ClassExhausted, reason: "exhausted:CODEC_ERROR",
+		rpRow{id: rpSucceeded, state: message.StateSucceeded, identity: "AODB|FLOP|ESTT|6", nTrans: intp(1), nApplied: 1, marked: true},
+		rpRow{id: rpDuplicate, state: message.StateSkipped, reason: "duplicate-of:6", marked: true},
+		rpRow{id: rpExhausted2, state: message.StateDead, class: message.ClassExhausted, reason: "exhausted:CODEC_ERROR",
 			lastErr: "FLTR 1 (FLID 16) SODT: unknown format", attempts: 5, nTrans: intp(2), nApplied: 1},
-		rpRow{id: rpInfra, state: sink.StateFailed, class: sink.ClassInfra, lastErr: "index insert failed", attempts: 1},
-		rpRow{id: rpRouted, state: sink.StateRouted, identity: "AODB|FLOP|ESTT|10", nTrans: intp(1)},
+		rpRow{id: rpInfra, state: message.StateFailed, class: message.ClassInfra, lastErr: "index insert failed", attempts: 1},
+		rpRow{id: rpRouted, state: message.StateRouted, identity: "AODB|FLOP|ESTT|10", nTrans: intp(1)},
 	)
 	e.applied(rpSucceeded, "15")
 	e.applied(rpExhausted2, "16")
@@ -449,7 +450,7 @@ func TestReplayPlanListsOnlyReplayable(t *testing.T) {
 	if p.Total != 2 || len(p.Rows) != 1 {
 		t.Fatalf("limited plan %+v", p)
 	}
-	if r := p.Rows[0]; r != (sink.ReplayRow{MsgID: rpExhausted, State: sink.StateDead, ErrorClass: sink.ClassExhausted,
+	if r := p.Rows[0]; r != (sink.ReplayRow{MsgID: rpExhausted, State: message.StateDead, ErrorClass: message.ClassExhausted,
 		Reason: "exhausted:INFRA", LastError: "flight 666 rejected by test trigger", Attempts: 5}) {
 		t.Errorf("plan row %+v", r)
 	}
@@ -511,7 +512,7 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	// The before-images are what the dry run showed.
-	if r := res.Replayed[1]; r.State != sink.StateDead || r.ErrorClass != sink.ClassExhausted || r.Reason != "exhausted:CODEC_ERROR" ||
+	if r := res.Replayed[1]; r.State != message.StateDead || r.ErrorClass != message.ClassExhausted || r.Reason != "exhausted:CODEC_ERROR" ||
 		r.LastError != "FLTR 1 (FLID 16) SODT: unknown format" || r.Attempts != 5 {
 		t.Errorf("before-image %+v", r)
 	}
@@ -542,7 +543,7 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 	// identity and enqueue time.
 	for _, id := range []int64{rpExhausted, rpExhausted2, rpUnsupported, rpCodec, rpInfra} {
 		m := e.get(id)
-		if m.State != sink.StatePending || m.Attempts != 0 || m.NextAttempt != nil || m.ErrorClass != nil || m.Reason != nil ||
+		if m.State != message.StatePending || m.Attempts != 0 || m.NextAttempt != nil || m.ErrorClass != nil || m.Reason != nil ||
 			m.LastError != nil || m.NTransitions != nil || m.NApplied != 0 || m.RoutedAt != nil || m.BackfillAt != nil ||
 			!m.UpdatedAt.Equal(rpT0) || !m.EnqueuedAt.Equal(rpT0.Add(-48*time.Hour)) {
 			t.Errorf("message %d after replay: %+v", id, m)
@@ -635,7 +636,7 @@ func TestReplayBatches(t *testing.T) {
 		t.Fatalf("audit count %d, %d IDs", a.Count, len(a.IDs))
 	}
 	wantIDs(t, "records", recordIDs(records(t, e.brokers, n-1)), want...)
-	if m := e.get(missing); m.State != sink.StateDead {
+	if m := e.get(missing); m.State != message.StateDead {
 		t.Fatalf("message without inbox row moved: %+v", m)
 	}
 }
@@ -761,7 +762,7 @@ func TestReplayCrashBetweenResetAndProduce(t *testing.T) {
 	wantIDs(t, "unproduced", res.Unproduced, rpExhausted, rpUnsupported)
 	wantIDs(t, "replayed", rowIDs(res.Replayed))
 	for _, id := range []int64{rpExhausted, rpUnsupported} {
-		if m := e.get(id); m.State != sink.StatePending {
+		if m := e.get(id); m.State != message.StatePending {
 			t.Fatalf("message %d: %s", id, m.State)
 		}
 	}
@@ -781,7 +782,7 @@ func TestReplayCrashBetweenResetAndProduce(t *testing.T) {
 	// Recovery 1: pending-replayed re-injects exactly those.
 	rec := e.replay(sink.ReplaySelector{PendingReplayed: true})
 	wantIDs(t, "recovered", rowIDs(rec.Replayed), rpExhausted, rpUnsupported)
-	if r := rec.Replayed[0]; r.State != sink.StatePending {
+	if r := rec.Replayed[0]; r.State != message.StatePending {
 		t.Errorf("before-image of a re-injection %+v", r)
 	}
 	wantIDs(t, "records after recovery", recordIDs(records(t, e.brokers, 2)), rpExhausted, rpUnsupported)
@@ -909,7 +910,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	ctx := context.Background()
 	// A DEAD EXHAUSTED message the sweeper has not marked yet.
 	e.inbox(1)
-	e.proc(rpRow{id: 1, state: sink.StateDead, class: sink.ClassExhausted, reason: "exhausted:INFRA", attempts: 5})
+	e.proc(rpRow{id: 1, state: message.StateDead, class: message.ClassExhausted, reason: "exhausted:INFRA", attempts: 5})
 	clk := clock.NewFake(rpT0)
 	bf, err := sink.NewBackfill(sink.BackfillConfig{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
@@ -957,7 +958,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 		done <- err
 	}()
 	e.waitLockWaiter(done)
-	if m := e.get(1); m.State != sink.StateDead {
+	if m := e.get(1); m.State != message.StateDead {
 		t.Fatalf("reset while the pass held the lock: %+v", m)
 	}
 	if err := myTx.Commit(); err != nil {
@@ -972,7 +973,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	wantIDs(t, "replayed", rowIDs(res.Replayed), 1)
 	// The replay came after the pass: it cleared the pass's backfill_at,
 	// and the inbox keeps the mark (monotonic) for the next terminal state.
-	if m := e.get(1); m.State != sink.StatePending || m.BackfillAt != nil {
+	if m := e.get(1); m.State != message.StatePending || m.BackfillAt != nil {
 		t.Fatalf("after replay %+v", m)
 	}
 	var mark sql.NullString
@@ -984,7 +985,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	// A pass that holds the lock too long: the replay gives up after
 	// lockWait and changes nothing.
 	e.inbox(2)
-	e.proc(rpRow{id: 2, state: sink.StateDead, class: sink.ClassExhausted, reason: "exhausted:INFRA", attempts: 5})
+	e.proc(rpRow{id: 2, state: message.StateDead, class: message.ClassExhausted, reason: "exhausted:INFRA", attempts: 5})
 	before := e.snapshot()
 	audits := e.auditRows()
 	stuck := e.holdBackfillLock()
@@ -1100,8 +1101,8 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	routerClock.Advance(time.Second)
-	dead := waitFor(head, "DEAD", func(m sink.Message) bool { return m.State == sink.StateDead })
-	if str(dead.ErrorClass) != sink.ClassExhausted || str(dead.Reason) != "exhausted:INFRA" || dead.Attempts != 2 ||
+	dead := waitFor(head, "DEAD", func(m sink.Message) bool { return m.State == message.StateDead })
+	if str(dead.ErrorClass) != message.ClassExhausted || str(dead.Reason) != "exhausted:INFRA" || dead.Attempts != 2 ||
 		!strings.Contains(str(dead.LastError), "flight 666 rejected") {
 		t.Fatalf("dead head %+v", dead)
 	}
@@ -1110,7 +1111,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	if dead.IdentityKey != nil {
 		t.Fatalf("dead head holds identity %s", *dead.IdentityKey)
 	}
-	skipped := waitFor(unsupported, "SKIPPED", func(m sink.Message) bool { return m.State == sink.StateSkipped })
+	skipped := waitFor(unsupported, "SKIPPED", func(m sink.Message) bool { return m.State == message.StateSkipped })
 	if str(skipped.Reason) != "unsupported:FLOP-COBT" || skipped.IdentityKey == nil {
 		t.Fatalf("unsupported message %+v", skipped)
 	}
@@ -1150,15 +1151,15 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 
 	// The router decides the dead message again: routed, with the identity
 	// bound now, not a duplicate.
-	routed := waitFor(head, "ROUTED", func(m sink.Message) bool { return m.State == sink.StateRouted })
+	routed := waitFor(head, "ROUTED", func(m sink.Message) bool { return m.State == message.StateRouted })
 	if str(routed.IdentityKey) != "AODB|SCHD|DNLD|77" || routed.Reason != nil || routed.Attempts != 0 ||
 		routed.NTransitions == nil || *routed.NTransitions != 1 || routed.NApplied != 0 {
 		t.Fatalf("replayed head %+v", routed)
 	}
 	// The unsupported message is decided again with its own identity: still
 	// unsupported (nothing changed about it), never duplicate-of itself.
-	again := waitFor(unsupported, "decided again", func(m sink.Message) bool { return m.State != sink.StatePending })
-	if again.State != sink.StateSkipped || str(again.Reason) != "unsupported:FLOP-COBT" || str(again.IdentityKey) != identity {
+	again := waitFor(unsupported, "decided again", func(m sink.Message) bool { return m.State != message.StatePending })
+	if again.State != message.StateSkipped || str(again.Reason) != "unsupported:FLOP-COBT" || str(again.IdentityKey) != identity {
 		t.Fatalf("replayed unsupported message %+v", again)
 	}
 
@@ -1183,7 +1184,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	}); err != nil || !completed {
 		t.Fatalf("completing the replayed message: %v %v", completed, err)
 	}
-	if m := waitFor(head, "SUCCEEDED", func(m sink.Message) bool { return m.State == sink.StateSucceeded }); m.BackfillAt != nil {
+	if m := waitFor(head, "SUCCEEDED", func(m sink.Message) bool { return m.State == message.StateSucceeded }); m.BackfillAt != nil {
 		t.Fatalf("succeeded message already settled %+v", m)
 	}
 

@@ -55,6 +55,7 @@ import (
 
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
+	"msgx/tables/message"
 )
 
 // Report is the msgx status report. `msgx status --json` prints it as JSON;
@@ -706,8 +707,8 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	if err != nil {
 		fail("counting unfinished messages", err)
 	} else {
-		m.Backlog = open[StatePending] + open[StateFailed] + open[StateRouted]
-		m.ByState = map[string]int64{StatePending: open[StatePending], StateFailed: open[StateFailed], StateRouted: open[StateRouted]}
+		m.Backlog = open[message.StatePending] + open[message.StateFailed] + open[message.StateRouted]
+		m.ByState = map[string]int64{message.StatePending: open[message.StatePending], message.StateFailed: open[message.StateFailed], message.StateRouted: open[message.StateRouted]}
 	}
 
 	var h UnfinishedMessage
@@ -728,7 +729,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	if err != nil {
 		fail("counting terminal messages", err)
 	} else if m.ByState != nil {
-		for _, st := range []string{StateSucceeded, StateSkipped, StateDead, StateArchived} {
+		for _, st := range []string{message.StateSucceeded, message.StateSkipped, message.StateDead, message.StateArchived} {
 			m.ByState[st] = terminal[st]
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"msgx/tables/message"
 )
 
 // Alerts derives, from a report alone, the plain-language things a human
@@ -81,9 +83,9 @@ func Alerts(r Report, th StatusThresholds) []string {
 	if h := r.Messages.OldestUnfinished; h != nil && time.Duration(h.AgeSeconds)*time.Second >= th.OldestUnfinishedAge {
 		var what string
 		switch h.State {
-		case StateFailed:
+		case message.StateFailed:
 			what = fmt.Sprintf("is FAILED (%s, %d attempts) and blocks every message behind it", stOrDash(h.ErrorClass), h.Attempts)
-		case StateRouted:
+		case message.StateRouted:
 			what = "is ROUTED and still waits for the flights/refdata processors to apply it"
 		default:
 			what = fmt.Sprintf("is %s: the router has not decided it", h.State)

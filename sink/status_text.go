@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"msgx/tables/message"
 )
 
 // Text writes the report for people (msgx status without --json): alerts
@@ -63,16 +65,16 @@ func (r Report) Text(w io.Writer) error {
 	p.section("MESSAGES")
 	t = p.table()
 	t.row("STATE", "COUNT", "DETAIL")
-	for _, st := range []string{StatePending, StateFailed, StateRouted, StateSucceeded, StateSkipped, StateDead, StateArchived} {
+	for _, st := range []string{message.StatePending, message.StateFailed, message.StateRouted, message.StateSucceeded, message.StateSkipped, message.StateDead, message.StateArchived} {
 		n := int64(-1)
 		if v, ok := m.ByState[st]; ok {
 			n = v
 		}
 		detail := ""
 		switch st {
-		case StateSkipped:
+		case message.StateSkipped:
 			detail = stFmtCounts(m.SkippedByReasonClass)
-		case StateDead:
+		case message.StateDead:
 			detail = stFmtCounts(m.DeadByClass)
 			if m.DeadRecent > 0 {
 				detail += fmt.Sprintf("; %d in the last %s", m.DeadRecent, stFmtAge(m.DeadRecentWindowSeconds))

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/ingest"
 	"msgx/internal/testenv"

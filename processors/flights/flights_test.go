@@ -15,6 +15,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 )
 
 type rig struct {
@@ -54,7 +55,7 @@ func (rg *rig) routed(id int64, n int) {
 	if _, err := rg.msgs.Touch(ctx, id, nil, rg.t0, rg.t0); err != nil {
 		rg.t.Fatal(err)
 	}
-	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: id, State: sink.StateRouted, N: n, Now: rg.t0}); err != nil || !ok {
+	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: id, State: message.StateRouted, N: n, Now: rg.t0}); err != nil || !ok {
 		rg.t.Fatalf("record %d: %v %v", id, ok, err)
 	}
 }
@@ -125,11 +126,11 @@ func TestFlightsProcessor(t *testing.T) {
 			Collections: map[string][]flight.Element{"GTDT": {{"GTNO": "1", "GATE": "G28"}, {"GTNO": "2", "GATE": "G28"}}}}
 	}
 	rg.apply(sched("15", map[string]string{"FLNO": "YG9028", "SODT": "23JAN210535"}))
-	if rg.state(1) != sink.StateRouted {
+	if rg.state(1) != message.StateRouted {
 		t.Fatal("message 1 completed after one of its two transitions")
 	}
 	rg.apply(sched("16", map[string]string{"FLNO": "YG9061", "SODT": "23JAN210325", "MAID": "15"}))
-	if rg.state(1) != sink.StateSucceeded {
+	if rg.state(1) != message.StateSucceeded {
 		t.Fatalf("message 1 is %s after both transitions", rg.state(1))
 	}
 	ev := rg.events_()
@@ -151,7 +152,7 @@ func TestFlightsProcessor(t *testing.T) {
 	esst := flight.Transition{MsgID: 2, Source: "FLOP-ESTT", Kind: flight.KindFLOP, STYP: "ESTT", FLID: "15", Fields: map[string]string{"ESTT": "23JAN210600"}}
 	rg.apply(esst)
 	ev = rg.events_()
-	if len(ev) != 1 || ev[0].EventType != flight.EventUpsert || ev[0].StateVersion != 3 || ev[0].Changed[0] != "ESTT" || rg.state(2) != sink.StateSucceeded {
+	if len(ev) != 1 || ev[0].EventType != flight.EventUpsert || ev[0].StateVersion != 3 || ev[0].Changed[0] != "ESTT" || rg.state(2) != message.StateSucceeded {
 		t.Fatalf("FLOP event %+v, message 2 %s", ev, rg.state(2))
 	}
 	// A replay of the same transition changes nothing and re-emits the
@@ -167,7 +168,7 @@ func TestFlightsProcessor(t *testing.T) {
 	if len(ev) != 2 || ev[0].EventType != flight.EventTombstone || ev[0].FLID != "16" || ev[1].FLID != "15" || len(ev[1].Flight.MAFL) != 0 {
 		t.Fatalf("delete events %+v", ev)
 	}
-	if _, st := rg.pgVersion("16"); st != flight.StateDeleted || rg.state(3) != sink.StateSucceeded {
+	if _, st := rg.pgVersion("16"); st != flight.StateDeleted || rg.state(3) != message.StateSucceeded {
 		t.Fatalf("deleted flight in PG %s, message 3 %s", st, rg.state(3))
 	}
 	s, ok := rg.tt.TableValue(Table, "16").(*flight.State)

@@ -15,6 +15,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/tables/message"
 	"msgx/tables/refdata"
 )
 
@@ -52,7 +53,7 @@ func TestEverySampleReferenceFile(t *testing.T) {
 	for _, s := range samples {
 		id++
 		plan := router.Prepare(id, s.XML, set)
-		v, fail := router.Decide(plan, sink.Lookups{}, t0)
+		v, fail := router.Decide(plan, message.Lookups{}, t0)
 		if fail != nil || len(v.Refdata) == 0 {
 			continue
 		}
@@ -64,7 +65,7 @@ func TestEverySampleReferenceFile(t *testing.T) {
 		}
 		tr := v.Refdata[0]
 		tt.Consume("msgx.refdata-transitions", tr.RType, tr)
-		if m, _, _ := msgs.Get(ctx, id); m.State != sink.StateSucceeded {
+		if m, _, _ := msgs.Get(ctx, id); m.State != message.StateSucceeded {
 			t.Fatalf("%s: message %s after its transition", s.Name(), m.State)
 		}
 		st, _ := tt.TableValue(Table, tr.RType).(*refdata.State)

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"msgx/processors/sis"
-	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 	"msgx/tables/refdata"
 )
 
@@ -43,7 +44,7 @@ type Verdict struct {
 	Flights     []flight.Transition
 	Refdata     []refdata.Transition
 	// Index lists the flight_index entries the verdict creates.
-	Index []sink.FlightDay
+	Index []message.FlightDay
 }
 
 // N is the number of transitions the verdict emits.
@@ -101,26 +102,26 @@ type plannedFlight struct {
 func Prepare(msgID int64, raw string, s Settings) Plan {
 	p := Plan{MsgID: msgID}
 	if strings.TrimSpace(raw) == "" {
-		p.Early = &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed, Reason: "raw-missing", Detail: "the inbox row has no message text"}
+		p.Early = &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.ReasonRawMissing, Detail: "the inbox row has no message text"}
 		return p
 	}
 	m, err := sis.Decode([]byte(raw), s.Loc)
 	if err != nil {
 		var de *sis.DecodeError
 		if errors.As(err, &de) && de.Class == sis.CodecError {
-			p.Fail = &Failure{Class: sink.ClassCodecError, Err: err}
+			p.Fail = &Failure{Class: message.ClassCodecError, Err: err}
 			return p
 		}
 		reason := err.Error()
 		if errors.As(err, &de) {
 			reason = de.Reason
 		}
-		p.Early = &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed, Reason: truncate(reason, 200), Detail: err.Error()}
+		p.Early = &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: truncate(reason, 200), Detail: err.Error()}
 		return p
 	}
 	p.Msg = m
 	if r, ok := match(s.Rules, m.Meta.TYPE, m.Meta.STYP); ok {
-		p.Early = &Verdict{State: sink.StateSkipped, Reason: "ignored:" + r.String()}
+		p.Early = &Verdict{State: message.StateSkipped, Reason: message.ReasonIgnored + r.String()}
 		return p
 	}
 	p.IdentityKey = identity(m.Meta, s)
@@ -143,17 +144,17 @@ func identity(m sis.Meta, s Settings) string {
 }
 
 func unsupported(m *sis.Message) *Verdict {
-	return &Verdict{State: sink.StateSkipped, Reason: "unsupported:" + m.Meta.TYPE + "-" + m.Meta.STYP}
+	return &Verdict{State: message.StateSkipped, Reason: message.ReasonUnsupported + m.Meta.TYPE + "-" + m.Meta.STYP}
 }
 
 func protocol(format string, args ...any) *Verdict {
 	d := fmt.Sprintf(format, args...)
-	return &Verdict{State: sink.StateDead, ErrorClass: sink.ClassProtocol, Reason: truncate(d, 200), Detail: d}
+	return &Verdict{State: message.StateDead, ErrorClass: message.ClassProtocol, Reason: truncate(d, 200), Detail: d}
 }
 
 func malformedPayload(format string, args ...any) *Verdict {
 	d := fmt.Sprintf(format, args...)
-	return &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed, Reason: truncate(d, 200), Detail: d}
+	return &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: truncate(d, 200), Detail: d}
 }
 
 // dispatch routes by MsgKind and validates the whole package (SPEC §5, I3).
@@ -211,7 +212,7 @@ func (p *Plan) schedule(s Settings) {
 		case has && sodt != "":
 			t, err := sis.ParseTime(sodt, s.Loc)
 			if err != nil {
-				p.DispatchFail = &Failure{Class: sink.ClassCodecError, Err: fmt.Errorf("FLTR %d (FLID %s) SODT: %w", i+1, rec.FLID, err)}
+				p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("FLTR %d (FLID %s) SODT: %w", i+1, rec.FLID, err)}
 				return
 			}
 			d := OperationDay(t, s.Loc, s.Cutover)
@@ -307,7 +308,7 @@ func (p *Plan) refData() {
 // owner and the flight index. at is the time the transitions carry (the
 // message's first enqueue time, so a re-routed message emits identical
 // transitions).
-func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
+func Decide(p Plan, l message.Lookups, at time.Time) (Verdict, *Failure) {
 	if p.Early != nil {
 		return *p.Early, nil
 	}
@@ -317,7 +318,7 @@ func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
 	// Identity comes before dispatch: a message whose identity another
 	// message holds is a duplicate, whatever it carries (I5).
 	if l.Owner != 0 && l.Owner != p.MsgID {
-		return Verdict{State: sink.StateSkipped, Reason: fmt.Sprintf("duplicate-of:%d", l.Owner)}, nil
+		return Verdict{State: message.StateSkipped, Reason: message.ReasonDuplicateOf + strconv.FormatInt(l.Owner, 10)}, nil
 	}
 	if p.Invalid != nil {
 		v := *p.Invalid
@@ -328,10 +329,10 @@ func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
 		return Verdict{}, p.DispatchFail
 	}
 	if p.NeedsRequest && !l.RequestOpen {
-		return Verdict{State: sink.StateSkipped, Reason: "no-match", Detail: "SCHD RESP answers no open RQFD request",
+		return Verdict{State: message.StateSkipped, Reason: message.ReasonNoMatch, Detail: "SCHD RESP answers no open RQFD request",
 			IdentityKey: p.IdentityKey}, nil
 	}
-	v := Verdict{State: sink.StateRouted, IdentityKey: p.IdentityKey}
+	v := Verdict{State: message.StateRouted, IdentityKey: p.IdentityKey}
 	source := p.Msg.Meta.TYPE + "-" + p.Msg.Meta.STYP
 	if p.refdata != nil {
 		t := *p.refdata
@@ -351,7 +352,7 @@ func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
 					f.flid, f.day.Format(time.DateOnly), known.Day.Format(time.DateOnly)), nil
 			}
 			if !isKnown || (known.Day == nil && f.day != nil) {
-				v.Index = append(v.Index, sink.FlightDay{FLID: f.flid, Day: f.day})
+				v.Index = append(v.Index, message.FlightDay{FLID: f.flid, Day: f.day})
 			}
 			day := f.day
 			if isKnown && known.Day != nil {
@@ -363,7 +364,7 @@ func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
 			t.Fields, t.Collections = f.rec.Fields, elements(f.rec.Collections)
 		case flight.KindFLOP, flight.KindDelete:
 			if !isKnown {
-				return Verdict{State: sink.StateSkipped, Reason: "no-match", Detail: "FLID " + f.flid + " is not a known flight",
+				return Verdict{State: message.StateSkipped, Reason: message.ReasonNoMatch, Detail: "FLID " + f.flid + " is not a known flight",
 					IdentityKey: p.IdentityKey}, nil
 			}
 			if known.Day != nil {
@@ -388,7 +389,7 @@ func Decide(p Plan, l sink.Lookups, at time.Time) (Verdict, *Failure) {
 		}
 	}
 	if v.N() == 0 {
-		v.State = sink.StateSucceeded
+		v.State = message.StateSucceeded
 	}
 	return v, nil
 }

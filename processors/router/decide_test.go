@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"msgx/internal/sample"
-	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 )
 
 var shanghai = func() *time.Location {
@@ -68,12 +68,12 @@ func sampleXML(t *testing.T, file string, index int) string {
 
 func TestDecide(t *testing.T) {
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	known := sink.Lookups{Days: map[string]sink.FlightDay{"15": {FLID: "15", Day: day("2021-01-23"), FirstMsgID: 1}}}
+	known := message.Lookups{Days: map[string]message.FlightDay{"15": {FLID: "15", Day: day("2021-01-23"), FirstMsgID: 1}}}
 	for _, tc := range []struct {
 		name     string
 		raw      string
 		set      Settings
-		lookups  sink.Lookups
+		lookups  message.Lookups
 		state    string
 		class    string
 		reason   string // prefix
@@ -83,48 +83,48 @@ func TestDecide(t *testing.T) {
 		failure  string
 		identity bool
 	}{
-		{name: "raw missing", raw: "  ", state: sink.StateDead, class: sink.ClassMalformed, reason: "raw-missing"},
-		{name: "not XML", raw: "hello", state: sink.StateDead, class: sink.ClassMalformed},
-		{name: "no META", raw: "<MSG><FLOP/></MSG>", state: sink.StateDead, class: sink.ClassMalformed},
+		{name: "raw missing", raw: "  ", state: message.StateDead, class: message.ClassMalformed, reason: "raw-missing"},
+		{name: "not XML", raw: "hello", state: message.StateDead, class: message.ClassMalformed},
+		{name: "no META", raw: "<MSG><FLOP/></MSG>", state: message.StateDead, class: message.ClassMalformed},
 		{name: "undecodable DTTM is a codec error", raw: strings.Replace(msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"), "20261130080000", "2026-11-30", 1),
-			failure: sink.ClassCodecError},
-		{name: "ignored LDM", raw: msg("LDM", "ANY", "1", "<LDM/>"), state: sink.StateSkipped, reason: "ignored:LDM-*"},
+			failure: message.ClassCodecError},
+		{name: "ignored LDM", raw: msg("LDM", "ANY", "1", "<LDM/>"), state: message.StateSkipped, reason: "ignored:LDM-*"},
 		{name: "ignore rules are case-insensitive", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"),
-			set: settings(func(c *Config) { c.IgnoreRules = "flop-estt" }), state: sink.StateSkipped, reason: "ignored:FLOP-ESTT"},
-		{name: "duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"), lookups: sink.Lookups{Owner: 5},
-			state: sink.StateSkipped, reason: "duplicate-of:5"},
+			set: settings(func(c *Config) { c.IgnoreRules = "flop-estt" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
+		{name: "duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"), lookups: message.Lookups{Owner: 5},
+			state: message.StateSkipped, reason: "duplicate-of:5"},
 		{name: "own identity is not a duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
-			lookups: sink.Lookups{Owner: 100, Days: known.Days}, state: sink.StateRouted, flights: 1, identity: true},
+			lookups: message.Lookups{Owner: 100, Days: known.Days}, state: message.StateRouted, flights: 1, identity: true},
 		{name: "FLOP on a known flight", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
-			lookups: known, state: sink.StateRouted, flights: 1, identity: true},
+			lookups: known, state: message.StateRouted, flights: 1, identity: true},
 		{name: "FLOP on an unknown flight", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>99</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
-			state: sink.StateSkipped, reason: "no-match", identity: true},
+			state: message.StateSkipped, reason: "no-match", identity: true},
 		{name: "FLOP without its payload", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID></FLOP>"), lookups: known,
-			state: sink.StateDead, class: sink.ClassMalformed, reason: "FLOP-ESTT carries no ESTT", identity: true},
+			state: message.StateDead, class: message.ClassMalformed, reason: "FLOP-ESTT carries no ESTT", identity: true},
 		{name: "unsupported FLOP STYP", raw: sampleXML(t, "INSERT_CMINMSGS_COBT.sql", 0), lookups: known,
-			state: sink.StateSkipped, reason: "unsupported:FLOP-COBT", identity: true},
-		{name: "FDEL", raw: sampleXML(t, "INSERT_CMINMSGS_FDEL.sql", 0), lookups: known, state: sink.StateRouted, flights: 1, identity: true},
-		{name: "unsupported type", raw: msg("ZZZZ", "DNLD", "1", "<X/>"), state: sink.StateSkipped, reason: "unsupported:ZZZZ-DNLD", identity: true},
-		{name: "DNLD sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0), state: sink.StateRouted, flights: 2, index: 2, identity: true},
+			state: message.StateSkipped, reason: "unsupported:FLOP-COBT", identity: true},
+		{name: "FDEL", raw: sampleXML(t, "INSERT_CMINMSGS_FDEL.sql", 0), lookups: known, state: message.StateRouted, flights: 1, identity: true},
+		{name: "unsupported type", raw: msg("ZZZZ", "DNLD", "1", "<X/>"), state: message.StateSkipped, reason: "unsupported:ZZZZ-DNLD", identity: true},
+		{name: "DNLD sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0), state: message.StateRouted, flights: 2, index: 2, identity: true},
 		{name: "DNLD count mismatch", raw: dnld(3, fltr("1", "23JAN210535", ""), fltr("2", "23JAN210535", "")),
-			state: sink.StateDead, class: sink.ClassProtocol, reason: "SCHD-DNLD declares RECS=3 but carries 2", identity: true},
+			state: message.StateDead, class: message.ClassProtocol, reason: "SCHD-DNLD declares RECS=3 but carries 2", identity: true},
 		{name: "DNLD without RECS", raw: msg("SCHD", "DNLD", "1", "<SCHD>"+fltr("1", "23JAN210535", "")+"</SCHD>"),
-			state: sink.StateDead, class: sink.ClassProtocol, identity: true},
-		{name: "DNLD without FLID", raw: dnld(1, "<FLTR><SODT>23JAN210535</SODT></FLTR>"), state: sink.StateDead, class: sink.ClassProtocol, reason: "FLTR 1 has no FLID", identity: true},
-		{name: "DNLD without SODT", raw: dnld(1, fltr("1", "-", "")), state: sink.StateDead, class: sink.ClassProtocol, reason: "FLTR 1 (FLID 1) has no SODT", identity: true},
-		{name: "DNLD with a FLID twice", raw: dnld(2, fltr("1", "23JAN210535", ""), fltr("1", "23JAN210535", "")), state: sink.StateDead, class: sink.ClassProtocol, identity: true},
+			state: message.StateDead, class: message.ClassProtocol, identity: true},
+		{name: "DNLD without FLID", raw: dnld(1, "<FLTR><SODT>23JAN210535</SODT></FLTR>"), state: message.StateDead, class: message.ClassProtocol, reason: "FLTR 1 has no FLID", identity: true},
+		{name: "DNLD without SODT", raw: dnld(1, fltr("1", "-", "")), state: message.StateDead, class: message.ClassProtocol, reason: "FLTR 1 (FLID 1) has no SODT", identity: true},
+		{name: "DNLD with a FLID twice", raw: dnld(2, fltr("1", "23JAN210535", ""), fltr("1", "23JAN210535", "")), state: message.StateDead, class: message.ClassProtocol, identity: true},
 		{name: "DNLD operation-day conflict rejects the package", raw: dnld(2, fltr("2", "23JAN210535", ""), fltr("15", "24JAN210535", "")),
-			lookups: known, state: sink.StateDead, class: sink.ClassProtocol, reason: "FLID 15: operation day 2021-01-24 conflicts", identity: true},
-		{name: "DNLD SODT in an unknown format", raw: dnld(1, fltr("1", "2021-01-23", "")), failure: sink.ClassCodecError},
-		{name: "empty DNLD is terminal at once", raw: dnld(0), state: sink.StateSucceeded, identity: true},
+			lookups: known, state: message.StateDead, class: message.ClassProtocol, reason: "FLID 15: operation day 2021-01-24 conflicts", identity: true},
+		{name: "DNLD SODT in an unknown format", raw: dnld(1, fltr("1", "2021-01-23", "")), failure: message.ClassCodecError},
+		{name: "empty DNLD is terminal at once", raw: dnld(0), state: message.StateSucceeded, identity: true},
 		{name: "ADFT without SODT creates an undated flight", raw: msg("SCHD", "ADFT", "1", "<SCHD>"+fltr("9", "-", "<FLNO>CA1</FLNO>")+"</SCHD>"),
-			state: sink.StateRouted, flights: 1, index: 1, identity: true},
-		{name: "reference data", raw: sampleXML(t, "INSERT_CMINMSGS_AIRL.sql", 0), state: sink.StateRouted, refdata: 1, identity: true},
-		{name: "reference data keyed by first child", raw: sampleXML(t, "INSERT_CMINMSGS_ABDG.sql", 0), state: sink.StateRouted, refdata: 1, identity: true},
+			state: message.StateRouted, flights: 1, index: 1, identity: true},
+		{name: "reference data", raw: sampleXML(t, "INSERT_CMINMSGS_AIRL.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
+		{name: "reference data keyed by first child", raw: sampleXML(t, "INSERT_CMINMSGS_ABDG.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
 		{name: "reference full replace with a wrong count", raw: msg("AIRL", "DNLD", "1", "<RECS>2</RECS><AIRL><ITOP>CA</ITOP></AIRL>"),
-			state: sink.StateDead, class: sink.ClassProtocol, identity: true},
+			state: message.StateDead, class: message.ClassProtocol, identity: true},
 		{name: "reference record without its key", raw: msg("AIRL", "ADD", "1", "<RECS>1</RECS><AIRL><ICOP>CCA</ICOP></AIRL>"),
-			state: sink.StateDead, class: sink.ClassProtocol, identity: true},
+			state: message.StateDead, class: message.ClassProtocol, identity: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := tc.set
@@ -151,7 +151,7 @@ func TestDecide(t *testing.T) {
 			if (v.IdentityKey != "") != tc.identity {
 				t.Fatalf("identity key %q bound=%v, want %v", v.IdentityKey, v.IdentityKey != "", tc.identity)
 			}
-			if v.State != sink.StateRouted && v.N() != 0 {
+			if v.State != message.StateRouted && v.N() != 0 {
 				t.Fatalf("a %s verdict emits transitions", v.State)
 			}
 		})
@@ -161,7 +161,7 @@ func TestDecide(t *testing.T) {
 func TestDecideScheduleTransitions(t *testing.T) {
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	p := Prepare(7, sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0), settings())
-	v, fail := Decide(p, sink.Lookups{}, at)
+	v, fail := Decide(p, message.Lookups{}, at)
 	if fail != nil {
 		t.Fatal(fail)
 	}
@@ -180,7 +180,7 @@ func TestDecideScheduleTransitions(t *testing.T) {
 
 func TestDecideAbsentFlightsDeleted(t *testing.T) {
 	raw := dnld(1, fltr("1", "23JAN210535", ""))
-	l := sink.Lookups{Earlier: map[string][]string{"2021-01-23": {"1", "2", "3"}}}
+	l := message.Lookups{Earlier: map[string][]string{"2021-01-23": {"1", "2", "3"}}}
 	keep := Prepare(50, raw, settings())
 	if v, _ := Decide(keep, l, time.Time{}); len(v.Flights) != 1 {
 		t.Fatalf("keep mode emitted %d transitions", len(v.Flights))
@@ -248,17 +248,17 @@ func TestRespGuard(t *testing.T) {
 	if off.NeedsRequest {
 		t.Fatal("guard off asks for a request")
 	}
-	if v, _ := Decide(off, sink.Lookups{}, time.Time{}); v.State != sink.StateRouted {
+	if v, _ := Decide(off, message.Lookups{}, time.Time{}); v.State != message.StateRouted {
 		t.Fatalf("guard off: %+v", v)
 	}
 	on := Prepare(1, resp, settings(func(c *Config) { c.RespGuard = true }))
 	if !on.NeedsRequest {
 		t.Fatal("guard on does not ask for a request")
 	}
-	if v, _ := Decide(on, sink.Lookups{}, time.Time{}); v.State != sink.StateSkipped || v.Reason != "no-match" || v.N() != 0 {
+	if v, _ := Decide(on, message.Lookups{}, time.Time{}); v.State != message.StateSkipped || v.Reason != "no-match" || v.N() != 0 {
 		t.Fatalf("RESP without an open request: %+v", v)
 	}
-	if v, _ := Decide(on, sink.Lookups{RequestOpen: true}, time.Time{}); v.State != sink.StateRouted || v.N() != 1 {
+	if v, _ := Decide(on, message.Lookups{RequestOpen: true}, time.Time{}); v.State != message.StateRouted || v.N() != 1 {
 		t.Fatalf("RESP answering an open request: %+v", v)
 	}
 	// A DNLD is never guarded.

@@ -17,6 +17,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 )
 
 // pipeline runs the real ingest bridge and the router over MariaDB, an
@@ -134,8 +135,8 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if err := p.clock.BlockUntil(ctx, 1); err != nil { // the head sleeps its first backoff
 		t.Fatal(err)
 	}
-	m := p.waitState(head, sink.StateFailed)
-	if m.Attempts != 1 || str(m.ErrorClass) != sink.ClassInfra {
+	m := p.waitState(head, message.StateFailed)
+	if m.Attempts != 1 || str(m.ErrorClass) != message.ClassInfra {
 		t.Fatalf("head after one failure: %+v", m)
 	}
 	p.noRow(behind)
@@ -143,8 +144,8 @@ func TestPipelineEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.clock.Advance(time.Second)
-	p.waitState(head, sink.StateRouted)
-	p.waitState(behind, sink.StateRouted)
+	p.waitState(head, message.StateRouted)
+	p.waitState(behind, message.StateRouted)
 
 	// PostgreSQL goes away: the router pauses; the message keeps its attempts.
 	p.pgProxy.Down()
@@ -157,7 +158,7 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 	p.pgProxy.Up()
 	for {
-		if m, found, err := p.msgs.Get(ctx, during); err == nil && found && m.State == sink.StateRouted {
+		if m, found, err := p.msgs.Get(ctx, during); err == nil && found && m.State == message.StateRouted {
 			if m.Attempts != 0 {
 				t.Fatalf("the outage burned attempts: %+v", m)
 			}
@@ -173,17 +174,17 @@ func TestPipelineEndToEnd(t *testing.T) {
 	dup := p.insert(flop("500", "15", "ESTT", "<ESTT>23JAN210700</ESTT>"))
 	ign := p.insert(msg("LDM", "ANY", "1", "<LDM/>"))
 	bad := p.insert(strings.Replace(dnld(2, fltr("16", "25JAN210535", ""), fltr("30", "25JAN210535", "")), "<SEQN>77<", "<SEQN>79<", 1))
-	if m := p.waitState(dup, sink.StateSkipped); str(m.Reason) != fmt.Sprintf("duplicate-of:%d", during) {
+	if m := p.waitState(dup, message.StateSkipped); str(m.Reason) != fmt.Sprintf("duplicate-of:%d", during) {
 		t.Fatalf("duplicate reason %q", str(m.Reason))
 	}
-	if m := p.waitState(ign, sink.StateSkipped); str(m.Reason) != "ignored:LDM-*" {
+	if m := p.waitState(ign, message.StateSkipped); str(m.Reason) != "ignored:LDM-*" {
 		t.Fatalf("ignored reason %q", str(m.Reason))
 	}
-	if m := p.waitState(bad, sink.StateDead); str(m.ErrorClass) != sink.ClassProtocol {
+	if m := p.waitState(bad, message.StateDead); str(m.ErrorClass) != message.ClassProtocol {
 		t.Fatalf("protocol violation %+v", m)
 	}
 	last := p.insert(flop("501", "16", "ESTT", "<ESTT>23JAN210800</ESTT>"))
-	p.waitState(last, sink.StateRouted)
+	p.waitState(last, message.StateRouted)
 
 	// The transitions on the topic, read by an independent client, in order.
 	var got []string

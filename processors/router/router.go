@@ -20,6 +20,7 @@ import (
 	"msgx/processors/sis"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
 )
@@ -215,7 +216,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 		// and the lookups the decision needs come back in one round trip.
 		p := r.prepare(rec)
 		var m sink.Message
-		var l sink.Lookups
+		var l message.Lookups
 		err := r.available(ctx, func(ctx context.Context) error {
 			var err error
 			m, l, err = r.d.Messages.Load(ctx, rec.MsgID, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now(), p.IdentityKey, p.FLIDs, p.Days)
@@ -234,15 +235,15 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 			continue
 		}
 		switch m.State {
-		case sink.StateSucceeded, sink.StateSkipped, sink.StateDead, sink.StateArchived:
+		case message.StateSucceeded, message.StateSkipped, message.StateDead, message.StateArchived:
 			// An ingest duplicate or a re-delivery after a crash: the
 			// message is finished, nothing to do.
 			log.Debug("message already decided", "state", m.State)
 			return outcome{entry: entryOf(m), replay: true}, nil
-		case sink.StateRouted:
+		case message.StateRouted:
 			return r.reroute(log, p, l, m), nil
 		}
-		if m.State == sink.StateFailed {
+		if m.State == message.StateFailed {
 			if m.Attempts >= r.cfg.MaxAttempts {
 				return r.exhaust(ctx, log, m)
 			}
@@ -269,7 +270,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 }
 
 // route decides a PENDING or FAILED message and records the decision.
-func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l sink.Lookups, m sink.Message) (outcome, *Failure, error) {
+func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l message.Lookups, m sink.Message) (outcome, *Failure, error) {
 	if p.NeedsRequest && r.d.Requests != nil {
 		err := r.available(ctx, func(ctx context.Context) error {
 			req, ok, err := r.d.Requests.OpenFor(ctx, request.RQFD, request.STYPNone)
@@ -282,7 +283,7 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l sink.L
 			if ctx.Err() != nil {
 				return outcome{}, nil, ctx.Err()
 			}
-			return outcome{}, &Failure{Class: sink.ClassInfra, Err: err}, nil
+			return outcome{}, &Failure{Class: message.ClassInfra, Err: err}, nil
 		}
 	}
 	v, fail := Decide(p, l, m.EnqueuedAt)
@@ -305,18 +306,18 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l sink.L
 		if ctx.Err() != nil {
 			return outcome{}, nil, ctx.Err()
 		}
-		return outcome{}, &Failure{Class: sink.ClassInfra, Err: err}, nil
+		return outcome{}, &Failure{Class: message.ClassInfra, Err: err}, nil
 	}
 	if !recorded {
-		return outcome{}, &Failure{Class: sink.ClassInfra, Err: fmt.Errorf("message %d changed state while it was being decided", rec.MsgID)}, nil
+		return outcome{}, &Failure{Class: message.ClassInfra, Err: fmt.Errorf("message %d changed state while it was being decided", rec.MsgID)}, nil
 	}
 	// Routine outcomes are debug lines (thousands a minute on a backlog);
 	// what an operator may have to look at is not.
 	level := slog.LevelDebug
 	switch v.State {
-	case sink.StateSkipped:
+	case message.StateSkipped:
 		level = slog.LevelInfo
-	case sink.StateDead:
+	case message.StateDead:
 		level = slog.LevelWarn
 	}
 	r.log.Log(ctx, level, "message decided", "msg_id", rec.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
@@ -333,8 +334,8 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l sink.L
 // prepare is Prepare for an inbox record, which may be an oversize marker.
 func (r *Router) prepare(rec *ingest.Record) Plan {
 	if rec.Oversize > 0 {
-		return Plan{MsgID: rec.MsgID, Early: &Verdict{State: sink.StateDead, ErrorClass: sink.ClassMalformed,
-			Reason: "raw-too-large", Detail: fmt.Sprintf("the inbox row holds %d bytes, more than a Kafka record may (MSGX_KAFKA_MAX_MESSAGE_BYTES)", rec.Oversize)}}
+		return Plan{MsgID: rec.MsgID, Early: &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed,
+			Reason: message.ReasonRawTooLarge, Detail: fmt.Sprintf("the inbox row holds %d bytes, more than a Kafka record may (MSGX_KAFKA_MAX_MESSAGE_BYTES)", rec.Oversize)}}
 	}
 	return Prepare(rec.MsgID, rec.Raw, r.set)
 }
@@ -348,7 +349,7 @@ func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdi
 	if p.Msg == nil {
 		return
 	}
-	if p.Msg.Kind == sis.KindSchedule && (p.Msg.Meta.STYP == "DNLD" || p.Msg.Meta.STYP == "RESP") && v.State != sink.StateDead {
+	if p.Msg.Kind == sis.KindSchedule && (p.Msg.Meta.STYP == "DNLD" || p.Msg.Meta.STYP == "RESP") && v.State != message.StateDead {
 		r.snapLog(ctx, msgID, p, v, now)
 	}
 	if r.d.Requests == nil {
@@ -358,7 +359,7 @@ func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdi
 	switch {
 	case p.Msg.Kind == sis.KindError && p.Msg.ErrorAnswer != nil:
 		err = r.d.Requests.FailByEror(ctx, p.Msg.ErrorAnswer.RefSEQN, now)
-	case p.Msg.Kind == sis.KindSchedule && p.Msg.Meta.STYP == "RESP" && v.State == sink.StateSucceeded:
+	case p.Msg.Kind == sis.KindSchedule && p.Msg.Meta.STYP == "RESP" && v.State == message.StateSucceeded:
 		err = pgx.BeginFunc(ctx, r.d.Messages.Pool(), func(tx pgx.Tx) error {
 			return r.d.Requests.Complete(ctx, tx, request.RQFD, request.STYPNone, msgID, p.Msg.Meta.DTTM, now)
 		})
@@ -391,12 +392,12 @@ func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, no
 // depends only on the record, the configuration and index entries older
 // than the message, so they are the same — and emitted again; the applying
 // processors recognise what they already applied.
-func (r *Router) reroute(log *slog.Logger, p Plan, l sink.Lookups, m sink.Message) outcome {
+func (r *Router) reroute(log *slog.Logger, p Plan, l message.Lookups, m sink.Message) outcome {
 	// A routed SCHD RESP passed the RESP guard when it was decided; its
 	// request may be closed by now, which must not change the answer.
 	l.RequestOpen = true
 	v, fail := Decide(p, l, m.EnqueuedAt)
-	if fail != nil || v.State != sink.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
+	if fail != nil || v.State != message.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
 		// Only a configuration change between the two deliveries can get
 		// here; the recorded decision stands and an operator must look.
 		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason, "failure", fail)
@@ -452,11 +453,11 @@ func (r *Router) exhaust(ctx context.Context, log *slog.Logger, m sink.Message) 
 		return outcome{}, err
 	}
 	log.Error("message DEAD: attempts exhausted", "attempts", m.Attempts, "last_error", deref(m.LastError))
-	r.count(sink.StateDead, m.MsgID)
-	r.countReason(Verdict{State: sink.StateDead, ErrorClass: sink.ClassExhausted})
+	r.count(message.StateDead, m.MsgID)
+	r.countReason(Verdict{State: message.StateDead, ErrorClass: message.ClassExhausted})
 	e := entryOf(m)
-	e.State, e.ErrorClass, e.DecidedAt = sink.StateDead, sink.ClassExhausted, now
-	e.Reason = "exhausted:" + deref(m.ErrorClass)
+	e.State, e.ErrorClass, e.DecidedAt = message.StateDead, message.ClassExhausted, now
+	e.Reason = message.ReasonExhausted + deref(m.ErrorClass)
 	return outcome{entry: e}, nil
 }
 
@@ -507,18 +508,17 @@ var outageBackoff = retry.Backoff{Tiers: []time.Duration{500 * time.Millisecond,
 
 // countReason counts a SKIPPED or DEAD verdict by the class of its reason.
 func (r *Router) countReason(v Verdict) {
-	if v.State != sink.StateSkipped && v.State != sink.StateDead {
+	if v.State != message.StateSkipped && v.State != message.StateDead {
 		return
 	}
 	class := v.ErrorClass
 	if class == "" {
-		class, _, _ = strings.Cut(v.Reason, ":")
-		class = strings.TrimSuffix(class, "-of") // duplicate-of:<id> → duplicate
+		class = message.ReasonClass(v.Reason)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stats.Reasons[class]++
-	if rule, ok := strings.CutPrefix(v.Reason, "ignored:"); ok {
+	if rule, ok := strings.CutPrefix(v.Reason, message.ReasonIgnored); ok {
 		r.stats.Ignored[rule]++
 	}
 }

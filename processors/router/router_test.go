@@ -18,6 +18,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 	"msgx/tables/refdata"
 )
 
@@ -129,26 +130,26 @@ func TestRouterOutcomes(t *testing.T) {
 		reason string
 		n      int
 	}{
-		{1, sink.StateRouted, "", "", 2},
-		{2, sink.StateRouted, "", "", 1},
-		{3, sink.StateSkipped, "", "duplicate-of:2", 0},
-		{4, sink.StateSkipped, "", "ignored:LDM-*", 0},
-		{5, sink.StateDead, sink.ClassMalformed, "", 0},
-		{6, sink.StateSkipped, "", "no-match", 0},
-		{7, sink.StateSkipped, "", "unsupported:FLOP-COBT", 0},
-		{8, sink.StateDead, sink.ClassProtocol, "FLID 16: operation day 2021-01-24 conflicts with its indexed day 2021-01-23", 0},
-		{9, sink.StateRouted, "", "", 1},
-		{10, sink.StateSucceeded, "", "", 0},
+		{1, message.StateRouted, "", "", 2},
+		{2, message.StateRouted, "", "", 1},
+		{3, message.StateSkipped, "", "duplicate-of:2", 0},
+		{4, message.StateSkipped, "", "ignored:LDM-*", 0},
+		{5, message.StateDead, message.ClassMalformed, "", 0},
+		{6, message.StateSkipped, "", "no-match", 0},
+		{7, message.StateSkipped, "", "unsupported:FLOP-COBT", 0},
+		{8, message.StateDead, message.ClassProtocol, "FLID 16: operation day 2021-01-24 conflicts with its indexed day 2021-01-23", 0},
+		{9, message.StateRouted, "", "", 1},
+		{10, message.StateSucceeded, "", "", 0},
 	} {
 		m := rg.row(tc.id)
 		if m.State != tc.state || (tc.class != "" && str(m.ErrorClass) != tc.class) || (tc.reason != "" && str(m.Reason) != tc.reason) {
 			t.Errorf("message %d: %s/%s %q, want %s/%s %q", tc.id, m.State, str(m.ErrorClass), str(m.Reason), tc.state, tc.class, tc.reason)
 		}
-		if m.State == sink.StateRouted && (m.NTransitions == nil || *m.NTransitions != tc.n) {
+		if m.State == message.StateRouted && (m.NTransitions == nil || *m.NTransitions != tc.n) {
 			t.Errorf("message %d: n_transitions %v, want %d", tc.id, m.NTransitions, tc.n)
 		}
 		// Terminal states carry their backfill intent.
-		if sink.IsTerminal(m.State) {
+		if message.IsTerminal(m.State) {
 			var due *time.Time
 			if err := rg.pool.QueryRow(context.Background(), "SELECT backfill_next_at FROM proc_state WHERE msg_id = $1", tc.id).Scan(&due); err != nil || due == nil {
 				t.Errorf("message %d (%s) has no backfill intent", tc.id, m.State)
@@ -195,7 +196,7 @@ func TestRouterReplayReemitsWithoutChangingState(t *testing.T) {
 	if len(again) != 2 || fmt.Sprint(*again[0]) != fmt.Sprint(*first[0]) || fmt.Sprint(*again[1]) != fmt.Sprint(*first[1]) {
 		t.Fatalf("re-emitted %+v, want the same as %+v", again, first)
 	}
-	if !after.UpdatedAt.Equal(before.UpdatedAt) || after.State != sink.StateRouted || after.Attempts != 0 {
+	if !after.UpdatedAt.Equal(before.UpdatedAt) || after.State != message.StateRouted || after.Attempts != 0 {
 		t.Fatalf("re-delivery changed the row: %+v → %+v", before, after)
 	}
 	// A finished message emits nothing when seen again.
@@ -223,7 +224,7 @@ func TestRouterRetriesHeadThenExhausts(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := rg.row(1)
-		if m.State != sink.StateFailed || m.Attempts != i+1 || str(m.ErrorClass) != sink.ClassCodecError {
+		if m.State != message.StateFailed || m.Attempts != i+1 || str(m.ErrorClass) != message.ClassCodecError {
 			t.Fatalf("after failure %d: %+v", i+1, m)
 		}
 		if !m.NextAttempt.Equal(rg.clock.Now().Add(wait)) {
@@ -236,10 +237,10 @@ func TestRouterRetriesHeadThenExhausts(t *testing.T) {
 	}
 	<-done
 	m := rg.row(1)
-	if m.State != sink.StateDead || str(m.ErrorClass) != sink.ClassExhausted || m.Attempts != 5 || str(m.LastError) == "<nil>" {
+	if m.State != message.StateDead || str(m.ErrorClass) != message.ClassExhausted || m.Attempts != 5 || str(m.LastError) == "<nil>" {
 		t.Fatalf("exhausted head %+v", m)
 	}
-	if rg.row(2).State != sink.StateSkipped {
+	if rg.row(2).State != message.StateSkipped {
 		t.Fatal("message 2 not processed after the head became terminal")
 	}
 }
@@ -248,7 +249,7 @@ func TestRouterOversizeMarkerIsDead(t *testing.T) {
 	rg := newRig(t, nil)
 	rg.tt.Consume("msgx.inbox", "1", ingest.Record{MsgID: 1, EnqueuedAt: rg.t0, Oversize: 2_000_000})
 	m := rg.row(1)
-	if m.State != sink.StateDead || str(m.ErrorClass) != sink.ClassMalformed || str(m.Reason) != "raw-too-large" {
+	if m.State != message.StateDead || str(m.ErrorClass) != message.ClassMalformed || str(m.Reason) != "raw-too-large" {
 		t.Fatalf("oversize row %+v", m)
 	}
 }
@@ -263,15 +264,15 @@ func TestRouterRerouteOfGuardedResp(t *testing.T) {
 	if _, err := rg.msgs.Touch(ctx, 1, nil, rg.t0, rg.t0); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: 1, State: sink.StateRouted, N: 1, Now: rg.t0,
-		Index: []sink.FlightDay{{FLID: "1", Day: day("2021-01-23")}}}); err != nil || !ok {
+	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: 1, State: message.StateRouted, N: 1, Now: rg.t0,
+		Index: []message.FlightDay{{FLID: "1", Day: day("2021-01-23")}}}); err != nil || !ok {
 		t.Fatalf("record: %v %v", ok, err)
 	}
 	rg.consume(1, resp)
 	if got := rg.drainFlights(); len(got) != 1 || got[0].FLID != "1" {
 		t.Fatalf("re-emitted %v", got)
 	}
-	if rg.row(1).State != sink.StateRouted {
+	if rg.row(1).State != message.StateRouted {
 		t.Fatal("re-routing changed the message")
 	}
 }

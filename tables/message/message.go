@@ -1,0 +1,109 @@
+package message
+
+import (
+	"strings"
+	"time"
+)
+
+// States of a message (proc_state.state), docs/design.md#outcomes.
+const (
+	// StatePending is a message seen but not decided yet.
+	StatePending = "PENDING"
+	// StateFailed is a message whose own failure is retried in place.
+	StateFailed = "FAILED"
+	// StateRouted is a message whose transitions were emitted; the applying
+	// processors complete it.
+	StateRouted = "ROUTED"
+	// StateSucceeded is a message whose effect is durable.
+	StateSucceeded = "SUCCEEDED"
+	// StateSkipped is a message that changes nothing, with a reason.
+	StateSkipped = "SKIPPED"
+	// StateDead is a message that cannot be applied, with its error class.
+	StateDead = "DEAD"
+	// StateArchived is the shadow of a terminal message moved to
+	// proc_state_hst; it keeps its identity bound.
+	StateArchived = "ARCHIVED"
+)
+
+// Error classes (proc_state.error_class), docs/design.md#outcomes.
+const (
+	// ClassMalformed: not XML, no META, raw missing, required payload
+	// missing. DEAD at once, not replayable.
+	ClassMalformed = "MALFORMED"
+	// ClassProtocol: the whole package violates the protocol. DEAD at
+	// once, nothing written, not replayable.
+	ClassProtocol = "PROTOCOL"
+	// ClassCodecError: a well-formed message the decoder cannot handle.
+	ClassCodecError = "CODEC_ERROR"
+	// ClassInfra: a failure of this message while processing; retried.
+	ClassInfra = "INFRA"
+	// ClassExhausted: the attempts are used up (the class it replaces is
+	// kept in the reason).
+	ClassExhausted = "EXHAUSTED"
+)
+
+// Reasons and reason prefixes of SKIPPED and DEAD messages.
+const (
+	// ReasonDuplicateOf prefixes the owner of a taken identity:
+	// "duplicate-of:<msgId>".
+	ReasonDuplicateOf = "duplicate-of:"
+	// ReasonIgnored prefixes the ignore rule that matched: "ignored:LDM-*".
+	ReasonIgnored = "ignored:"
+	// ReasonUnsupported prefixes an unhandled kind: "unsupported:FLOP-XXXX".
+	ReasonUnsupported = "unsupported:"
+	// ReasonNoMatch is a FLOP/FDEL for an unknown flight or a RESP that
+	// answers no open request.
+	ReasonNoMatch = "no-match"
+	// ReasonExhausted prefixes the class a DEAD(EXHAUSTED) message last
+	// failed with: "exhausted:INFRA".
+	ReasonExhausted = "exhausted:"
+	// ReasonRawTooLarge is an inbox row larger than a Kafka record.
+	ReasonRawTooLarge = "raw-too-large"
+	// ReasonRawMissing is an inbox row without message text.
+	ReasonRawMissing = "raw-missing"
+)
+
+// IsTerminal reports whether a message in this state no longer blocks the
+// queue (SUCCEEDED, SKIPPED, DEAD; ARCHIVED rows were terminal).
+func IsTerminal(state string) bool {
+	switch state {
+	case StateSucceeded, StateSkipped, StateDead, StateArchived:
+		return true
+	}
+	return false
+}
+
+// ReasonClass is the class a SKIPPED or DEAD reason is counted under:
+// duplicate, ignored, unsupported, no-match, exhausted, …: the reason up to
+// its first colon ("duplicate-of:12" → "duplicate").
+func ReasonClass(reason string) string {
+	class, _, _ := strings.Cut(reason, ":")
+	return strings.TrimSuffix(class, "-of")
+}
+
+// FlightDay is an entry of the router's FLID → operation-day index
+// (docs/design.md#operation-day).
+type FlightDay struct {
+	FLID string
+	// Day is nil while the flight's operation day is not known yet (an
+	// ADFT without SODT).
+	Day *time.Time
+	// FirstMsgID is the message that created the entry.
+	FirstMsgID int64
+}
+
+// Lookups are what a routing decision needs to know from the store
+// (router.Decide).
+type Lookups struct {
+	// Owner is the message holding the identity key, 0 when free.
+	Owner int64
+	// Days are the index entries of the message's FLIDs.
+	Days map[string]FlightDay
+	// Earlier lists, per operation day (YYYY-MM-DD), the flights the index
+	// knew before this message: the "absent from the package" candidates.
+	// Filled only when asked for.
+	Earlier map[string][]string
+	// RequestOpen says an open request accepts this message as its answer
+	// (the RESP guard); filled from request tracking.
+	RequestOpen bool
+}
