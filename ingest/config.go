@@ -8,10 +8,11 @@ package ingest
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"msgx/sink"
 )
 
 // Config configures the ingest bridge.
@@ -48,13 +49,11 @@ type Config struct {
 	LateCheckInterval time.Duration `env:"MSGX_LATE_CHECK_INTERVAL" envDefault:"30s"`
 }
 
-var tableName = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$`)
-
 // Validate checks every value; errors name the variable.
 func (c Config) Validate() error {
 	var errs []error
-	if !tableName.MatchString(c.Table) {
-		errs = append(errs, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", c.Table))
+	if err := sink.CheckTableName("MSGX_INBOX_TABLE", c.Table); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.TrimSpace(c.Topic) == "" {
 		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))

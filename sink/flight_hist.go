@@ -28,8 +28,8 @@ func PurgeFlight(ctx context.Context, tx pgx.Tx, s *flight.State, now time.Time)
 	// Wait for a schd flush in progress: it may have read this flight and
 	// not produced it yet; after this commit no flush sees the row, so
 	// nothing is published after the purge's tombstone.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockSchdFlush); err != nil {
-		return fmt.Errorf("waiting for the schd flush: %w", err)
+	if err := XactLock(ctx, tx, LockSchdFlush); err != nil {
+		return err
 	}
 	tag, err := tx.Exec(ctx, `DELETE FROM flight_schd WHERE flid = $1`, s.FLID)
 	if err != nil {

@@ -10,31 +10,93 @@ import (
 	"msgx/internal/clock"
 )
 
-// Advisory lock keys, one per role that must have a single active instance.
+// LockKey is a PostgreSQL advisory lock key. Every key msgx uses is listed
+// here, so two can never collide.
+type LockKey int64
+
+// The advisory locks of msgx (docs/design.md#locks).
 const (
-	// LockIngest guards the ingest bridge (one reader of the inbox).
-	LockIngest int64 = 0x6d73_6778_0001
-	// LockProcess guards the processors and maintenance jobs of one deployment.
-	LockProcess int64 = 0x6d73_6778_0002
+	// LockIngest is the session lock of the ingest bridge (one reader of
+	// the inbox; a second instance waits as a hot standby).
+	LockIngest LockKey = 0x6d73_6778_0001
+	// LockProcess is the session lock of the processing role of one
+	// deployment (processors and maintenance jobs).
+	LockProcess LockKey = 0x6d73_6778_0002
+	// LockRequests is the session lock held while a process writes to the
+	// outbound mailbox (a new request, or recovery), so two processes never
+	// send the same PENDING request.
+	LockRequests LockKey = 0x6d73_6778_0101
+	// LockBackfill is the transaction lock a backfill pass holds. Replay
+	// and reopen (anything that moves a terminal row away from its terminal
+	// state or resets its backfill columns) take it in the same transaction
+	// before reading and changing the rows: a row is then never re-opened
+	// while a pass that scanned it is writing its mark, and a pass that
+	// starts after the replay committed no longer sees the row as terminal.
+	//
+	// Why an advisory lock and not FOR UPDATE on the claimed rows: a pass
+	// holds its lock across the MySQL write (up to MSGX_DB_TIMEOUT when
+	// MySQL is down). Row locks held that long would stall the router,
+	// whose upserts lock the row of a re-delivered message: the FIFO must
+	// never wait for backfill. Nothing on the message path takes this lock.
+	// The sweeper only tries it, so it never waits behind a replay either;
+	// a replay waits for at most one pass in flight.
+	LockBackfill LockKey = 0x6d73_6778_bf01
 	// LockSchdFlush is the transaction lock a schd flush holds while it
 	// reads due rows and produces them; a flight purge takes it too, so a
 	// flush never publishes a flight after the purge's tombstone.
-	LockSchdFlush int64 = 0x6d73_6778_5cd1
+	LockSchdFlush LockKey = 0x6d73_6778_5cd1
 )
+
+// XactLock waits for the transaction-scoped advisory lock key and holds it
+// until tx ends. The wait is bounded by ctx (or the session's lock_timeout).
+// Being transaction-scoped, the lock dies with the transaction or the
+// session, so a crash cannot leak it.
+func XactLock(ctx context.Context, tx pgx.Tx, key LockKey) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(key)); err != nil {
+		return fmt.Errorf("waiting for %s: %w", key, err)
+	}
+	return nil
+}
+
+// TryXactLock takes the transaction-scoped advisory lock key if it is free;
+// ok is false when another transaction holds it.
+func TryXactLock(ctx context.Context, tx pgx.Tx, key LockKey) (ok bool, err error) {
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(key)).Scan(&ok); err != nil {
+		return false, fmt.Errorf("taking %s: %w", key, err)
+	}
+	return ok, nil
+}
+
+// String names the lock for errors and logs.
+func (k LockKey) String() string {
+	switch k {
+	case LockIngest:
+		return "the ingest lock"
+	case LockProcess:
+		return "the process lock"
+	case LockRequests:
+		return "the outbound request lock"
+	case LockBackfill:
+		return "the backfill lock"
+	case LockSchdFlush:
+		return "the schd flush lock"
+	}
+	return fmt.Sprintf("advisory lock %#x", int64(k))
+}
 
 // Lock is a held PostgreSQL session advisory lock. It lives on its own
 // connection: when the process dies, the server ends the session and the
 // lock passes to a waiting standby.
 type Lock struct {
 	conn    *pgx.Conn
-	key     int64
+	key     LockKey
 	timeout time.Duration
 }
 
 // AcquireLock takes the advisory lock key, waiting as a hot standby (polling
 // every interval) while another instance holds it. onWait is called once when
 // the lock is found taken. It returns when the lock is held or ctx ends.
-func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key int64, interval time.Duration, onWait func()) (*Lock, error) {
+func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key LockKey, interval time.Duration, onWait func()) (*Lock, error) {
 	waited := false
 	for {
 		l, ok, err := tryLock(ctx, c, key)
@@ -56,11 +118,11 @@ func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key int64, inte
 
 // TryLock takes the advisory lock key if it is free; ok is false when
 // another session holds it.
-func TryLock(ctx context.Context, c Config, key int64) (l *Lock, ok bool, err error) {
+func TryLock(ctx context.Context, c Config, key LockKey) (l *Lock, ok bool, err error) {
 	return tryLock(ctx, c, key)
 }
 
-func tryLock(ctx context.Context, c Config, key int64) (*Lock, bool, error) {
+func tryLock(ctx context.Context, c Config, key LockKey) (*Lock, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	conn, err := pgx.Connect(cctx, c.PGDSN)
@@ -68,7 +130,7 @@ func tryLock(ctx context.Context, c Config, key int64) (*Lock, bool, error) {
 		return nil, false, fmt.Errorf("connecting for advisory lock: %w", err)
 	}
 	var ok bool
-	if err := conn.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+	if err := conn.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", int64(key)).Scan(&ok); err != nil {
 		conn.Close(context.Background())
 		return nil, false, fmt.Errorf("taking advisory lock: %w", err)
 	}
@@ -94,6 +156,6 @@ func (l *Lock) Alive(ctx context.Context) error {
 func (l *Lock) Release() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
-	_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.key)
+	_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", int64(l.key))
 	_ = l.conn.Close(ctx)
 }

@@ -247,7 +247,7 @@ func (s *Messages) Fail(ctx context.Context, msgID int64, class, lastError strin
 	err := s.pool.QueryRow(ctx, `UPDATE proc_state SET state = 'FAILED', attempts = attempts + 1, error_class = $2,
 			last_error = $3, next_attempt_at = $4, updated_at = $5
 		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING attempts`,
-		msgID, class, truncate(lastError, 1000), nextAt, now).Scan(&attempts)
+		msgID, class, message.Clip(lastError, 1000), nextAt, now).Scan(&attempts)
 	if err != nil {
 		return 0, fmt.Errorf("recording failure of message %d: %w", msgID, err)
 	}
@@ -324,11 +324,4 @@ func QueueMarkApplied(b *pgx.Batch, msgID int64, kind, key string, now time.Time
 		return nil
 	})
 	return q
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

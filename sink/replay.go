@@ -210,7 +210,7 @@ func (s ReplaySelector) String() string {
 	case len(s.IDs) > 0:
 		ids := slices.Clone(s.IDs)
 		slices.Sort(ids)
-		return "ids=" + idList(slices.Compact(ids))
+		return "ids=" + IDList(slices.Compact(ids))
 	case s.PendingReplayed:
 		return "pending-replayed"
 	}
@@ -349,7 +349,7 @@ func PlanReplay(ctx context.Context, pool *pgxpool.Pool, sel ReplaySelector, lim
 	plan := ReplayPlan{Selector: sel.String(), Rows: []ReplayRow{}}
 	f := sel.filter()
 	if len(sel.IDs) > 0 {
-		rows, err := namedRows(ctx, pool, f, sel.IDs, operatorCallTimeout)
+		rows, err := namedRows(ctx, pool, f, sel.IDs, OperatorCallTimeout)
 		if err != nil {
 			return ReplayPlan{}, err
 		}
@@ -369,7 +369,7 @@ func PlanReplay(ctx context.Context, pool *pgxpool.Pool, sel ReplaySelector, lim
 		return plan, nil
 	}
 	err = func() error {
-		ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+		ctx, cancel := context.WithTimeout(ctx, OperatorCallTimeout)
 		defer cancel()
 		cond, args := f.sql(1)
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM proc_state p WHERE `+cond, args...).Scan(&plan.Total); err != nil {
@@ -454,7 +454,7 @@ func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan ReplayPlan, who s
 	for i, r := range plan.Rows {
 		ids[i] = r.MsgID
 	}
-	ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, OperatorCallTimeout)
 	defer cancel()
 	var id int64
 	err := pool.QueryRow(ctx, `INSERT INTO replay_audit (at, who, selector, dry_run, count, msg_ids)
@@ -495,8 +495,8 @@ func (d ReplayDeps) validate() error {
 	if d.MySQL == nil {
 		errs = append(errs, errors.New("replay: no MySQL connection (the raw messages are read from the inbox)"))
 	}
-	if !inboxTableName.MatchString(d.Table) {
-		errs = append(errs, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", d.Table))
+	if err := CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
+		errs = append(errs, err)
 	}
 	if len(d.Brokers) == 0 {
 		errs = append(errs, errors.New("replay: no Kafka brokers"))
@@ -886,7 +886,7 @@ func (r *replayer) readInbox(ctx context.Context, ids []int64) (map[int64]inboxR
 	ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
 	defer cancel()
 	rows, err := r.d.MySQL.QueryContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+r.d.Table+
-		" WHERE CMINMSGS_ID IN ("+idList(ids)+")")
+		" WHERE CMINMSGS_ID IN ("+IDList(ids)+")")
 	if err != nil {
 		return nil, fmt.Errorf("reading %d inbox rows to replay: %w", len(ids), err)
 	}
@@ -935,7 +935,7 @@ func (r *replayer) lock(ctx context.Context, tx pgx.Tx) error {
 	wait := lockWait(r.d.Timeout)
 	lctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	err := BackfillLock(lctx, tx)
+	err := XactLock(lctx, tx, LockBackfill)
 	if err == nil {
 		return nil
 	}

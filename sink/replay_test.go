@@ -25,6 +25,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/backfill"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 )
@@ -117,7 +118,7 @@ func (e *rpEnv) proc(rows ...rpRow) {
 			}
 			if r.abandoned {
 				abandonedAt = &t
-				s := sink.AbandonTransientDeadline
+				s := backfill.AbandonTransientDeadline
 				abandonedReason = &s
 			}
 		}
@@ -866,7 +867,7 @@ func (e *rpEnv) holdBackfillLock() *lockHolder {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := sink.BackfillLock(context.Background(), tx); err != nil {
+	if err := sink.XactLock(context.Background(), tx, sink.LockBackfill); err != nil {
 		e.t.Fatal(err)
 	}
 	h := &lockHolder{t: e.t, tx: tx}
@@ -885,7 +886,7 @@ func (e *rpEnv) waitLockWaiter(done <-chan error) {
 		var n int
 		if err := e.pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
 			WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			  AND ((classid::bigint << 32) | objid::bigint) = $1 AND objsubid = 1`, sink.LockBackfill).Scan(&n); err != nil {
+			  AND ((classid::bigint << 32) | objid::bigint) = $1 AND objsubid = 1`, int64(sink.LockBackfill)).Scan(&n); err != nil {
 			e.t.Fatal(err)
 		}
 		if n > 0 {
@@ -912,9 +913,9 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	e.inbox(1)
 	e.proc(rpRow{id: 1, state: message.StateDead, class: message.ClassExhausted, reason: "exhausted:INFRA", attempts: 5})
 	clk := clock.NewFake(rpT0)
-	bf, err := sink.NewBackfill(sink.BackfillConfig{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
+	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		sink.BackfillDeps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
+		backfill.Deps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -927,7 +928,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	if _, err := myTx.ExecContext(ctx, "SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = 1 FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	passDone := make(chan sink.SweepResult, 1)
+	passDone := make(chan backfill.SweepResult, 1)
 	go func() {
 		res, err := bf.Sweep(ctx)
 		if err != nil {
@@ -940,7 +941,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 		var n int
 		if err := e.pg.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
 			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			AND ((classid::bigint << 32) | objid::bigint) = $1 AND objsubid = 1`, sink.LockBackfill).Scan(&n); err != nil {
+			AND ((classid::bigint << 32) | objid::bigint) = $1 AND objsubid = 1`, int64(sink.LockBackfill)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -1119,9 +1120,9 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 
 	// The sweeper marks both terminal messages in the inbox.
 	sweepClock := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
-	bf, err := sink.NewBackfill(sink.BackfillConfig{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
+	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		sink.BackfillDeps{PG: pool, MySQL: my, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
+		backfill.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -181,4 +183,37 @@ func pgx5URL(dsn string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("MSGX_PG_DSN must be a postgres:// URL for migrations, got %q", dsn)
+}
+
+// OperatorCallTimeout bounds each database call of an operator command
+// (msgx backfill, replay, status) that has no configured timeout at hand. A
+// shorter deadline on the caller's context still wins.
+const OperatorCallTimeout = 30 * time.Second
+
+// tableName is what a configurable table name may look like: a name or
+// schema.name of letters, digits and underscores. Table names are spliced
+// into SQL, so nothing else is accepted.
+var tableName = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$`)
+
+// CheckTableName returns an error naming variable when name cannot be a
+// table name.
+func CheckTableName(variable, name string) error {
+	if !tableName.MatchString(name) {
+		return fmt.Errorf("%s=%q: not a table name (letters, digits, _; optionally schema.table)", variable, name)
+	}
+	return nil
+}
+
+// IDList renders ids as a comma-separated SQL list. They are integers, so
+// the list cannot carry anything but numbers into the statement.
+func IDList(ids []int64) string {
+	var sb strings.Builder
+	sb.Grow(len(ids) * 8)
+	for i, id := range ids {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(strconv.FormatInt(id, 10))
+	}
+	return sb.String()
 }

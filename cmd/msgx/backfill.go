@@ -9,6 +9,7 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/sink"
+	"msgx/sink/backfill"
 )
 
 // runBackfill serves `msgx backfill abandoned` and `msgx backfill reopen`.
@@ -23,7 +24,7 @@ func runBackfill(ctx context.Context, cfg Config, args []string, out io.Writer) 
 	defer pool.Close()
 	switch args[0] {
 	case "abandoned":
-		rows, err := sink.AbandonedBackfills(ctx, pool, 0)
+		rows, err := backfill.Abandoned(ctx, pool, 0)
 		if err != nil {
 			return err
 		}
@@ -42,7 +43,7 @@ func runBackfill(ctx context.Context, cfg Config, args []string, out io.Writer) 
 			}
 			ids = append(ids, id)
 		}
-		n, err := sink.ReopenBackfill(ctx, pool, ids, clock.Real{}.Now())
+		n, err := backfill.Reopen(ctx, pool, ids, clock.Real{}.Now())
 		if err != nil {
 			return err
 		}

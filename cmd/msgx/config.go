@@ -18,6 +18,8 @@ import (
 	"msgx/processors/flights"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/backfill"
+	"msgx/sink/maintenance"
 )
 
 // Config is the whole daemon's configuration: one struct per component plus
@@ -45,10 +47,10 @@ type Config struct {
 	HTTP     ingest.HTTPConfig
 	Router   router.Config
 	Flights  flights.Config
-	Backfill sink.BackfillConfig
+	Backfill backfill.Config
 	Requests outbound.Config
 	Schd     schd.Config
-	Jobs     sink.MaintenanceConfig
+	Jobs     maintenance.Config
 	History  flights.HistoryConfig
 
 	loc *time.Location

@@ -21,32 +21,33 @@ import (
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/status"
 )
 
 // statusDeps is how the status report reads this deployment.
-func statusDeps(cfg Config, d *deps) sink.StatusDeps {
-	return sink.StatusDeps{
+func statusDeps(cfg Config, d *deps) status.Deps {
+	return status.Deps{
 		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
-		Groups: []sink.StatusGroup{
+		Groups: []status.Group{
 			{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
 			{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.Group + "-loop"}},
 			{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
 		},
-		Thresholds: sink.StatusThresholds{HoleAge: 2 * cfg.Ingest.MaxCommitDelay, BackfillOverdue: cfg.Backfill.Overdue},
+		Thresholds: status.Thresholds{HoleAge: 2 * cfg.Ingest.MaxCommitDelay, BackfillOverdue: cfg.Backfill.Overdue},
 	}
 }
 
 // report collects the status report and adds the components' states.
-func report(ctx context.Context, cfg Config, d *deps) (sink.Report, error) {
-	r, err := sink.CollectReport(ctx, statusDeps(cfg, d), d.clock.Now())
+func report(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
+	r, err := status.Collect(ctx, statusDeps(cfg, d), d.clock.Now())
 	if err != nil {
 		return r, err
 	}
-	var comps []sink.ComponentState
+	var comps []status.ComponentState
 	for _, c := range d.health.Snapshot() {
-		cs := sink.ComponentState{Name: c.Name, State: c.State, LastError: c.LastError}
+		cs := status.ComponentState{Name: c.Name, State: c.State, LastError: c.LastError}
 		if c.Paused != "" {
-			cs.State = sink.ComponentPaused
+			cs.State = status.ComponentPaused
 			cs.LastError = c.Paused
 		}
 		if !c.LastErrorAt.IsZero() {
@@ -131,8 +132,8 @@ func runStatus(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	return rep.Text(out)
 }
 
-func statusFromDaemon(ctx context.Context, cfg Config) (sink.Report, error) {
-	var rep sink.Report
+func statusFromDaemon(ctx context.Context, cfg Config) (status.Report, error) {
+	var rep status.Report
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.HTTPAddr+"/status", nil)
@@ -151,15 +152,15 @@ func statusFromDaemon(ctx context.Context, cfg Config) (sink.Report, error) {
 	return rep, err
 }
 
-func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (sink.Report, error) {
+func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Report, error) {
 	pool, err := sink.OpenPG(ctx, cfg.DB)
 	if err != nil {
-		return sink.Report{}, err
+		return status.Report{}, err
 	}
 	defer pool.Close()
 	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
 	if err != nil {
-		return sink.Report{}, err
+		return status.Report{}, err
 	}
 	defer my.Close()
 	brokers := cfg.Kafka.Brokers
@@ -167,5 +168,5 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (sink.Repor
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
 	d := &deps{pool: pool, mysql: my, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
-	return sink.CollectReport(ctx, statusDeps(cfg, d), d.clock.Now())
+	return status.Collect(ctx, statusDeps(cfg, d), d.clock.Now())
 }

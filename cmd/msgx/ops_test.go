@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"msgx/internal/testenv"
-	"msgx/sink"
+	"msgx/sink/status"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -103,7 +103,7 @@ func TestOperability(t *testing.T) {
 	if err := runStatus(context.Background(), cfg, []string{"--json"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
-	var rep sink.Report
+	var rep status.Report
 	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out.String())
 	}

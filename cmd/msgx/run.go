@@ -32,6 +32,9 @@ import (
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/backfill"
+	"msgx/sink/maintenance"
+	"msgx/sink/status"
 	"msgx/tables/flight"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
@@ -177,7 +180,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	m := metric.New()
 	registerOps(mux, cfg, d, m)
 	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second,
-		Report: func(ctx context.Context) (sink.Report, error) { return report(ctx, cfg, d) }}
+		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d) }}
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })
@@ -408,7 +411,7 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	src.Refdata = rp.Stats
 	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
-	bf, err := sink.NewBackfill(cfg.Backfill, sink.BackfillDeps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
+	bf, err := backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
 		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 	if err != nil {
 		return err
@@ -428,7 +431,7 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 		return err
 	})
 	src.Schd = fl.Stats
-	jobs, err := sink.NewMaintenance(cfg.Jobs, sink.MaintenanceDeps{PG: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock,
+	jobs, err := maintenance.New(cfg.Jobs, maintenance.Deps{PG: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock,
 		Log: log, Location: cfg.Location()})
 	if err != nil {
 		return err

@@ -3,9 +3,10 @@ package outbound
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
+
+	"msgx/sink"
 )
 
 // Config configures outbound requests. Every field is a MSGX_* variable.
@@ -46,8 +47,6 @@ func DefaultConfig() Config {
 	}
 }
 
-var tableName = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$`)
-
 // maxRoutingID is the width of COUTMSGS.ROUTINGID.
 const maxRoutingID = 23
 
@@ -69,8 +68,8 @@ func (c Config) Validate() error {
 	if id := strings.TrimSpace(c.RoutingID); id == "" || len(id) > maxRoutingID {
 		errs = append(errs, fmt.Errorf("MSGX_REQUEST_ROUTINGID=%q: must be 1..%d characters", c.RoutingID, maxRoutingID))
 	}
-	if !tableName.MatchString(c.OutboxTable) {
-		errs = append(errs, fmt.Errorf("MSGX_OUTBOX_TABLE=%q: not a table name", c.OutboxTable))
+	if err := sink.CheckTableName("MSGX_OUTBOX_TABLE", c.OutboxTable); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -11,7 +11,7 @@
 // # Sending
 //
 // Requests.RequestRefdata and Requests.RequestFlights run, under one
-// PostgreSQL advisory lock (LockKey) held for the whole sequence so that no
+// PostgreSQL advisory lock (sink.LockRequests) held for the whole sequence so that no
 // two msgx processes write the outbox at the same time:
 //
 //  1. reconcile the PENDING requests left behind (see Recovery);

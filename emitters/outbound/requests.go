@@ -16,19 +16,13 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/processors/sis"
+	"msgx/sink"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
 )
 
 // Sender is META/SNDR of every request msgx writes (SPEC §9).
 const Sender = "MSGX"
-
-// LockKey is the PostgreSQL session advisory lock held while a process
-// writes to the outbox (a new request, or recovery). It keeps two msgx
-// processes — the daemon and `msgx request`, or two daemons during a
-// take-over — from recovering and sending the same PENDING request at the
-// same time. Distinct from the role locks of package sink.
-const LockKey int64 = 0x6d73_6778_0101
 
 // ErrShadow is returned by the request methods in shadow mode.
 var ErrShadow = errors.New("shadow mode (MSGX_SHADOW=true): msgx never writes to the MySQL outbox, request not registered")
@@ -66,7 +60,7 @@ type Requests struct {
 	daily          bool
 	dailyH, dailyM int
 
-	// mu serialises this process's outbox writers; LockKey does the same
+	// mu serialises this process's outbox writers; sink.LockRequests does the same
 	// across processes.
 	mu sync.Mutex
 
@@ -509,7 +503,7 @@ func (s *Requests) mutate(ctx context.Context, id int64, fn func(request.ReqTrac
 	return out, err
 }
 
-// lockOutbox takes LockKey on a pooled connection and returns its release.
+// lockOutbox takes sink.LockRequests on a pooled connection and returns its release.
 // The wait is bounded: a holder never keeps it longer than a few database
 // calls.
 func (s *Requests) lockOutbox(ctx context.Context) (func(), error) {
@@ -520,7 +514,7 @@ func (s *Requests) lockOutbox(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("taking the outbox lock: %w", err)
 	}
-	if _, err := conn.Exec(actx, "SELECT pg_advisory_lock($1)", LockKey); err != nil {
+	if _, err := conn.Exec(actx, "SELECT pg_advisory_lock($1)", int64(sink.LockRequests)); err != nil {
 		// The lock may have been granted just as the call was cut off: this
 		// connection must not go back to the pool holding it.
 		_ = conn.Conn().Close(context.Background())
@@ -531,7 +525,7 @@ func (s *Requests) lockOutbox(ctx context.Context) (func(), error) {
 		uctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		defer cancel()
 		var ok bool
-		if err := conn.QueryRow(uctx, "SELECT pg_advisory_unlock($1)", LockKey).Scan(&ok); err != nil || !ok {
+		if err := conn.QueryRow(uctx, "SELECT pg_advisory_unlock($1)", int64(sink.LockRequests)).Scan(&ok); err != nil || !ok {
 			// Closing the session is the sure way to drop the lock.
 			_ = conn.Conn().Close(uctx)
 		}

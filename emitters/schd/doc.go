@@ -20,7 +20,7 @@
 // Every FlushPeriod (the injected clock) the Flusher runs one PostgreSQL
 // transaction:
 //
-//  1. take the transaction-scoped advisory lock LockKey, or skip this
+//  1. take the transaction-scoped advisory lock sink.LockSchdFlush, or skip this
 //     flush (another instance is flushing: two flushers could otherwise
 //     interleave an older read with a newer send);
 //  2. read up to FlushLimit due rows, oldest updated_at first;
@@ -36,7 +36,7 @@
 // # Why the topic never goes backwards
 //
 // A row's doc is always its newest state, and the flushes of all instances
-// are serialised by LockKey: each flush reads rows after the previous one
+// are serialised by sink.LockSchdFlush: each flush reads rows after the previous one
 // committed, so per FLID it sends a version at least as new as anything sent
 // before. The mark only advances (GREATEST); a state written while a flush
 // is in flight has a higher state_version than the mark and is due again.

@@ -20,10 +20,6 @@ import (
 	"msgx/tables/flight"
 )
 
-// LockKey is the PostgreSQL advisory lock a flush holds for its transaction
-// (pg_try_advisory_xact_lock): one flush at a time across all instances.
-const LockKey = sink.LockSchdFlush
-
 // Record headers carried by every schd record.
 const (
 	// HeaderStateVersion is the flight's STATE_VERSION, decimal.
@@ -73,7 +69,7 @@ type Flusher struct {
 	sarama *sarama.Config
 
 	// flushMu serialises Flush calls of this process (Run and, say, an
-	// operator's flush-now); LockKey does the same across processes.
+	// operator's flush-now); sink.LockSchdFlush does the same across processes.
 	flushMu  sync.Mutex
 	producer sarama.SyncProducer
 
@@ -244,11 +240,7 @@ func (f *Flusher) begin(ctx context.Context) (pgx.Tx, error) {
 func (f *Flusher) lock(ctx context.Context, tx pgx.Tx) (bool, error) {
 	lctx, cancel := context.WithTimeout(ctx, f.d.DBTimeout)
 	defer cancel()
-	var ok bool
-	if err := tx.QueryRow(lctx, "SELECT pg_try_advisory_xact_lock($1)", LockKey).Scan(&ok); err != nil {
-		return false, fmt.Errorf("taking the schd flush lock: %w", err)
-	}
-	return ok, nil
+	return sink.TryXactLock(lctx, tx, sink.LockSchdFlush)
 }
 
 // read returns up to FlushLimit due rows, oldest change first. The doc is

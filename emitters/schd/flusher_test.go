@@ -347,7 +347,7 @@ func TestOneFlushAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Rollback(ctx)
-	if _, err := other.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", LockKey); err != nil {
+	if _, err := other.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(sink.LockSchdFlush)); err != nil {
 		t.Fatal(err)
 	}
 	f := h.flusher()

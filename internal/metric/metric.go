@@ -20,6 +20,8 @@ import (
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/backfill"
+	"msgx/sink/status"
 )
 
 // Sources are the running figures the collector reads; any may be nil when
@@ -29,13 +31,13 @@ type Sources struct {
 	Router    func() router.Stats
 	Flights   func() flights.Stats
 	Refdata   func() refdataproc.Stats
-	Backfill  func() sink.BackfillStats
+	Backfill  func() backfill.Stats
 	Schd      func() schd.Stats
 	Publisher func() sink.PublisherStats
 	Health    *health.Registry
 	// Report collects the status report (database and Kafka figures). It is
 	// cached for ReportTTL so scrapes stay cheap.
-	Report    func(ctx context.Context) (sink.Report, error)
+	Report    func(ctx context.Context) (status.Report, error)
 	ReportTTL time.Duration
 }
 
@@ -85,7 +87,7 @@ type collector struct {
 	src Sources
 
 	rmu      sync.Mutex // guards the cached report
-	report   sink.Report
+	report   status.Report
 	reportOK bool
 	reportAt time.Time
 }

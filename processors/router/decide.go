@@ -116,7 +116,7 @@ func Prepare(msgID int64, raw string, s Settings) Plan {
 		if errors.As(err, &de) {
 			reason = de.Reason
 		}
-		p.Early = &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: truncate(reason, 200), Detail: err.Error()}
+		p.Early = &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.Clip(reason, 200), Detail: err.Error()}
 		return p
 	}
 	p.Msg = m
@@ -149,12 +149,12 @@ func unsupported(m *sis.Message) *Verdict {
 
 func protocol(format string, args ...any) *Verdict {
 	d := fmt.Sprintf(format, args...)
-	return &Verdict{State: message.StateDead, ErrorClass: message.ClassProtocol, Reason: truncate(d, 200), Detail: d}
+	return &Verdict{State: message.StateDead, ErrorClass: message.ClassProtocol, Reason: message.Clip(d, 200), Detail: d}
 }
 
 func malformedPayload(format string, args ...any) *Verdict {
 	d := fmt.Sprintf(format, args...)
-	return &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: truncate(d, 200), Detail: d}
+	return &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.Clip(d, 200), Detail: d}
 }
 
 // dispatch routes by MsgKind and validates the whole package (SPEC §5, I3).
@@ -420,11 +420,4 @@ func elements(in map[string][]map[string]string) map[string][]flight.Element {
 func OperationDay(sodt time.Time, loc *time.Location, cutover time.Duration) time.Time {
 	local := sodt.In(loc).Add(-cutover)
 	return time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -3,6 +3,7 @@ package message
 import (
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // States of a message (proc_state.state), docs/design.md#outcomes.
@@ -106,4 +107,17 @@ type Lookups struct {
 	// RequestOpen says an open request accepts this message as its answer
 	// (the RESP guard); filled from request tracking.
 	RequestOpen bool
+}
+
+// Clip returns s cut to at most n bytes at a character boundary: reasons
+// and error texts are stored clipped (a reason in at most 200 bytes, an
+// error in at most 1000).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

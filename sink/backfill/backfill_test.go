@@ -1,4 +1,4 @@
-package sink_test
+package backfill_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/backfill"
 	"msgx/tables/message"
 )
 
@@ -35,21 +36,21 @@ type bfEnv struct {
 	myDSN string
 	my    *sql.DB // direct connection, for setting up and checking the inbox
 	clk   *clock.Fake
-	cfg   sink.BackfillConfig
+	cfg   backfill.Config
 }
 
 // bfDefaults parses the configuration from an empty environment, so the
 // tests run on the documented defaults.
-func bfDefaults(t testing.TB) sink.BackfillConfig {
+func bfDefaults(t testing.TB) backfill.Config {
 	t.Helper()
-	cfg, err := env.ParseAsWithOptions[sink.BackfillConfig](env.Options{Environment: map[string]string{}})
+	cfg, err := env.ParseAsWithOptions[backfill.Config](env.Options{Environment: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
 }
 
-func newBF(t *testing.T, mods ...func(*sink.BackfillConfig)) *bfEnv {
+func newBF(t *testing.T, mods ...func(*backfill.Config)) *bfEnv {
 	t.Helper()
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 6})
 	if err != nil {
@@ -64,14 +65,14 @@ func newBF(t *testing.T, mods ...func(*sink.BackfillConfig)) *bfEnv {
 	return &bfEnv{t: t, pg: pool, myDSN: dsn, my: testenv.OpenMySQL(t, dsn), clk: clock.NewFake(bfT0), cfg: cfg}
 }
 
-// sweeper returns a Backfill writing through db (the direct connection when
+// sweeper returns a Sweeper writing through db (the direct connection when
 // nil).
-func (e *bfEnv) sweeper(db *sql.DB) *sink.Backfill {
+func (e *bfEnv) sweeper(db *sql.DB) *backfill.Sweeper {
 	e.t.Helper()
 	if db == nil {
 		db = e.my
 	}
-	b, err := sink.NewBackfill(e.cfg, sink.BackfillDeps{PG: e.pg, MySQL: db, Table: "cminmsgs", Location: testenv.Shanghai,
+	b, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, MySQL: db, Table: "cminmsgs", Location: testenv.Shanghai,
 		Timeout: 5 * time.Second, Clock: e.clk, Log: testenv.Logger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -96,7 +97,7 @@ func (e *bfEnv) proxied() (*testenv.Proxy, *sql.DB) {
 	return p, db
 }
 
-func (e *bfEnv) sweep(b *sink.Backfill) sink.SweepResult {
+func (e *bfEnv) sweep(b *backfill.Sweeper) backfill.SweepResult {
 	e.t.Helper()
 	res, err := b.Sweep(context.Background())
 	if err != nil {
@@ -199,7 +200,7 @@ func sameTime(a *time.Time, b time.Time) bool { return a != nil && a.Equal(b) }
 
 func TestBackfillConfigDefaultsAndValidate(t *testing.T) {
 	cfg := bfDefaults(t)
-	want := sink.BackfillConfig{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second, BackoffCap: 15 * time.Minute,
+	want := backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second, BackoffCap: 15 * time.Minute,
 		Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20}
 	if cfg != want {
 		t.Fatalf("defaults %+v, want %+v", cfg, want)
@@ -207,14 +208,14 @@ func TestBackfillConfigDefaultsAndValidate(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := sink.BackfillConfig{Batch: 0, Backoff: time.Minute, BackoffCap: time.Second, MaxAttemptsAlarm: 0}
+	bad := backfill.Config{Batch: 0, Backoff: time.Minute, BackoffCap: time.Second, MaxAttemptsAlarm: 0}
 	err := bad.Validate()
 	for _, v := range []string{"MSGX_BACKFILL_PERIOD", "MSGX_BACKFILL_BATCH", "MSGX_BACKFILL_BACKOFF_CAP", "MSGX_OVERDUE_BACKFILL", "MSGX_BACKFILL_MAX_ATTEMPTS"} {
 		if err == nil || !strings.Contains(err.Error(), v) {
 			t.Errorf("Validate() = %v, want it to name %s", err, v)
 		}
 	}
-	shadow, err := env.ParseAsWithOptions[sink.BackfillConfig](env.Options{Environment: map[string]string{
+	shadow, err := env.ParseAsWithOptions[backfill.Config](env.Options{Environment: map[string]string{
 		"MSGX_SHADOW": "true", "MSGX_BACKFILL_BACKOFF": "10s", "MSGX_BACKFILL_BACKOFF_CAP": "1m", "MSGX_OVERDUE_BACKFILL": "48h"}})
 	if err != nil || !shadow.Shadow || shadow.Backoff != 10*time.Second || shadow.BackoffCap != time.Minute || shadow.Overdue != 48*time.Hour {
 		t.Fatalf("parsed %+v, %v", shadow, err)
@@ -223,10 +224,10 @@ func TestBackfillConfigDefaultsAndValidate(t *testing.T) {
 
 func TestBackfillNewRejectsBadDeps(t *testing.T) {
 	cfg := bfDefaults(t)
-	_, err := sink.NewBackfill(cfg, sink.BackfillDeps{Table: "cminmsgs; DROP TABLE x", Timeout: time.Second, Location: time.UTC})
+	_, err := backfill.New(cfg, backfill.Deps{Table: "cminmsgs; DROP TABLE x", Timeout: time.Second, Location: time.UTC})
 	if err == nil || !strings.Contains(err.Error(), "MSGX_INBOX_TABLE") || !strings.Contains(err.Error(), "PostgreSQL") ||
 		!strings.Contains(err.Error(), "MySQL") {
-		t.Fatalf("NewBackfill = %v", err)
+		t.Fatalf("New = %v", err)
 	}
 }
 
@@ -362,7 +363,7 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	s := e.state(2)
-	if s.At != nil || !sameTime(s.AbandonedAt, bfT0) || s.Reason == nil || *s.Reason != sink.AbandonMissingRow || s.Attempts != 0 {
+	if s.At != nil || !sameTime(s.AbandonedAt, bfT0) || s.Reason == nil || *s.Reason != backfill.AbandonMissingRow || s.Attempts != 0 {
 		t.Fatalf("row 2: %+v", s)
 	}
 	if _, ok := e.mark(2); ok {
@@ -372,15 +373,15 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 	if res := e.sweep(b); res.Scanned != 0 {
 		t.Fatalf("abandoned row scanned again: %+v", res)
 	}
-	list, err := sink.AbandonedBackfills(context.Background(), e.pg, 0)
+	list, err := backfill.Abandoned(context.Background(), e.pg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0].MsgID != 2 || list[0].Reason != sink.AbandonMissingRow || !list[0].AbandonedAt.Equal(bfT0) ||
+	if len(list) != 1 || list[0].MsgID != 2 || list[0].Reason != backfill.AbandonMissingRow || !list[0].AbandonedAt.Equal(bfT0) ||
 		list[0].State != message.StateSkipped {
 		t.Fatalf("abandoned list %+v", list)
 	}
-	if st := b.Stats(); st.Abandoned[sink.AbandonMissingRow] != 1 || st.Pending != 0 {
+	if st := b.Stats(); st.Abandoned[backfill.AbandonMissingRow] != 1 || st.Pending != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -390,7 +391,7 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 // It is not retried before its backoff ends, and is marked once MySQL is
 // back.
 func TestBackfillBackoffDoublesToCap(t *testing.T) {
-	e := newBF(t, func(c *sink.BackfillConfig) { c.MaxAttemptsAlarm = 3 })
+	e := newBF(t, func(c *backfill.Config) { c.MaxAttemptsAlarm = 3 })
 	e.inbox(1)
 	e.proc(due(1, message.StateSucceeded))
 	proxy, db := e.proxied()
@@ -503,7 +504,7 @@ func TestBackfillOverdueIgnoresBackoff(t *testing.T) {
 // ignored) and a failure abandons it TRANSIENT_DEADLINE.
 func TestBackfillTransientDeadlineOnlyAfterR(t *testing.T) {
 	const r = 2 * time.Hour
-	e := newBF(t, func(c *sink.BackfillConfig) { c.Overdue = r; c.MaxAttemptsAlarm = 5 })
+	e := newBF(t, func(c *backfill.Config) { c.Overdue = r; c.MaxAttemptsAlarm = 5 })
 	e.inbox(1, 2)
 	e.proc(due(1, message.StateSucceeded), due(2, message.StateDead))
 	proxy, db := e.proxied()
@@ -540,14 +541,14 @@ func TestBackfillTransientDeadlineOnlyAfterR(t *testing.T) {
 	}
 	for _, id := range []int64{1, 2} {
 		s := e.state(id)
-		if s.At != nil || !sameTime(s.AbandonedAt, e.clk.Now()) || s.Reason == nil || *s.Reason != sink.AbandonTransientDeadline {
+		if s.At != nil || !sameTime(s.AbandonedAt, e.clk.Now()) || s.Reason == nil || *s.Reason != backfill.AbandonTransientDeadline {
 			t.Fatalf("row %d past R: %+v", id, s)
 		}
 	}
 	if res := e.sweep(b); res.Scanned != 0 {
 		t.Fatalf("abandoned rows scanned: %+v", res)
 	}
-	if st := b.Stats(); st.Abandoned[sink.AbandonTransientDeadline] != 2 || st.Alarms != 2 {
+	if st := b.Stats(); st.Abandoned[backfill.AbandonTransientDeadline] != 2 || st.Alarms != 2 {
 		t.Errorf("stats %+v", st)
 	}
 	e.wantMark(1, "")
@@ -556,7 +557,7 @@ func TestBackfillTransientDeadlineOnlyAfterR(t *testing.T) {
 // Fair order (attempts, then msg_id): rows that keep failing sink behind
 // fresh ones and cannot fill the batch.
 func TestBackfillFairOrder(t *testing.T) {
-	e := newBF(t, func(c *sink.BackfillConfig) { c.Batch = 2 })
+	e := newBF(t, func(c *backfill.Config) { c.Batch = 2 })
 	past := bfT0.Add(-time.Minute)
 	e.inbox(1, 2, 3, 4, 5)
 	e.proc(
@@ -599,7 +600,7 @@ func (e *bfEnv) marked(ids ...int64) []int64 {
 // MSGX_SHADOW=true: nothing is written anywhere; the rows stay pending and
 // are marked by the first non-shadow pass. Run logs and idles.
 func TestBackfillShadowWritesNothing(t *testing.T) {
-	e := newBF(t, func(c *sink.BackfillConfig) { c.Shadow = true })
+	e := newBF(t, func(c *backfill.Config) { c.Shadow = true })
 	e.inbox(1)
 	e.proc(due(1, message.StateSucceeded), due(2, message.StateSucceeded)) // 2 would be MISSING_ROW
 	b := e.sweeper(nil)
@@ -617,7 +618,7 @@ func TestBackfillShadowWritesNothing(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// Shadow mode needs no inbox connection at all.
-	if _, err := sink.NewBackfill(e.cfg, sink.BackfillDeps{PG: e.pg, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: time.Second}); err != nil {
+	if _, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -645,7 +646,7 @@ func TestBackfillReopen(t *testing.T) {
 	if res := e.sweep(b); res.Missing != 2 {
 		t.Fatalf("result %+v", res)
 	}
-	list, err := sink.AbandonedBackfills(context.Background(), e.pg, 1)
+	list, err := backfill.Abandoned(context.Background(), e.pg, 1)
 	if err != nil || len(list) != 1 || list[0].MsgID != 2 {
 		t.Fatalf("limited list %+v, %v", list, err)
 	}
@@ -654,15 +655,15 @@ func TestBackfillReopen(t *testing.T) {
 	// row that is not abandoned, which is left alone).
 	e.inbox(2)
 	e.clk.Advance(time.Hour)
-	n, err := sink.ReopenBackfill(context.Background(), e.pg, []int64{1, 2}, e.clk.Now())
+	n, err := backfill.Reopen(context.Background(), e.pg, []int64{1, 2}, e.clk.Now())
 	if err != nil || n != 1 {
-		t.Fatalf("ReopenBackfill = %d, %v", n, err)
+		t.Fatalf("Reopen = %d, %v", n, err)
 	}
 	s := e.state(2)
 	if s.AbandonedAt != nil || s.Reason != nil || s.Attempts != 0 || s.Err != nil || !sameTime(s.NextAt, e.clk.Now()) {
 		t.Fatalf("reopened row %+v", s)
 	}
-	list, err = sink.AbandonedBackfills(context.Background(), e.pg, 0)
+	list, err = backfill.Abandoned(context.Background(), e.pg, 0)
 	if err != nil || len(list) != 1 || list[0].MsgID != 3 {
 		t.Fatalf("list after reopen %+v, %v", list, err)
 	}
@@ -671,7 +672,7 @@ func TestBackfillReopen(t *testing.T) {
 		t.Fatalf("pass after reopen %+v", res)
 	}
 	e.wantMark(2, "2026-03-10 10:00:00")
-	if n, err := sink.ReopenBackfill(context.Background(), e.pg, nil, e.clk.Now()); n != 0 || err != nil {
+	if n, err := backfill.Reopen(context.Background(), e.pg, nil, e.clk.Now()); n != 0 || err != nil {
 		t.Fatalf("empty reopen %d, %v", n, err)
 	}
 }
@@ -679,7 +680,7 @@ func TestBackfillReopen(t *testing.T) {
 // Run sweeps at once, then every Period on the injected clock; a pass that
 // fills its batch is followed by the next at once (backlog drain).
 func TestBackfillRunLoop(t *testing.T) {
-	e := newBF(t, func(c *sink.BackfillConfig) { c.Batch = 2; c.Period = 30 * time.Second })
+	e := newBF(t, func(c *backfill.Config) { c.Batch = 2; c.Period = 30 * time.Second })
 	ids := []int64{1, 2, 3, 4, 5}
 	e.inbox(ids...)
 	for _, id := range ids {
@@ -738,7 +739,7 @@ func TestBackfillLockExcludesReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.BackfillLock(ctx, tx); err != nil {
+	if err := sink.XactLock(ctx, tx, sink.LockBackfill); err != nil {
 		t.Fatal(err)
 	}
 	if res := e.sweep(b); !res.Busy || res.Scanned != 0 {
@@ -768,7 +769,7 @@ func TestBackfillLockExcludesReplay(t *testing.T) {
 	if _, err := myTx.ExecContext(ctx, "SELECT CMINMSGS_ID FROM cminmsgs WHERE CMINMSGS_ID = 2 FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	passDone := make(chan sink.SweepResult, 1)
+	passDone := make(chan backfill.SweepResult, 1)
 	go func() {
 		res, err := b.Sweep(ctx)
 		if err != nil {
@@ -788,7 +789,7 @@ func TestBackfillLockExcludesReplay(t *testing.T) {
 	replayDone := make(chan error, 1)
 	go func() {
 		replayDone <- pgx.BeginFunc(ctx, e.pg, func(tx pgx.Tx) error {
-			if err := sink.BackfillLock(ctx, tx); err != nil {
+			if err := sink.XactLock(ctx, tx, sink.LockBackfill); err != nil {
 				return err
 			}
 			var at *time.Time
@@ -839,7 +840,7 @@ func (e *bfEnv) lockCount(granted bool) int {
 	var n int
 	err := e.pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
 		WHERE locktype = 'advisory' AND granted = $2 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND ((classid::bigint << 32) | objid::bigint) = $1 AND objsubid = 1`, sink.LockBackfill, granted).Scan(&n)
+		  AND ((classid::bigint << 32) | objid::bigint) = $1 AND objsubid = 1`, int64(sink.LockBackfill), granted).Scan(&n)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -854,7 +855,7 @@ func TestBackfillThroughput(t *testing.T) {
 	const n = 10000
 	for _, batch := range []int{500, 2000} {
 		t.Run(fmt.Sprint("batch=", batch), func(t *testing.T) {
-			e := newBF(t, func(c *sink.BackfillConfig) { c.Batch = batch })
+			e := newBF(t, func(c *backfill.Config) { c.Batch = batch })
 			var sb strings.Builder
 			for id := 1; id <= n; id++ {
 				if sb.Len() > 0 {

@@ -1,4 +1,4 @@
-package sink
+package status
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 )
 
 // Alerts derives, from a report alone, the plain-language things a human
-// must look at, most urgent first. It is pure: CollectReport and Merge call
+// must look at, most urgent first. It is pure: Collect and Merge call
 // it, and it is table-tested. The rules:
 //
 //   - a source that could not be read (PostgreSQL, MySQL, Kafka): the report
@@ -35,7 +35,7 @@ import (
 // reports: when ingest, the router or a processor falls behind, the age of
 // the next unread row or of the oldest unfinished message grows past its
 // threshold, and DeadRecent counts the DEAD of the last window.
-func Alerts(r Report, th StatusThresholds) []string {
+func Alerts(r Report, th Thresholds) []string {
 	th = th.withDefaults()
 	out := []string{}
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
@@ -46,7 +46,7 @@ func Alerts(r Report, th StatusThresholds) []string {
 		errs []string
 	}{{"inbox", r.Inbox.Errors}, {"messages", r.Messages.Errors}, {"backfill", r.Backfill.Errors}} {
 		if len(sec.errs) > 0 {
-			add("status incomplete: cannot read the %s section from PostgreSQL: %s%s", sec.name, sec.errs[0], stMore(len(sec.errs)-1))
+			add("status incomplete: cannot read the %s section from PostgreSQL: %s%s", sec.name, sec.errs[0], more(len(sec.errs)-1))
 		}
 	}
 	if r.Inbox.MaxIDError != "" {
@@ -64,7 +64,7 @@ func Alerts(r Report, th StatusThresholds) []string {
 	if h := in.Hole; h != nil && time.Duration(h.AgeSeconds)*time.Second >= th.HoleAge {
 		holeAlert = true
 		add("inbox hole at IDs %s open for %s (threshold %s): ingest holds every row after W=%d; it should have been released after MSGX_MAX_COMMIT_DELAY — is the ingest bridge running?",
-			stIDRange(h.From, h.To), stFmtAge(h.AgeSeconds), stFmtDur(th.HoleAge), in.Watermark)
+			idRange(h.From, h.To), fmtAge(h.AgeSeconds), fmtDur(th.HoleAge), in.Watermark)
 	}
 	if in.MaxID >= 0 && in.Watermark > in.MaxID && in.Seeded {
 		// The newest rows vanished, or this is not the inbox ingest read
@@ -77,20 +77,20 @@ func Alerts(r Report, th StatusThresholds) []string {
 		add("ingest is %d IDs behind the inbox (W=%d, MAX(CMINMSGS_ID)=%d; threshold %d)", in.Lag, in.Watermark, in.MaxID, th.InboxLag)
 	}
 	if u := in.OldestUnread; u != nil && !holeAlert && u.AgeSeconds >= 0 && time.Duration(u.AgeSeconds)*time.Second >= th.UnreadAge {
-		add("inbox row #%d has waited %s for ingest (threshold %s): ingest is not keeping up", u.MsgID, stFmtAge(u.AgeSeconds), stFmtDur(th.UnreadAge))
+		add("inbox row #%d has waited %s for ingest (threshold %s): ingest is not keeping up", u.MsgID, fmtAge(u.AgeSeconds), fmtDur(th.UnreadAge))
 	}
 
 	if h := r.Messages.OldestUnfinished; h != nil && time.Duration(h.AgeSeconds)*time.Second >= th.OldestUnfinishedAge {
 		var what string
 		switch h.State {
 		case message.StateFailed:
-			what = fmt.Sprintf("is FAILED (%s, %d attempts) and blocks every message behind it", stOrDash(h.ErrorClass), h.Attempts)
+			what = fmt.Sprintf("is FAILED (%s, %d attempts) and blocks every message behind it", orDash(h.ErrorClass), h.Attempts)
 		case message.StateRouted:
 			what = "is ROUTED and still waits for the flights/refdata processors to apply it"
 		default:
 			what = fmt.Sprintf("is %s: the router has not decided it", h.State)
 		}
-		line := fmt.Sprintf("oldest unfinished message #%d %s; enqueued %s ago (threshold %s)", h.MsgID, what, stFmtAge(h.AgeSeconds), stFmtDur(th.OldestUnfinishedAge))
+		line := fmt.Sprintf("oldest unfinished message #%d %s; enqueued %s ago (threshold %s)", h.MsgID, what, fmtAge(h.AgeSeconds), fmtDur(th.OldestUnfinishedAge))
 		if h.LastError != "" {
 			line += ": " + h.LastError
 		}
@@ -111,26 +111,26 @@ func Alerts(r Report, th StatusThresholds) []string {
 					lag += o.Lag
 				}
 			}
-			add("consumer group %s has no running member (state %s): nothing consumes its input; %s waiting", g.Group, g.State, stPlural(lag, "record"))
+			add("consumer group %s has no running member (state %s): nothing consumes its input; %s waiting", g.Group, g.State, plural(lag, "record"))
 		}
 		if g.Lag > th.GroupLag {
-			add("consumer group %s is %s behind on %s (threshold %d)", g.Group, stPlural(g.Lag, "record"), g.Topic, th.GroupLag)
+			add("consumer group %s is %s behind on %s (threshold %d)", g.Group, plural(g.Lag, "record"), g.Topic, th.GroupLag)
 		}
 	}
 
 	if in.LateRows > 0 {
 		add("%s never processed (IDs %s): they appeared after their hole had been released; reconcile them by hand",
-			stPlural(in.LateRows, "late inbox row"), stJoinIDs(in.LateRowIDs, in.LateRows))
+			plural(in.LateRows, "late inbox row"), joinIDs(in.LateRowIDs, in.LateRows))
 	}
 
 	m := r.Messages
-	if dead := stSum(m.DeadByClass); dead > 0 {
-		line := fmt.Sprintf("%s to decide on (replay or accept): %s", stPlural(dead, "DEAD message"), stFmtCounts(m.DeadByClass))
+	if dead := sum(m.DeadByClass); dead > 0 {
+		line := fmt.Sprintf("%s to decide on (replay or accept): %s", plural(dead, "DEAD message"), fmtCounts(m.DeadByClass))
 		if m.DeadRecent > 0 {
-			line += fmt.Sprintf("; %d new in the last %s", m.DeadRecent, stFmtAge(m.DeadRecentWindowSeconds))
+			line += fmt.Sprintf("; %d new in the last %s", m.DeadRecent, fmtAge(m.DeadRecentWindowSeconds))
 		}
 		if d := m.LatestDead; d != nil {
-			line += fmt.Sprintf("; latest #%d %s", d.MsgID, stOrDash(d.ErrorClass))
+			line += fmt.Sprintf("; latest #%d %s", d.MsgID, orDash(d.ErrorClass))
 			if d.LastError != "" {
 				line += ": " + d.LastError
 			}
@@ -139,22 +139,22 @@ func Alerts(r Report, th StatusThresholds) []string {
 	}
 
 	b := r.Backfill
-	if n := stSum(b.Abandoned); n > 0 {
-		add("%s abandoned (%s): reconcile by hand (msgx backfill abandoned, then msgx backfill reopen)", stPlural(n, "processed mark"), stFmtCounts(b.Abandoned))
+	if n := sum(b.Abandoned); n > 0 {
+		add("%s abandoned (%s): reconcile by hand (msgx backfill abandoned, then msgx backfill reopen)", plural(n, "processed mark"), fmtCounts(b.Abandoned))
 	}
 	if b.Overdue > 0 {
-		add("%s overdue (pending longer than %s): is the MySQL inbox writable and the backfill sweeper running?", stPlural(b.Overdue, "processed mark"), stFmtAge(b.OverdueAfterSeconds))
+		add("%s overdue (pending longer than %s): is the MySQL inbox writable and the backfill sweeper running?", plural(b.Overdue, "processed mark"), fmtAge(b.OverdueAfterSeconds))
 	}
 
 	for _, c := range r.Components {
 		if c.State == ComponentRunning || c.State == ComponentStandby {
 			continue
 		}
-		line := fmt.Sprintf("component %s is %s", c.Name, stOrDash(c.State))
+		line := fmt.Sprintf("component %s is %s", c.Name, orDash(c.State))
 		if c.LastError != "" {
 			line += ": " + c.LastError
 			if c.LastErrorAt != nil {
-				line += fmt.Sprintf(" (%s ago)", stFmtAge(stAgeSeconds(r.GeneratedAt, *c.LastErrorAt)))
+				line += fmt.Sprintf(" (%s ago)", fmtAge(ageSeconds(r.GeneratedAt, *c.LastErrorAt)))
 			}
 		}
 		out = append(out, line)
@@ -162,37 +162,37 @@ func Alerts(r Report, th StatusThresholds) []string {
 	return out
 }
 
-// stPlural is "1 record", "2 records".
-func stPlural(n int64, word string) string {
+// plural is "1 record", "2 records".
+func plural(n int64, word string) string {
 	if n == 1 {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-func stMore(n int) string {
+func more(n int) string {
 	if n <= 0 {
 		return ""
 	}
 	return fmt.Sprintf(" (and %d more)", n)
 }
 
-func stOrDash(s string) string {
+func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
 }
 
-func stIDRange(from, to int64) string {
+func idRange(from, to int64) string {
 	if to <= from {
 		return fmt.Sprint(from)
 	}
 	return fmt.Sprintf("%d-%d", from, to)
 }
 
-// stJoinIDs lists ids, saying when the list is only the newest of total.
-func stJoinIDs(ids []int64, total int64) string {
+// joinIDs lists ids, saying when the list is only the newest of total.
+func joinIDs(ids []int64, total int64) string {
 	s := make([]string, len(ids))
 	for i, id := range ids {
 		s[i] = fmt.Sprint(id)
@@ -204,7 +204,7 @@ func stJoinIDs(ids []int64, total int64) string {
 	return out
 }
 
-func stSum(m map[string]int64) int64 {
+func sum(m map[string]int64) int64 {
 	var n int64
 	for _, v := range m {
 		n += v
@@ -212,8 +212,8 @@ func stSum(m map[string]int64) int64 {
 	return n
 }
 
-// stFmtCounts is "A 1, B 2" in key order, skipping zeros.
-func stFmtCounts(m map[string]int64) string {
+// fmtCounts is "A 1, B 2" in key order, skipping zeros.
+func fmtCounts(m map[string]int64) string {
 	keys := make([]string, 0, len(m))
 	for k, v := range m {
 		if v != 0 {
@@ -228,10 +228,10 @@ func stFmtCounts(m map[string]int64) string {
 	return strings.Join(s, ", ")
 }
 
-func stFmtDur(d time.Duration) string { return stFmtAge(stSeconds(d)) }
+func fmtDur(d time.Duration) string { return fmtAge(seconds(d)) }
 
-// stFmtAge writes whole seconds for people: 45s, 12m5s, 3h4m, 2d5h.
-func stFmtAge(s int64) string {
+// fmtAge writes whole seconds for people: 45s, 12m5s, 3h4m, 2d5h.
+func fmtAge(s int64) string {
 	switch {
 	case s < 0:
 		return "?"

@@ -1,8 +1,8 @@
-package sink
+package status
 
-// StatusQueries exposes the SQL of the status report to the plan test
+// Queries exposes the SQL of the status report to the plan test
 // (package sink_test), with one example argument list each.
-var StatusQueries = map[string]string{
+var Queries = map[string]string{
 	"cursor":          sqlCursor,
 	"holes":           sqlHoles,
 	"recentHoles":     sqlRecentHoles,

@@ -1,4 +1,4 @@
-package sink_test
+package status_test
 
 import (
 	"bytes"
@@ -20,7 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgx/internal/testenv"
-	"msgx/sink"
+	"msgx/sink/backfill"
+	"msgx/sink/status"
 )
 
 // stNow is the report time of every status test: 09:00 in Shanghai.
@@ -98,14 +99,14 @@ func stScenarioPG(t *testing.T, pool *pgxpool.Pool) {
 	stInsertMsgs(t, pool, []stMsg{
 		{id: 101, state: "SUCCEEDED", age: 5 * h, marked: true},
 		{id: 102, state: "SUCCEEDED", age: 5 * h},
-		{id: 103, state: "SUCCEEDED", age: 800 * h, abandoned: sink.AbandonTransientDeadline},
+		{id: 103, state: "SUCCEEDED", age: 800 * h, abandoned: backfill.AbandonTransientDeadline},
 		{id: 104, state: "SKIPPED", reason: "duplicate-of:101", age: 5 * h, marked: true},
 		{id: 105, state: "SKIPPED", reason: "ignored:LDM-*", age: 5 * h, marked: true},
 		{id: 106, state: "SKIPPED", reason: "ignored:EROR-*", age: 800 * h},
 		{id: 107, state: "SKIPPED", reason: "unsupported:ABCD-EFGH", age: 5 * h, marked: true},
 		{id: 108, state: "SKIPPED", reason: "no-match", age: 5 * h, marked: true},
 		{id: 109, state: "DEAD", class: "MALFORMED", lastErr: "not XML", age: 5 * h, marked: true},
-		{id: 110, state: "DEAD", class: "MALFORMED", lastErr: "no META", age: 5 * h, abandoned: sink.AbandonMissingRow},
+		{id: 110, state: "DEAD", class: "MALFORMED", lastErr: "no META", age: 5 * h, abandoned: backfill.AbandonMissingRow},
 		{id: 111, state: "DEAD", class: "PROTOCOL", lastErr: "RECS=3 but 2 records", age: 30 * time.Minute, marked: true},
 		{id: 112, state: "DEAD", class: "EXHAUSTED", lastErr: "CODEC_ERROR: unparseable date 2026-13-40", age: 10 * time.Minute},
 		{id: 113, state: "ARCHIVED", age: 900 * h, marked: true},
@@ -220,9 +221,9 @@ func TestCollectReportScenario(t *testing.T) {
 	stScenarioMySQL(t, my)
 	stScenarioKafka(t, brokers)
 
-	r, err := sink.CollectReport(context.Background(), sink.StatusDeps{
+	r, err := status.Collect(context.Background(), status.Deps{
 		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers),
-		Timeout: 10 * time.Second, Thresholds: sink.StatusThresholds{GroupLag: 2},
+		Timeout: 10 * time.Second, Thresholds: status.Thresholds{GroupLag: 2},
 	}, stNow)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +254,7 @@ func TestCollectReportScenario(t *testing.T) {
 	if h := in.Hole; h == nil {
 		t.Error("Hole = nil")
 	} else {
-		stWant(t, "Hole", *h, sink.OpenHole{From: 11, To: 13, Since: h.Since, AgeSeconds: 720})
+		stWant(t, "Hole", *h, status.OpenHole{From: 11, To: 13, Since: h.Since, AgeSeconds: 720})
 		stWant(t, "Hole.Since", h.Since.Equal(stNow.Add(-12*time.Minute)), true)
 	}
 	stWant(t, "PermanentHoles", in.PermanentHoles, 2)
@@ -353,16 +354,16 @@ func TestCollectReportScenario(t *testing.T) {
 	// The daemon adds its components: a paused one becomes an alert, a
 	// running one does not; a second Merge replaces by name.
 	errAt := stNow.Add(-90 * time.Second)
-	r.Merge([]sink.ComponentState{
-		{Name: "router", State: sink.ComponentPaused, LastError: "postgres: connection refused", LastErrorAt: &errAt},
-		{Name: "ingest", State: sink.ComponentRunning},
+	r.Merge([]status.ComponentState{
+		{Name: "router", State: status.ComponentPaused, LastError: "postgres: connection refused", LastErrorAt: &errAt},
+		{Name: "ingest", State: status.ComponentRunning},
 	})
 	stWant(t, "component order", r.Components[0].Name+","+r.Components[1].Name, "ingest,router")
 	if last := r.Alerts[len(r.Alerts)-1]; last != "component router is paused: postgres: connection refused (1m30s ago)" {
 		t.Errorf("last alert = %q", last)
 	}
 	n := len(r.Alerts)
-	r.Merge([]sink.ComponentState{{Name: "router", State: sink.ComponentRunning}})
+	r.Merge([]status.ComponentState{{Name: "router", State: status.ComponentRunning}})
 	stWant(t, "alerts after the router resumed", len(r.Alerts), n-1)
 	stWant(t, "components after the second merge", len(r.Components), 2)
 
@@ -405,7 +406,7 @@ func TestCollectReportScenario(t *testing.T) {
 func TestCollectReportEmpty(t *testing.T) {
 	t.Parallel()
 	pool := stPG(t, testenv.NewPG(t))
-	r, err := sink.CollectReport(context.Background(), sink.StatusDeps{PG: pool, Timeout: 5 * time.Second}, stNow)
+	r, err := status.Collect(context.Background(), status.Deps{PG: pool, Timeout: 5 * time.Second}, stNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,10 +463,10 @@ func TestCollectReportMySQLDown(t *testing.T) {
 	my, proxy := stProxiedMySQL(t)
 	brokers := testenv.NewBroker(t)
 	stScenarioKafka(t, brokers)
-	deps := sink.StatusDeps{PG: pool, MySQL: my, Brokers: brokers, Timeout: 3 * time.Second}
+	deps := status.Deps{PG: pool, MySQL: my, Brokers: brokers, Timeout: 3 * time.Second}
 
 	// Up first: the proxy itself is not what the figures depend on.
-	r, err := sink.CollectReport(context.Background(), deps, stNow)
+	r, err := status.Collect(context.Background(), deps, stNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,9 +474,9 @@ func TestCollectReportMySQLDown(t *testing.T) {
 
 	proxy.Down()
 	start := time.Now()
-	r, err = sink.CollectReport(context.Background(), deps, stNow)
+	r, err = status.Collect(context.Background(), deps, stNow)
 	if err != nil {
-		t.Fatalf("CollectReport with MySQL down: %v", err)
+		t.Fatalf("Collect with MySQL down: %v", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("report took %s with MySQL down", d)
@@ -528,11 +529,11 @@ func TestCollectReportEverythingDown(t *testing.T) {
 	kProxy.Down()
 
 	start := time.Now()
-	r, err := sink.CollectReport(context.Background(), sink.StatusDeps{
+	r, err := status.Collect(context.Background(), status.Deps{
 		PG: pool, MySQL: my, Brokers: []string{kProxy.Addr()}, Timeout: 2 * time.Second,
 	}, stNow)
 	if err != nil {
-		t.Fatalf("CollectReport with everything down: %v", err)
+		t.Fatalf("Collect with everything down: %v", err)
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("report took %s", d)
@@ -623,7 +624,7 @@ func TestCollectReportHangingSources(t *testing.T) {
 
 	const timeout = time.Second
 	start := time.Now()
-	r, err := sink.CollectReport(context.Background(), sink.StatusDeps{
+	r, err := status.Collect(context.Background(), status.Deps{
 		PG: pool, MySQL: my, Brokers: []string{hole}, Timeout: timeout,
 	}, stNow)
 	if err != nil {
@@ -662,11 +663,11 @@ func TestReportText(t *testing.T) {
 	stScenarioPG(t, pool)
 	stScenarioMySQL(t, my)
 	stScenarioKafka(t, brokers)
-	r, err := sink.CollectReport(context.Background(), sink.StatusDeps{PG: pool, MySQL: my, Brokers: brokers}, stNow)
+	r, err := status.Collect(context.Background(), status.Deps{PG: pool, MySQL: my, Brokers: brokers}, stNow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Merge([]sink.ComponentState{{Name: "ingest", State: sink.ComponentRunning}})
+	r.Merge([]status.ComponentState{{Name: "ingest", State: status.ComponentRunning}})
 	var b bytes.Buffer
 	if err := r.Text(&b); err != nil {
 		t.Fatal(err)
@@ -729,7 +730,7 @@ func TestReportText(t *testing.T) {
 
 	// All well: one reassuring line instead of the alerts.
 	var ok bytes.Buffer
-	if err := (sink.Report{GeneratedAt: stNow, Alerts: []string{}}).Text(&ok); err != nil {
+	if err := (status.Report{GeneratedAt: stNow, Alerts: []string{}}).Text(&ok); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ok.String(), "ALERTS: none (keeping up, nothing stuck)") {
@@ -741,96 +742,96 @@ func TestReportText(t *testing.T) {
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
 	at := stNow.Add(-time.Minute)
-	base := func() sink.Report {
-		return sink.Report{
+	base := func() status.Report {
+		return status.Report{
 			GeneratedAt: stNow,
-			Inbox:       sink.InboxStatus{Seeded: true, Watermark: 100, MaxID: 100, Lag: 0, RecentHoles: []sink.ReleasedHole{}, LateRowIDs: []int64{}},
-			Messages: sink.MessageStatus{
+			Inbox:       status.InboxStatus{Seeded: true, Watermark: 100, MaxID: 100, Lag: 0, RecentHoles: []status.ReleasedHole{}, LateRowIDs: []int64{}},
+			Messages: status.MessageStatus{
 				ByState: map[string]int64{}, DeadByClass: map[string]int64{}, SkippedByReasonClass: map[string]int64{},
 				DeadRecentWindowSeconds: 3600,
 			},
-			Backfill: sink.BackfillStatus{Abandoned: map[string]int64{}, OverdueAfterSeconds: 720 * 3600, OldestPendingAgeSeconds: -1},
-			Groups:   []sink.GroupLag{{Group: "msgx-router", Topic: "msgx.inbox", State: "Stable", Members: 1, Committed: 100, End: 100}},
+			Backfill: status.BackfillStatus{Abandoned: map[string]int64{}, OverdueAfterSeconds: 720 * 3600, OldestPendingAgeSeconds: -1},
+			Groups:   []status.GroupLag{{Group: "msgx-router", Topic: "msgx.inbox", State: "Stable", Members: 1, Committed: 100, End: 100}},
 		}
 	}
-	th := sink.StatusThresholds{HoleAge: 10 * time.Minute, OldestUnfinishedAge: 5 * time.Minute, InboxLag: 100,
+	th := status.Thresholds{HoleAge: 10 * time.Minute, OldestUnfinishedAge: 5 * time.Minute, InboxLag: 100,
 		UnreadAge: 5 * time.Minute, GroupLag: 50, DeadWindow: time.Hour, BackfillOverdue: 720 * time.Hour}
 	tests := []struct {
 		name   string
-		change func(r *sink.Report)
+		change func(r *status.Report)
 		want   []string // one fragment per expected alert, in order
 	}{
-		{"all well", func(*sink.Report) {}, nil},
-		{"hole younger than the threshold", func(r *sink.Report) {
-			r.Inbox.Hole = &sink.OpenHole{From: 101, To: 101, AgeSeconds: 599}
+		{"all well", func(*status.Report) {}, nil},
+		{"hole younger than the threshold", func(r *status.Report) {
+			r.Inbox.Hole = &status.OpenHole{From: 101, To: 101, AgeSeconds: 599}
 		}, nil},
-		{"hole at the threshold", func(r *sink.Report) {
-			r.Inbox.Hole = &sink.OpenHole{From: 101, To: 103, AgeSeconds: 600}
-			r.Inbox.OldestUnread = &sink.UnreadRow{MsgID: 104, AgeSeconds: 600} // explained by the hole
+		{"hole at the threshold", func(r *status.Report) {
+			r.Inbox.Hole = &status.OpenHole{From: 101, To: 103, AgeSeconds: 600}
+			r.Inbox.OldestUnread = &status.UnreadRow{MsgID: 104, AgeSeconds: 600} // explained by the hole
 		}, []string{"inbox hole at IDs 101-103 open for 10m (threshold 10m)"}},
-		{"single-ID hole", func(r *sink.Report) {
-			r.Inbox.Hole = &sink.OpenHole{From: 101, To: 101, AgeSeconds: 3700}
+		{"single-ID hole", func(r *status.Report) {
+			r.Inbox.Hole = &status.OpenHole{From: 101, To: 101, AgeSeconds: 3700}
 		}, []string{"inbox hole at IDs 101 open for 1h1m"}},
-		{"inbox lag", func(r *sink.Report) { r.Inbox.MaxID, r.Inbox.Lag = 201, 101 },
+		{"inbox lag", func(r *status.Report) { r.Inbox.MaxID, r.Inbox.Lag = 201, 101 },
 			[]string{"ingest is 101 IDs behind the inbox (W=100, MAX(CMINMSGS_ID)=201; threshold 100)"}},
-		{"watermark beyond the inbox", func(r *sink.Report) { r.Inbox.MaxID = 40 },
+		{"watermark beyond the inbox", func(r *status.Report) { r.Inbox.MaxID = 40 },
 			[]string{"watermark W=100 is beyond MAX(CMINMSGS_ID)=40: new inbox rows with IDs up to W would never be read"}},
-		{"empty inbox, not seeded", func(r *sink.Report) { r.Inbox.Seeded, r.Inbox.Watermark, r.Inbox.MaxID = false, 0, 0 },
+		{"empty inbox, not seeded", func(r *status.Report) { r.Inbox.Seeded, r.Inbox.Watermark, r.Inbox.MaxID = false, 0, 0 },
 			[]string{"ingest is not seeded"}},
-		{"inbox lag at the threshold", func(r *sink.Report) { r.Inbox.MaxID, r.Inbox.Lag = 200, 100 }, nil},
-		{"unread row waiting", func(r *sink.Report) { r.Inbox.OldestUnread = &sink.UnreadRow{MsgID: 101, AgeSeconds: 301} },
+		{"inbox lag at the threshold", func(r *status.Report) { r.Inbox.MaxID, r.Inbox.Lag = 200, 100 }, nil},
+		{"unread row waiting", func(r *status.Report) { r.Inbox.OldestUnread = &status.UnreadRow{MsgID: 101, AgeSeconds: 301} },
 			[]string{"inbox row #101 has waited 5m1s for ingest"}},
-		{"unread row without receive time", func(r *sink.Report) { r.Inbox.OldestUnread = &sink.UnreadRow{MsgID: 101, AgeSeconds: -1} }, nil},
-		{"not seeded", func(r *sink.Report) { r.Inbox.Seeded, r.Inbox.Watermark = false, 0 }, []string{"ingest is not seeded"}},
-		{"cursor unknown is not 'not seeded'", func(r *sink.Report) {
+		{"unread row without receive time", func(r *status.Report) { r.Inbox.OldestUnread = &status.UnreadRow{MsgID: 101, AgeSeconds: -1} }, nil},
+		{"not seeded", func(r *status.Report) { r.Inbox.Seeded, r.Inbox.Watermark = false, 0 }, []string{"ingest is not seeded"}},
+		{"cursor unknown is not 'not seeded'", func(r *status.Report) {
 			r.Inbox.Seeded, r.Inbox.Watermark, r.Inbox.Errors = false, -1, []string{"reading inbox_cursor: refused", "counting inbox_hole: refused"}
 		}, []string{"cannot read the inbox section from PostgreSQL: reading inbox_cursor: refused (and 1 more)"}},
-		{"FAILED head", func(r *sink.Report) {
-			r.Messages.OldestUnfinished = &sink.UnfinishedMessage{MsgID: 7, State: "FAILED", AgeSeconds: 300, Attempts: 2, ErrorClass: "INFRA", LastError: "boom"}
+		{"FAILED head", func(r *status.Report) {
+			r.Messages.OldestUnfinished = &status.UnfinishedMessage{MsgID: 7, State: "FAILED", AgeSeconds: 300, Attempts: 2, ErrorClass: "INFRA", LastError: "boom"}
 		}, []string{"oldest unfinished message #7 is FAILED (INFRA, 2 attempts) and blocks every message behind it; enqueued 5m ago (threshold 5m): boom"}},
-		{"ROUTED head", func(r *sink.Report) {
-			r.Messages.OldestUnfinished = &sink.UnfinishedMessage{MsgID: 7, State: "ROUTED", AgeSeconds: 900}
+		{"ROUTED head", func(r *status.Report) {
+			r.Messages.OldestUnfinished = &status.UnfinishedMessage{MsgID: 7, State: "ROUTED", AgeSeconds: 900}
 		}, []string{"#7 is ROUTED and still waits for the flights/refdata processors"}},
-		{"PENDING head", func(r *sink.Report) {
-			r.Messages.OldestUnfinished = &sink.UnfinishedMessage{MsgID: 7, State: "PENDING", AgeSeconds: 900}
+		{"PENDING head", func(r *status.Report) {
+			r.Messages.OldestUnfinished = &status.UnfinishedMessage{MsgID: 7, State: "PENDING", AgeSeconds: 900}
 		}, []string{"#7 is PENDING: the router has not decided it"}},
-		{"young head", func(r *sink.Report) {
-			r.Messages.OldestUnfinished = &sink.UnfinishedMessage{MsgID: 7, State: "FAILED", AgeSeconds: 299}
+		{"young head", func(r *status.Report) {
+			r.Messages.OldestUnfinished = &status.UnfinishedMessage{MsgID: 7, State: "FAILED", AgeSeconds: 299}
 		}, nil},
-		{"group lag", func(r *sink.Report) { r.Groups[0].End, r.Groups[0].Lag = 151, 51 },
+		{"group lag", func(r *status.Report) { r.Groups[0].End, r.Groups[0].Lag = 151, 51 },
 			[]string{"consumer group msgx-router is 51 records behind on msgx.inbox (threshold 50)"}},
-		{"group without members", func(r *sink.Report) {
-			r.Groups = append(r.Groups, sink.GroupLag{Group: "msgx-flights", Topic: "a", State: "Empty", Lag: 2},
-				sink.GroupLag{Group: "msgx-flights", Topic: "b", State: "Empty", Lag: 60})
+		{"group without members", func(r *status.Report) {
+			r.Groups = append(r.Groups, status.GroupLag{Group: "msgx-flights", Topic: "a", State: "Empty", Lag: 2},
+				status.GroupLag{Group: "msgx-flights", Topic: "b", State: "Empty", Lag: 60})
 		}, []string{"consumer group msgx-flights has no running member (state Empty): nothing consumes its input; 62 records waiting",
 			"consumer group msgx-flights is 60 records behind on b"}},
-		{"group state unknown", func(r *sink.Report) {
-			r.Groups[0] = sink.GroupLag{Group: "msgx-router", Topic: "msgx.inbox", Error: "describing groups: timeout"}
+		{"group state unknown", func(r *status.Report) {
+			r.Groups[0] = status.GroupLag{Group: "msgx-router", Topic: "msgx.inbox", Error: "describing groups: timeout"}
 		}, []string{"consumer group msgx-router on msgx.inbox: describing groups: timeout"}},
-		{"late rows", func(r *sink.Report) { r.Inbox.LateRows, r.Inbox.LateRowIDs = 25, []int64{80, 90} },
+		{"late rows", func(r *status.Report) { r.Inbox.LateRows, r.Inbox.LateRowIDs = 25, []int64{80, 90} },
 			[]string{"25 late inbox rows never processed (IDs newest 2: 80, 90)"}},
-		{"old DEAD", func(r *sink.Report) {
+		{"old DEAD", func(r *status.Report) {
 			r.Messages.DeadByClass = map[string]int64{"PROTOCOL": 1}
-			r.Messages.LatestDead = &sink.DeadMessage{MsgID: 9, ErrorClass: "PROTOCOL"}
+			r.Messages.LatestDead = &status.DeadMessage{MsgID: 9, ErrorClass: "PROTOCOL"}
 		}, []string{"1 DEAD message to decide on (replay or accept): PROTOCOL 1; latest #9 PROTOCOL"}},
-		{"DEAD growing", func(r *sink.Report) {
+		{"DEAD growing", func(r *status.Report) {
 			r.Messages.DeadByClass = map[string]int64{"PROTOCOL": 1, "MALFORMED": 3}
 			r.Messages.DeadRecent = 3
 		}, []string{"4 DEAD messages to decide on (replay or accept): MALFORMED 3, PROTOCOL 1; 3 new in the last 1h"}},
-		{"abandoned", func(r *sink.Report) { r.Backfill.Abandoned = map[string]int64{"MISSING_ROW": 1} },
+		{"abandoned", func(r *status.Report) { r.Backfill.Abandoned = map[string]int64{"MISSING_ROW": 1} },
 			[]string{"1 processed mark abandoned (MISSING_ROW 1)"}},
-		{"overdue", func(r *sink.Report) { r.Backfill.Pending, r.Backfill.Overdue = 9, 2 },
+		{"overdue", func(r *status.Report) { r.Backfill.Pending, r.Backfill.Overdue = 9, 2 },
 			[]string{"2 processed marks overdue (pending longer than 30d)"}},
-		{"pending only", func(r *sink.Report) { r.Backfill.Pending = 9 }, nil},
-		{"components", func(r *sink.Report) {
-			r.Components = []sink.ComponentState{
-				{Name: "backfill", State: sink.ComponentStandby},
-				{Name: "flights", State: sink.ComponentStopped, LastError: "emit failed", LastErrorAt: &at},
-				{Name: "ingest", State: sink.ComponentRunning, LastError: "old"},
-				{Name: "router", State: sink.ComponentPaused},
+		{"pending only", func(r *status.Report) { r.Backfill.Pending = 9 }, nil},
+		{"components", func(r *status.Report) {
+			r.Components = []status.ComponentState{
+				{Name: "backfill", State: status.ComponentStandby},
+				{Name: "flights", State: status.ComponentStopped, LastError: "emit failed", LastErrorAt: &at},
+				{Name: "ingest", State: status.ComponentRunning, LastError: "old"},
+				{Name: "router", State: status.ComponentPaused},
 			}
 		}, []string{"component flights is stopped: emit failed (1m ago)", "component router is paused"}},
-		{"sources unreadable", func(r *sink.Report) {
+		{"sources unreadable", func(r *status.Report) {
 			r.Inbox.MaxID, r.Inbox.Lag, r.Inbox.MaxIDError = -1, -1, "reading MAX(CMINMSGS_ID) from cminmsgs: refused"
 			r.Messages.Errors = []string{"counting unfinished messages: timeout"}
 			r.Backfill.Errors = []string{"counting abandoned backfills: timeout"}
@@ -846,7 +847,7 @@ func TestAlertRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := base()
 			tc.change(&r)
-			got := sink.Alerts(r, th)
+			got := status.Alerts(r, th)
 			if got == nil {
 				t.Fatal("Alerts returned nil; want [] when all is well")
 			}
@@ -860,13 +861,13 @@ func TestAlertRules(t *testing.T) {
 
 	// Zero thresholds take the defaults.
 	r := base()
-	r.Inbox.Hole = &sink.OpenHole{From: 101, To: 101, AgeSeconds: 599}
+	r.Inbox.Hole = &status.OpenHole{From: 101, To: 101, AgeSeconds: 599}
 	r.Groups[0].Lag = 1000
-	if got := sink.Alerts(r, sink.StatusThresholds{}); len(got) != 0 {
+	if got := status.Alerts(r, status.Thresholds{}); len(got) != 0 {
 		t.Errorf("defaults: %q", got)
 	}
 	r.Inbox.Hole.AgeSeconds, r.Groups[0].Lag = 600, 1001
-	if got := sink.Alerts(r, sink.StatusThresholds{}); len(got) != 2 {
+	if got := status.Alerts(r, status.Thresholds{}); len(got) != 2 {
 		t.Errorf("defaults: %q", got)
 	}
 }
@@ -908,7 +909,7 @@ func TestStatusQueryPlans(t *testing.T) {
 		"abandoned":       "proc_state_abandoned",
 		"cursor":          "inbox_cursor_pkey",
 	}
-	for name, q := range sink.StatusQueries {
+	for name, q := range status.Queries {
 		var plan []map[string]any
 		err := pool.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+q, args[name]...).Scan(&plan)
 		if err != nil {

@@ -1,39 +1,4 @@
-package sink
-
-// msgx status (SPEC §10; seeds 000 §4.1 "costs to observe", §5.1): one
-// report that answers, without any other tool, "is it keeping up, is
-// anything stuck, and what must a human look at".
-//
-// CollectReport reads three independent sources — PostgreSQL (cursor, holes,
-// late rows, proc_state), the MySQL inbox (MAX(CMINMSGS_ID)) and Kafka
-// (consumer group offsets) — concurrently, each call under its own timeout.
-// A source that fails degrades its own section (an error field, counts of -1,
-// nil maps) and adds an alert saying the report is incomplete; it never fails
-// the whole report, because an operator needs status most during an outage.
-//
-// Cost of every query on proc_state, measured on PostgreSQL 15 with 3 million
-// rows (468 MB heap, 19 MB proc_state_state index; 70% SUCCEEDED, 25%
-// SKIPPED, 4.5% DEAD, 100 unfinished), warm cache:
-//
-//	backlog by state      proc_state_open or proc_state_state O(unfinished) <1 ms
-//	oldest unfinished     proc_state_open, LIMIT 1           O(1)           <1 ms
-//	pending backfills     proc_state_backfill, index scan    O(pending)     <1 ms
-//	DEAD by class         proc_state_state, index-only scan  O(DEAD)        22 ms for 135k DEAD
-//	recent / latest DEAD  proc_state_state, bitmap heap scan O(DEAD)        heap pages of the DEAD rows
-//	terminal states       proc_state_state, index-only scan  O(rows)        0.5 s (exact, no estimate)
-//	SKIPPED by reason     proc_state_state, bitmap heap scan O(SKIPPED)     0.7 s for 750k SKIPPED
-//	abandoned backfills   proc_state_abandoned (0009)        O(abandoned)   <1 ms
-//
-// The unfinished and pending sets are small by construction, so the figures
-// that say whether msgx keeps up stay cheap however large proc_state grows.
-// The two linear queries (terminal counts, SKIPPED reasons) are exact counts
-// — no pg_class estimates, which lag behind and would hide a change — and
-// are bounded by the per-call timeout: on a table too large for it, only
-// those figures degrade.
-// The inbox tables (inbox_hole, inbox_late_row) hold one row per released
-// gap or late row and are read whole. The MySQL queries use the primary key
-// only (MAX, and the first ID after W). Kafka costs one metadata, two list
-// offsets, one describe-groups and one offset-fetch round trip.
+package status
 
 import (
 	"context"
@@ -55,6 +20,7 @@ import (
 
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
+	"msgx/sink"
 	"msgx/tables/message"
 )
 
@@ -100,13 +66,13 @@ type Report struct {
 	// GroupsError is why Groups is missing or incomplete.
 	GroupsError string `json:"groupsError,omitempty"`
 	// Components are the daemon's components (ingest, router, flights,
-	// refdata, backfill, …) with their last error. CollectReport leaves it
+	// refdata, backfill, …) with their last error. Collect leaves it
 	// empty; the daemon fills it with Merge.
 	Components []ComponentState `json:"components"`
 
 	// th are the thresholds the alerts were computed with, kept so that
 	// Merge can recompute them.
-	th StatusThresholds
+	th Thresholds
 }
 
 // InboxStatus is the ingest side of the report (SPEC §4; 000 §4.1 asks to
@@ -309,9 +275,9 @@ type ComponentState struct {
 	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 }
 
-// StatusThresholds decide when a figure becomes an alert. A zero field
-// takes its default (DefaultStatusThresholds).
-type StatusThresholds struct {
+// Thresholds decide when a figure becomes an alert. A zero field
+// takes its default (DefaultThresholds).
+type Thresholds struct {
 	// HoleAge: an open hole older than this is an alert. Ingest releases a
 	// hole after MSGX_MAX_COMMIT_DELAY (5m) at the latest, so a hole that
 	// stays open much longer means the bridge is not running. Default 10m.
@@ -336,9 +302,9 @@ type StatusThresholds struct {
 	BackfillOverdue time.Duration
 }
 
-// DefaultStatusThresholds are the defaults of every threshold.
-func DefaultStatusThresholds() StatusThresholds {
-	return StatusThresholds{
+// DefaultThresholds are the defaults of every threshold.
+func DefaultThresholds() Thresholds {
+	return Thresholds{
 		HoleAge:             10 * time.Minute,
 		OldestUnfinishedAge: 5 * time.Minute,
 		InboxLag:            10000,
@@ -350,8 +316,8 @@ func DefaultStatusThresholds() StatusThresholds {
 }
 
 // withDefaults fills the zero fields.
-func (t StatusThresholds) withDefaults() StatusThresholds {
-	d := DefaultStatusThresholds()
+func (t Thresholds) withDefaults() Thresholds {
+	d := DefaultThresholds()
 	if t.HoleAge <= 0 {
 		t.HoleAge = d.HoleAge
 	}
@@ -376,26 +342,26 @@ func (t StatusThresholds) withDefaults() StatusThresholds {
 	return t
 }
 
-// StatusGroup is a goka group and the input topics whose lag is reported.
-type StatusGroup struct {
+// Group is a goka group and the input topics whose lag is reported.
+type Group struct {
 	Group  string
 	Topics []string
 }
 
-// DefaultStatusGroups are msgx's goka groups with the default topic names.
+// DefaultGroups are msgx's goka groups with the default topic names.
 // The caller passes the configured names instead when MSGX_TOPIC_* are set.
 // (The group names are the processors' constants; they are repeated here
 // because the processors import sink.)
-func DefaultStatusGroups() []StatusGroup {
-	return []StatusGroup{
+func DefaultGroups() []Group {
+	return []Group{
 		{Group: "msgx-router", Topics: []string{"msgx.inbox"}},
 		{Group: "msgx-flights", Topics: []string{"msgx.flight-transitions", "msgx-flights-loop"}},
 		{Group: "msgx-refdata", Topics: []string{"msgx.refdata-transitions"}},
 	}
 }
 
-// StatusDeps is what CollectReport reads.
-type StatusDeps struct {
+// Deps is what Collect reads.
+type Deps struct {
 	// PG is msgx's PostgreSQL (required).
 	PG *pgxpool.Pool
 	// MySQL is the shared inbox; nil leaves MaxID unknown ("not
@@ -410,38 +376,38 @@ type StatusDeps struct {
 	// Kafka gives the admin round-trip timeout (Kafka.Timeout).
 	Kafka kafka.Config
 	// Groups are the consumer groups to report; nil means
-	// DefaultStatusGroups.
-	Groups []StatusGroup
+	// DefaultGroups.
+	Groups []Group
 	// Timeout bounds every single database call and, when Kafka.Timeout is
 	// zero, every Kafka call (MSGX_DB_TIMEOUT); default 10s.
 	Timeout time.Duration
 	// Thresholds decide the alerts.
-	Thresholds StatusThresholds
+	Thresholds Thresholds
 }
 
 // statusErrorChars caps the error texts quoted in the report (one line
 // each on a screen).
 const statusErrorChars = 200
 
-// CollectReport takes the status report at now. Every source is read under
+// Collect takes the status report at now. Every source is read under
 // its own timeouts, concurrently; a failing source degrades its section
 // (see Report). The error is only for unusable deps (no PostgreSQL pool, a
 // bad table name).
-func CollectReport(ctx context.Context, deps StatusDeps, now time.Time) (Report, error) {
+func Collect(ctx context.Context, deps Deps, now time.Time) (Report, error) {
 	if deps.PG == nil {
 		return Report{}, errors.New("status: no PostgreSQL pool")
 	}
 	if deps.InboxTable == "" {
 		deps.InboxTable = "cminmsgs"
 	}
-	if !inboxTableName.MatchString(deps.InboxTable) {
-		return Report{}, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", deps.InboxTable)
+	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.InboxTable); err != nil {
+		return Report{}, err
 	}
 	if deps.Timeout <= 0 {
 		deps.Timeout = 10 * time.Second
 	}
 	if deps.Groups == nil {
-		deps.Groups = DefaultStatusGroups()
+		deps.Groups = DefaultGroups()
 	}
 	th := deps.Thresholds.withDefaults()
 	r := Report{
@@ -451,10 +417,10 @@ func CollectReport(ctx context.Context, deps StatusDeps, now time.Time) (Report,
 			RecentHoles: []ReleasedHole{}, LateRowIDs: []int64{},
 		},
 		Messages: MessageStatus{
-			Backlog: -1, DeadRecent: -1, DeadRecentWindowSeconds: stSeconds(th.DeadWindow),
+			Backlog: -1, DeadRecent: -1, DeadRecentWindowSeconds: seconds(th.DeadWindow),
 		},
 		Backfill: BackfillStatus{
-			Pending: -1, Overdue: -1, OverdueAfterSeconds: stSeconds(th.BackfillOverdue), OldestPendingAgeSeconds: -1,
+			Pending: -1, Overdue: -1, OverdueAfterSeconds: seconds(th.BackfillOverdue), OldestPendingAgeSeconds: -1,
 		},
 		Components: []ComponentState{},
 		th:         th,
@@ -510,11 +476,11 @@ func (r *Report) Merge(components []ComponentState) {
 	r.Alerts = Alerts(*r, r.th)
 }
 
-// statusRun is one CollectReport call.
+// statusRun is one Collect call.
 type statusRun struct {
-	deps StatusDeps
+	deps Deps
 	now  time.Time
-	th   StatusThresholds
+	th   Thresholds
 	// pgDown is the first PostgreSQL outage seen (see pg).
 	pgDown error
 }
@@ -609,7 +575,7 @@ func (s *statusRun) inboxPG(ctx context.Context, in *InboxStatus, cursorRead cha
 			in.SeedMode = *mode
 		}
 		if since != nil {
-			h := &OpenHole{From: w + 1, Since: *since, AgeSeconds: stAgeSeconds(s.now, *since)}
+			h := &OpenHole{From: w + 1, Since: *since, AgeSeconds: ageSeconds(s.now, *since)}
 			if end != nil {
 				h.To = *end
 			}
@@ -689,7 +655,7 @@ func (s *statusRun) inboxMySQL(ctx context.Context, cursorRead <-chan int64) Inb
 		// A legacy zero date (0000-00-00) says as little as NULL.
 		if rec.Valid && !rec.Time.IsZero() {
 			t := rec.Time
-			u.ReceivedAt, u.AgeSeconds = &t, stAgeSeconds(s.now, t)
+			u.ReceivedAt, u.AgeSeconds = &t, ageSeconds(s.now, t)
 		}
 		out.OldestUnread = &u
 	}
@@ -721,7 +687,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	case err != nil:
 		fail("reading the oldest unfinished message", err)
 	default:
-		h.AgeSeconds, h.ErrorClass, h.LastError = stAgeSeconds(s.now, h.EnqueuedAt), stDeref(class), stClip(stDeref(lastErr), statusErrorChars)
+		h.AgeSeconds, h.ErrorClass, h.LastError = ageSeconds(s.now, h.EnqueuedAt), deref(class), clip(deref(lastErr), statusErrorChars)
 		m.OldestUnfinished = &h
 	}
 
@@ -757,7 +723,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 		case err != nil:
 			fail("reading the latest DEAD message", err)
 		default:
-			d.ErrorClass, d.LastError = stDeref(class), stClip(stDeref(lastErr), statusErrorChars)
+			d.ErrorClass, d.LastError = deref(class), clip(deref(lastErr), statusErrorChars)
 			m.LatestDead = &d
 		}
 	}
@@ -777,7 +743,7 @@ func (s *statusRun) backfill(ctx context.Context, b *BackfillStatus) {
 		b.Pending, b.Overdue = -1, -1
 		b.Errors = append(b.Errors, fmt.Sprintf("counting pending backfills: %v", err))
 	} else if oldest != nil {
-		b.OldestPendingAgeSeconds = stAgeSeconds(s.now, *oldest)
+		b.OldestPendingAgeSeconds = ageSeconds(s.now, *oldest)
 	}
 	if b.Abandoned, err = s.countBy(ctx, true, sqlAbandoned); err != nil {
 		b.Errors = append(b.Errors, fmt.Sprintf("counting abandoned backfills: %v", err))
@@ -924,16 +890,16 @@ func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
 	return out, ""
 }
 
-func stDeref(s *string) string {
+func deref(s *string) string {
 	if s == nil {
 		return ""
 	}
 	return *s
 }
 
-// stClip shortens s to at most n characters without splitting one (errors
+// clip shortens s to at most n characters without splitting one (errors
 // may carry Chinese text from the inbox).
-func stClip(s string, n int) string {
+func clip(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
@@ -941,8 +907,8 @@ func stClip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-func stSeconds(d time.Duration) int64 { return int64(d / time.Second) }
+func seconds(d time.Duration) int64 { return int64(d / time.Second) }
 
-// stAgeSeconds is now − t in whole seconds, never negative (clocks of other
+// ageSeconds is now − t in whole seconds, never negative (clocks of other
 // hosts, such as the AODB's receive time, may be ahead).
-func stAgeSeconds(now, t time.Time) int64 { return max(0, stSeconds(now.Sub(t))) }
+func ageSeconds(now, t time.Time) int64 { return max(0, seconds(now.Sub(t))) }

@@ -1,37 +1,4 @@
-package sink
-
-// The backfill sweeper writes the processed mark (CMINMSGS_DATE_PROCESSED)
-// back into the shared MySQL inbox for every message that is terminal in
-// proc_state (SPEC §3 I6, §7; seeds 000 §6). It is the only writer of the
-// mark and runs on its own goroutine: it never reads or blocks the message
-// FIFO.
-//
-// One pass (Sweep), all inside one PostgreSQL transaction that holds the
-// backfill advisory lock (see BackfillLock):
-//
-//  1. scan up to Batch due rows with the predicate of 000 §6.1, in fair
-//     order (backfill_attempts, msg_id);
-//  2. in one MySQL transaction: one UPDATE … WHERE ID IN (…) AND
-//     DATE_PROCESSED IS NULL, then — only when it changed fewer rows than
-//     asked — one SELECT that tells the 0-row IDs apart (already marked or
-//     missing);
-//  3. record the four results of 000 §6.2 in one batch of UPDATEs and commit.
-//
-// Crash windows, walked through (000 §9.2):
-//   - Crash before the MySQL commit: nothing was marked; the rows are still
-//     due and the next pass writes them.
-//   - Crash (or PostgreSQL failure) after the MySQL commit, before the
-//     PostgreSQL commit: the marks are in the inbox but backfill_at is not
-//     saved. The next pass scans the same rows, its UPDATE changes 0 rows
-//     (the mark is not NULL any more), the SELECT finds the rows present
-//     and marked: "already marked" → success, backfill_at = now, and the
-//     first mark is kept (the UPDATE never overwrites a value).
-//   - PostgreSQL restored from a backup: terminal rows whose backfill_at
-//     was lost are swept again and come out "already marked" the same way.
-//
-// Because the mark only ever goes NULL → value (the IS NULL guard) and the
-// sweeper only scans terminal rows, the mark is monotonic and never precedes
-// a durable terminal state (I6).
+package backfill
 
 import (
 	"context"
@@ -39,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +14,8 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/retry"
+	"msgx/sink"
+	"msgx/tables/message"
 )
 
 // Reasons recorded in proc_state.backfill_abandoned_reason.
@@ -62,19 +28,9 @@ const (
 	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
 )
 
-// LockBackfill is the PostgreSQL advisory lock key (bigint key space) that a
-// backfill pass holds for its whole transaction and that replay and reopen
-// take before they change terminal rows; see BackfillLock.
-const LockBackfill int64 = 0x6d73_6778_bf01
-
-// operatorCallTimeout bounds each database call of the operator functions
-// (AbandonedBackfills, ReopenBackfill), which get no Config. A shorter
-// deadline on the caller's context still wins.
-const operatorCallTimeout = 30 * time.Second
-
-// BackfillConfig configures the backfill sweeper. Durations are Go durations
+// Config configures the backfill sweeper. Durations are Go durations
 // ("30s", "15m", "720h").
-type BackfillConfig struct {
+type Config struct {
 	// Period is the pause between passes once the sweeper has nothing more
 	// to do right now. A pass that fills its batch and settles rows is
 	// followed by the next one at once, so a backlog drains at database
@@ -104,7 +60,7 @@ type BackfillConfig struct {
 }
 
 // Validate checks every value; errors name the variable.
-func (c BackfillConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if c.Period <= 0 {
 		errs = append(errs, errors.New("MSGX_BACKFILL_PERIOD: must be positive"))
@@ -127,8 +83,8 @@ func (c BackfillConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// BackfillDeps is what the sweeper works with.
-type BackfillDeps struct {
+// Deps is what the sweeper works with.
+type Deps struct {
 	// PG is msgx's PostgreSQL (proc_state).
 	PG *pgxpool.Pool
 	// MySQL is the shared inbox, opened on the primary (OpenMySQL). It may be
@@ -149,13 +105,11 @@ type BackfillDeps struct {
 	Log *slog.Logger
 }
 
-var inboxTableName = regexp.MustCompile(`^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$`)
-
-// Backfill is the sweeper. Run it with Run on its own goroutine; Sweep does
-// one pass. A Backfill is safe for concurrent use (passes serialize on the
+// Sweeper is the sweeper. Run it with Run on its own goroutine; Sweep does
+// one pass. A Sweeper is safe for concurrent use (passes serialize on the
 // advisory lock).
-type Backfill struct {
-	cfg     BackfillConfig
+type Sweeper struct {
+	cfg     Config
 	pg      *pgxpool.Pool
 	my      *sql.DB
 	table   string
@@ -165,11 +119,11 @@ type Backfill struct {
 	log     *slog.Logger
 
 	mu    sync.Mutex
-	stats BackfillStats
+	stats Stats
 }
 
-// NewBackfill checks cfg and deps and returns the sweeper.
-func NewBackfill(cfg BackfillConfig, deps BackfillDeps) (*Backfill, error) {
+// New checks cfg and deps and returns the sweeper.
+func New(cfg Config, deps Deps) (*Sweeper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -180,8 +134,8 @@ func NewBackfill(cfg BackfillConfig, deps BackfillDeps) (*Backfill, error) {
 	if deps.MySQL == nil && !cfg.Shadow {
 		errs = append(errs, errors.New("backfill: no MySQL connection (only shadow mode may run without one)"))
 	}
-	if !inboxTableName.MatchString(deps.Table) {
-		errs = append(errs, fmt.Errorf("MSGX_INBOX_TABLE=%q: not a table name", deps.Table))
+	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.Table); err != nil {
+		errs = append(errs, err)
 	}
 	if deps.Location == nil {
 		errs = append(errs, errors.New("backfill: no airport time zone"))
@@ -200,10 +154,10 @@ func NewBackfill(cfg BackfillConfig, deps BackfillDeps) (*Backfill, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Backfill{
+	return &Sweeper{
 		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, loc: deps.Location,
 		timeout: deps.Timeout, clk: clk, log: log.With("component", "backfill"),
-		stats: BackfillStats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
+		stats: Stats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
 	}, nil
 }
 
@@ -237,9 +191,9 @@ type SweepResult struct {
 // (marked, already marked or abandoned).
 func (r SweepResult) Settled() int { return r.Marked + r.AlreadyMarked + r.Missing + r.Deadline }
 
-// BackfillStats are the sweeper's counters since start, for msgx status and
+// Stats are the sweeper's counters since start, for msgx status and
 // metrics.
-type BackfillStats struct {
+type Stats struct {
 	// Marked is the number of marks written.
 	Marked int64 `json:"marked"`
 	// AlreadyMarked is the number of rows found marked and settled without
@@ -269,7 +223,7 @@ type BackfillStats struct {
 }
 
 // Stats returns a copy of the counters.
-func (b *Backfill) Stats() BackfillStats {
+func (b *Sweeper) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.stats
@@ -284,7 +238,7 @@ func (b *Backfill) Stats() BackfillStats {
 // fills its batch and settles rows is followed by the next at once (backlog
 // drain). Failed passes are logged and retried next Period; nothing here
 // stops the daemon. In shadow mode Run logs that once and idles.
-func (b *Backfill) Run(ctx context.Context) error {
+func (b *Sweeper) Run(ctx context.Context) error {
 	if b.cfg.Shadow {
 		// Shadow mode must leave the inbox exactly as the legacy system
 		// keeps it, and must not fill proc_state with attempts or
@@ -343,7 +297,7 @@ const (
 // meanwhile are found "already marked" next time). A failed inbox write is not an error of the pass: it
 // is recorded per row (attempts, backoff, maybe TRANSIENT_DEADLINE) and
 // reported in SweepResult.Failed and MySQLErr.
-func (b *Backfill) Sweep(ctx context.Context) (SweepResult, error) {
+func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	if b.cfg.Shadow {
 		return SweepResult{Shadow: true}, nil
 	}
@@ -394,7 +348,7 @@ const scanSQL = `SELECT msg_id, enqueued_at, backfill_attempts FROM proc_state
 	ORDER BY backfill_attempts, msg_id
 	LIMIT $3`
 
-func (b *Backfill) sweep(ctx context.Context, now time.Time) (SweepResult, error) {
+func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error) {
 	var res SweepResult
 	tx, err := b.beginPG(ctx)
 	if err != nil {
@@ -449,7 +403,7 @@ func (b *Backfill) sweep(ctx context.Context, now time.Time) (SweepResult, error
 	return res, nil
 }
 
-func (b *Backfill) beginPG(ctx context.Context) (pgx.Tx, error) {
+func (b *Sweeper) beginPG(ctx context.Context) (pgx.Tx, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	tx, err := b.pg.Begin(cctx)
@@ -459,23 +413,19 @@ func (b *Backfill) beginPG(ctx context.Context) (pgx.Tx, error) {
 	return tx, nil
 }
 
-func (b *Backfill) rollback(tx pgx.Tx) {
+func (b *Sweeper) rollback(tx pgx.Tx) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	_ = tx.Rollback(ctx) // no-op after Commit
 }
 
-func (b *Backfill) tryLock(ctx context.Context, tx pgx.Tx) (bool, error) {
+func (b *Sweeper) tryLock(ctx context.Context, tx pgx.Tx) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	var ok bool
-	if err := tx.QueryRow(cctx, `SELECT pg_try_advisory_xact_lock($1)`, LockBackfill).Scan(&ok); err != nil {
-		return false, fmt.Errorf("taking the backfill lock: %w", err)
-	}
-	return ok, nil
+	return sink.TryXactLock(cctx, tx, sink.LockBackfill)
 }
 
-func (b *Backfill) scan(ctx context.Context, tx pgx.Tx, now time.Time) ([]claim, error) {
+func (b *Sweeper) scan(ctx context.Context, tx pgx.Tx, now time.Time) ([]claim, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	rows, err := tx.Query(cctx, scanSQL, now, now.Add(-b.cfg.Overdue), b.cfg.Batch)
@@ -510,10 +460,10 @@ func (b *Backfill) scan(ctx context.Context, tx pgx.Tx, now time.Time) ([]claim,
 // as a wall-clock string, not a time.Time, so its value does not depend on
 // the connection's loc setting; the SELECT formats the stored value the
 // same way, which is how "written by this pass" is told from "was there".
-func (b *Backfill) markInbox(ctx context.Context, ids []int64, mark string) (map[int64]markOutcome, map[int64]string, error) {
+func (b *Sweeper) markInbox(ctx context.Context, ids []int64, mark string) (map[int64]markOutcome, map[int64]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	list := idList(ids)
+	list := sink.IDList(ids)
 	tx, err := b.my.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting inbox transaction: %w", err)
@@ -574,23 +524,11 @@ func (b *Backfill) markInbox(ctx context.Context, ids []int64, mark string) (map
 	return out, existing, nil
 }
 
-func idList(ids []int64) string {
-	var sb strings.Builder
-	sb.Grow(len(ids) * 8)
-	for i, id := range ids {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(strconv.FormatInt(id, 10))
-	}
-	return sb.String()
-}
-
 // record writes the outcomes into proc_state, inside the pass's transaction,
 // in one round trip. Every statement re-checks that the row is still a
 // terminal row owing its mark (defence in depth: the advisory lock already
 // keeps replay and reopen out).
-func (b *Backfill) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []claim, outcomes map[int64]markOutcome,
+func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []claim, outcomes map[int64]markOutcome,
 	myErr error, res *SweepResult) error {
 	var done, missing, failIDs []int64
 	var failNext []time.Time
@@ -640,7 +578,7 @@ func (b *Backfill) record(ctx context.Context, tx pgx.Tx, now time.Time, claims 
 	if len(failIDs) > 0 {
 		msg := "inbox row still unmarked after the update"
 		if myErr != nil {
-			msg = truncate(myErr.Error(), 512)
+			msg = message.Clip(myErr.Error(), 512)
 		}
 		batch.Queue(`UPDATE proc_state p SET backfill_attempts = p.backfill_attempts + 1, backfill_error = $4,
 				backfill_next_at = u.next_at,
@@ -661,7 +599,7 @@ func (b *Backfill) record(ctx context.Context, tx pgx.Tx, now time.Time, claims 
 
 // logOutcomes logs after the commit, so that a line never reports a result
 // that was rolled back.
-func (b *Backfill) logOutcomes(claims []claim, outcomes map[int64]markOutcome, existing map[int64]string, myErr error,
+func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]markOutcome, existing map[int64]string, myErr error,
 	now time.Time, mark string) {
 	failed := 0
 	for _, c := range claims {
@@ -709,7 +647,7 @@ func (b *Backfill) logOutcomes(claims []claim, outcomes map[int64]markOutcome, e
 	}
 }
 
-func (b *Backfill) refreshPending(ctx context.Context) {
+func (b *Sweeper) refreshPending(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	var n int64
@@ -722,38 +660,6 @@ func (b *Backfill) refreshPending(ctx context.Context) {
 	b.mu.Lock()
 	b.stats.Pending = n
 	b.mu.Unlock()
-}
-
-// BackfillLock makes the caller's transaction mutually exclusive with the
-// backfill sweeper: it waits for the transaction-scoped advisory lock
-// LockBackfill and holds it until tx commits or rolls back.
-//
-// Replay (and anything else that moves a terminal row away from its
-// terminal state or resets its backfill columns) must call it in the same
-// transaction before reading and changing the rows. Then a row is never
-// re-opened while a pass that scanned it is writing its mark, and a pass
-// that starts after the replay committed no longer sees the row as
-// terminal.
-//
-// Why an advisory transaction lock and not FOR UPDATE on the claimed rows:
-// a pass holds its lock across the MySQL write (up to MSGX_DB_TIMEOUT when
-// MySQL is down). Row locks held that long would stall the router, whose
-// Touch upserts (ON CONFLICT DO UPDATE) lock the row of a re-delivered
-// message — the FIFO must never wait for backfill. Nothing on the message
-// path takes this advisory lock. The sweeper only tries it
-// (pg_try_advisory_xact_lock), so it never waits behind a replay either; the
-// cost is coarseness: a replay waits for at most one in-flight pass. Being
-// transaction-scoped, the lock dies with the transaction or the session, so
-// a crash cannot leak it.
-//
-// The wait is bounded only by ctx (or the session's lock_timeout): give it a
-// deadline. In practice it is at most one pass — one PostgreSQL scan, one
-// MySQL transaction (MSGX_DB_TIMEOUT) and one batch of updates.
-func BackfillLock(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, LockBackfill); err != nil {
-		return fmt.Errorf("waiting for the backfill lock: %w", err)
-	}
-	return nil
 }
 
 // AbandonedRow is a terminal message whose mark the sweeper stopped trying
@@ -771,10 +677,10 @@ type AbandonedRow struct {
 	EnqueuedAt  time.Time `json:"enqueuedAt"`
 }
 
-// AbandonedBackfills lists abandoned backfills in MSG_ID order (for msgx
+// Abandoned lists abandoned backfills in MSG_ID order (for msgx
 // backfill abandoned); limit <= 0 lists them all.
-func AbandonedBackfills(ctx context.Context, pool *pgxpool.Pool, limit int) ([]AbandonedRow, error) {
-	ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+func Abandoned(ctx context.Context, pool *pgxpool.Pool, limit int) ([]AbandonedRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, sink.OperatorCallTimeout)
 	defer cancel()
 	var lim *int
 	if limit > 0 {
@@ -803,7 +709,7 @@ func AbandonedBackfills(ctx context.Context, pool *pgxpool.Pool, limit int) ([]A
 	return out, nil
 }
 
-// ReopenBackfill puts abandoned backfills of ids back into the sweeper's
+// Reopen puts abandoned backfills of ids back into the sweeper's
 // queue (for msgx backfill reopen): the abandonment and error are cleared,
 // attempts reset, and the row is due at now. It returns how many rows were
 // reopened; IDs that are not abandoned are left alone.
@@ -813,16 +719,16 @@ func AbandonedBackfills(ctx context.Context, pool *pgxpool.Pool, limit int) ([]A
 // buys one more attempt per call, not a new R window, because the deadline
 // is measured from enqueued_at (000 §6.1). Reopen takes the backfill lock,
 // so it never interleaves with a pass.
-func ReopenBackfill(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time) (int, error) {
+func Reopen(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	var n int64
 	err := func() error {
-		ctx, cancel := context.WithTimeout(ctx, operatorCallTimeout)
+		ctx, cancel := context.WithTimeout(ctx, sink.OperatorCallTimeout)
 		defer cancel()
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if err := BackfillLock(ctx, tx); err != nil {
+			if err := sink.XactLock(ctx, tx, sink.LockBackfill); err != nil {
 				return err
 			}
 			tag, err := tx.Exec(ctx, `UPDATE proc_state SET backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL,

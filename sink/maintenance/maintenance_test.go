@@ -1,4 +1,4 @@
-package sink_test
+package maintenance_test
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/backfill"
+	"msgx/sink/maintenance"
 	"msgx/tables/message"
 )
 
@@ -33,21 +35,21 @@ type arEnv struct {
 	t   *testing.T
 	pg  *pgxpool.Pool
 	clk *clock.Fake
-	cfg sink.MaintenanceConfig
+	cfg maintenance.Config
 }
 
 // arDefaults parses the configuration from an empty environment, so the
 // tests run on the documented defaults.
-func arDefaults(t testing.TB) sink.MaintenanceConfig {
+func arDefaults(t testing.TB) maintenance.Config {
 	t.Helper()
-	cfg, err := env.ParseAsWithOptions[sink.MaintenanceConfig](env.Options{Environment: map[string]string{}})
+	cfg, err := env.ParseAsWithOptions[maintenance.Config](env.Options{Environment: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
 }
 
-func newAR(t *testing.T, mods ...func(*sink.MaintenanceConfig)) *arEnv {
+func newAR(t *testing.T, mods ...func(*maintenance.Config)) *arEnv {
 	t.Helper()
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 10})
 	if err != nil {
@@ -61,9 +63,9 @@ func newAR(t *testing.T, mods ...func(*sink.MaintenanceConfig)) *arEnv {
 	return &arEnv{t: t, pg: pool, clk: clock.NewFake(arT0), cfg: cfg}
 }
 
-func (e *arEnv) maint() *sink.Maintenance {
+func (e *arEnv) maint() *maintenance.Runner {
 	e.t.Helper()
-	m, err := sink.NewMaintenance(e.cfg, sink.MaintenanceDeps{PG: e.pg, Timeout: 10 * time.Second, Clock: e.clk,
+	m, err := maintenance.New(e.cfg, maintenance.Deps{PG: e.pg, Timeout: 10 * time.Second, Clock: e.clk,
 		Log: testenv.Logger(e.t), Location: testenv.Shanghai})
 	if err != nil {
 		e.t.Fatal(err)
@@ -71,7 +73,7 @@ func (e *arEnv) maint() *sink.Maintenance {
 	return m
 }
 
-func (e *arEnv) runOnce(m *sink.Maintenance) sink.MaintenanceResult {
+func (e *arEnv) runOnce(m *maintenance.Runner) maintenance.Result {
 	e.t.Helper()
 	res, err := m.RunOnce(context.Background())
 	if err != nil {
@@ -126,7 +128,7 @@ func (e *arEnv) insert(rows ...arRow) {
 		}
 		var reason *string
 		if r.abandoned != nil {
-			s := sink.AbandonMissingRow
+			s := backfill.AbandonMissingRow
 			reason = &s
 		}
 		enq := r.updated.Add(-time.Hour)
@@ -189,14 +191,14 @@ func (e *arEnv) wantStates(want map[int64]string) {
 
 func TestMaintenanceConfigDefaultsAndValidate(t *testing.T) {
 	cfg := arDefaults(t)
-	want := sink.MaintenanceConfig{ArchiveAfter: 24 * time.Hour, ArchiveBatch: 1000, SnapLogRetention: 90 * 24 * time.Hour, Period: time.Hour}
+	want := maintenance.Config{ArchiveAfter: 24 * time.Hour, ArchiveBatch: 1000, SnapLogRetention: 90 * 24 * time.Hour, Period: time.Hour}
 	if cfg != want {
 		t.Fatalf("defaults %+v, want %+v", cfg, want)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := sink.MaintenanceConfig{ArchiveAfter: 0, ArchiveBatch: 10001, SnapLogRetention: -time.Hour, Period: 0}
+	bad := maintenance.Config{ArchiveAfter: 0, ArchiveBatch: 10001, SnapLogRetention: -time.Hour, Period: 0}
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("bad config accepted")
@@ -206,9 +208,9 @@ func TestMaintenanceConfigDefaultsAndValidate(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, v)
 		}
 	}
-	if _, err := sink.NewMaintenance(cfg, sink.MaintenanceDeps{}); err == nil ||
+	if _, err := maintenance.New(cfg, maintenance.Deps{}); err == nil ||
 		!strings.Contains(err.Error(), "PostgreSQL") || !strings.Contains(err.Error(), "MSGX_DB_TIMEOUT") {
-		t.Fatalf("NewMaintenance without deps: %v", err)
+		t.Fatalf("New without deps: %v", err)
 	}
 }
 
@@ -240,7 +242,7 @@ func TestArchiveSchemaMirrorsProcState(t *testing.T) {
 // archived; abandoned rows wait until they are reopened and settled, and
 // then for another MSGX_ARCHIVE_AFTER.
 func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
-	e := newAR(t, func(c *sink.MaintenanceConfig) { c.ArchiveBatch = 2 })
+	e := newAR(t, func(c *maintenance.Config) { c.ArchiveBatch = 2 })
 	cutoff := arT0.Add(-e.cfg.ArchiveAfter)
 	recent := cutoff.Add(time.Second)
 	now := arT0
@@ -284,11 +286,11 @@ func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
 	// The abandoned row is on the list the inbox owner relies on and stays
 	// there; once reopened and marked it is archived like any other row,
 	// MSGX_ARCHIVE_AFTER after it settled.
-	list, err := sink.AbandonedBackfills(context.Background(), e.pg, 0)
+	list, err := backfill.Abandoned(context.Background(), e.pg, 0)
 	if err != nil || len(list) != 1 || list[0].MsgID != 7 {
 		t.Fatalf("abandoned list %+v, %v", list, err)
 	}
-	if n, err := sink.ReopenBackfill(context.Background(), e.pg, []int64{7}, now); n != 1 || err != nil {
+	if n, err := backfill.Reopen(context.Background(), e.pg, []int64{7}, now); n != 1 || err != nil {
 		t.Fatalf("reopen %d, %v", n, err)
 	}
 	e.exec(`UPDATE proc_state SET backfill_at = $2, updated_at = $2 WHERE msg_id = $1`, 7, now) // the sweeper's "written"
@@ -570,11 +572,11 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bcfg, err := env.ParseAsWithOptions[sink.BackfillConfig](env.Options{Environment: map[string]string{}})
+	bcfg, err := env.ParseAsWithOptions[backfill.Config](env.Options{Environment: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := sink.NewBackfill(bcfg, sink.BackfillDeps{PG: e.pg, MySQL: my, Table: "cminmsgs", Location: testenv.Shanghai,
+	b, err := backfill.New(bcfg, backfill.Deps{PG: e.pg, MySQL: my, Table: "cminmsgs", Location: testenv.Shanghai,
 		Timeout: 5 * time.Second, Clock: e.clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -590,7 +592,7 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 	if err := my.QueryRow("SELECT COUNT(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL").Scan(&marked); err != nil || marked != 0 {
 		t.Fatalf("%d inbox rows marked (%v)", marked, err)
 	}
-	if list, err := sink.AbandonedBackfills(ctx, e.pg, 0); err != nil || len(list) != 0 {
+	if list, err := backfill.Abandoned(ctx, e.pg, 0); err != nil || len(list) != 0 {
 		t.Fatalf("abandoned list %+v, %v", list, err)
 	}
 }
@@ -598,7 +600,7 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 // Snap-log retention deletes rows both received and scoped before the
 // cutoff, in batches; the scope defaults to the latest operation day.
 func TestSnapLogRetention(t *testing.T) {
-	e := newAR(t, func(c *sink.MaintenanceConfig) { c.ArchiveBatch = 2 })
+	e := newAR(t, func(c *maintenance.Config) { c.ArchiveBatch = 2 })
 	ctx := context.Background()
 	now := arT0                    // 09:00 in Shanghai
 	day := func(d int) time.Time { // d days from today's local date
@@ -717,7 +719,7 @@ func TestMaintenanceFailureReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	m, err := sink.NewMaintenance(e.cfg, sink.MaintenanceDeps{PG: pool, Timeout: time.Second, Clock: e.clk, Log: testenv.Logger(t)})
+	m, err := maintenance.New(e.cfg, maintenance.Deps{PG: pool, Timeout: time.Second, Clock: e.clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

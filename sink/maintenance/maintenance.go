@@ -1,58 +1,4 @@
-package sink
-
-// Maintenance jobs on msgx's own PostgreSQL (SPEC §7; seeds 004 G-PROC-HST,
-// US-11; 000 §9.3): the proc_state archive and the schd_snap_log retention.
-// They run on their own goroutine (Maintenance.Run) and never take part in
-// the message FIFO.
-//
-// # The proc_state archive
-//
-// A row is an archive candidate when it is terminal (SUCCEEDED, SKIPPED,
-// DEAD), its processed mark is confirmed (backfill_at set), it is not on the
-// abandoned list, and it has not changed for MSGX_ARCHIVE_AFTER
-// (updated_at: the terminal decision and the settled backfill both move it,
-// nothing moves it afterwards — the threshold counts from the end of the
-// message's life, not from its enqueue, 004 "time-constant ordering" 4).
-// Abandoned rows stay until an operator reopens them (C-16: the abandoned
-// list is the inbox owner's evidence for purging and must stay queryable).
-//
-// Archiving a batch is one statement, hence one transaction:
-//
-//  1. cand: lock up to MSGX_ARCHIVE_BATCH candidates, FOR UPDATE SKIP LOCKED;
-//  2. moved: turn them into ARCHIVED shadow rows, re-checking the candidate
-//     condition, and return the columns as they were before;
-//  3. insert exactly those old rows into proc_state_hst;
-//  4. delete their transition_applied rows.
-//
-// The history row is what the UPDATE returned, so the two writes cannot
-// disagree: a row that no longer matches (a DEAD message replayed to PENDING
-// meanwhile) is neither updated nor copied — it is skipped and stays as it
-// is. In READ COMMITTED a row changed after the statement's snapshot is
-// re-read and re-checked when it is locked, so "replayed meanwhile" cannot
-// slip through either.
-//
-// Why no lock, not even the backfill lock: the seeds are explicit that a
-// pipeline lock is false protection here and that holding one across a bulk
-// job would block the FIFO; mutual exclusion comes from the conditional
-// write. SKIP LOCKED means the job never waits for a row the router or a
-// replay holds; in turn, those wait at most for one small batch: the only
-// rows the job locks are old, settled terminal rows, which the message path
-// touches only when an old message is delivered again (Touch). Lookups read
-// without locks and never wait.
-//
-// The shadow row keeps msg_id, identity_key and the NOT NULL enqueued_at;
-// updated_at becomes the archive time; everything else is cleared. Keeping
-// the row (instead of deleting it) is what keeps de-duplication: the UNIQUE
-// identity_key stays in proc_state, so a later message with the same
-// business identity is still SKIPPED duplicate-of:<archived msg> (I5,
-// INV-9), and a re-delivered message (an ingest duplicate, a rewind) finds
-// its msg_id finished instead of being processed again. Shadow rows are
-// kept for good, so de-duplication memory is unbounded (≥ R_keep).
-//
-// ARCHIVED rows are invisible to every other job because every predicate
-// on proc_state lists the states it wants (open: PENDING, FAILED, ROUTED;
-// backfill: SUCCEEDED, SKIPPED, DEAD) — the archive tests check every
-// partial index of proc_state for that.
+package maintenance
 
 import (
 	"context"
@@ -69,9 +15,9 @@ import (
 	"msgx/internal/retry"
 )
 
-// MaintenanceConfig configures the maintenance jobs. Durations are Go
+// Config configures the maintenance jobs. Durations are Go
 // durations ("24h", "2160h").
-type MaintenanceConfig struct {
+type Config struct {
 	// ArchiveAfter is how long a terminal, backfill-settled proc_state row
 	// stays unchanged (updated_at) before it is archived
 	// (PARAM msgx.proc-state.archive-after; the seeds suggest 1 to 7 days).
@@ -90,7 +36,7 @@ type MaintenanceConfig struct {
 }
 
 // Validate checks every value; errors name the variable.
-func (c MaintenanceConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if c.ArchiveAfter <= 0 {
 		errs = append(errs, fmt.Errorf("MSGX_ARCHIVE_AFTER=%s: must be positive", c.ArchiveAfter))
@@ -107,8 +53,8 @@ func (c MaintenanceConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// MaintenanceDeps is what the maintenance jobs work with.
-type MaintenanceDeps struct {
+// Deps is what the maintenance jobs work with.
+type Deps struct {
 	// PG is msgx's PostgreSQL.
 	PG *pgxpool.Pool
 	// Timeout bounds every single database call (MSGX_DB_TIMEOUT), one
@@ -124,10 +70,10 @@ type MaintenanceDeps struct {
 	Location *time.Location
 }
 
-// Maintenance runs the maintenance jobs. Run it with Run on its own
+// Runner runs the maintenance jobs. Run it with Run on its own
 // goroutine; RunOnce does one pass. It is safe for concurrent use.
-type Maintenance struct {
-	cfg     MaintenanceConfig
+type Runner struct {
+	cfg     Config
 	pg      *pgxpool.Pool
 	timeout time.Duration
 	clk     clock.Clock
@@ -137,11 +83,11 @@ type Maintenance struct {
 	pass sync.Mutex // one pass at a time per process (Run and a manual RunOnce)
 
 	mu    sync.Mutex
-	stats MaintenanceStats
+	stats Stats
 }
 
-// NewMaintenance checks cfg and deps and returns the runner.
-func NewMaintenance(cfg MaintenanceConfig, deps MaintenanceDeps) (*Maintenance, error) {
+// New checks cfg and deps and returns the runner.
+func New(cfg Config, deps Deps) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -167,11 +113,11 @@ func NewMaintenance(cfg MaintenanceConfig, deps MaintenanceDeps) (*Maintenance, 
 	if loc == nil {
 		loc = time.UTC
 	}
-	return &Maintenance{cfg: cfg, pg: deps.PG, timeout: deps.Timeout, clk: clk, log: log.With("component", "maintenance"), loc: loc}, nil
+	return &Runner{cfg: cfg, pg: deps.PG, timeout: deps.Timeout, clk: clk, log: log.With("component", "maintenance"), loc: loc}, nil
 }
 
-// MaintenanceResult is what one pass did.
-type MaintenanceResult struct {
+// Result is what one pass did.
+type Result struct {
 	// Archived is the number of proc_state rows moved to proc_state_hst.
 	Archived int
 	// ArchiveBatches is the number of archive transactions that archived
@@ -187,9 +133,9 @@ type MaintenanceResult struct {
 	Duration time.Duration
 }
 
-// MaintenanceStats are the runner's counters since start, for msgx status
+// Stats are the runner's counters since start, for msgx status
 // and metrics.
-type MaintenanceStats struct {
+type Stats struct {
 	// Archived is the number of proc_state rows archived.
 	Archived int64 `json:"archived"`
 	// TransitionsDeleted is the number of transition_applied rows deleted.
@@ -209,7 +155,7 @@ type MaintenanceStats struct {
 }
 
 // Stats returns a copy of the counters.
-func (m *Maintenance) Stats() MaintenanceStats {
+func (m *Runner) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stats
@@ -218,7 +164,7 @@ func (m *Maintenance) Stats() MaintenanceStats {
 // Run does a pass at once and then every Period until ctx ends, then
 // returns nil. A failed pass is logged and retried next Period; nothing here
 // stops the daemon. The waits are on the injected clock.
-func (m *Maintenance) Run(ctx context.Context) error {
+func (m *Runner) Run(ctx context.Context) error {
 	m.log.Info("maintenance started", "period", m.cfg.Period.String(), "archive_after", m.cfg.ArchiveAfter.String(),
 		"archive_batch", m.cfg.ArchiveBatch, "snap_log_retention", m.cfg.SnapLogRetention.String())
 	for {
@@ -249,12 +195,12 @@ func (m *Maintenance) Run(ctx context.Context) error {
 // RunOnce does one pass: archive every candidate, batch by batch, then the
 // snap-log retention. Both jobs run even when the other fails; the error
 // joins their failures and the result counts what was done before them.
-func (m *Maintenance) RunOnce(ctx context.Context) (MaintenanceResult, error) {
+func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
 	m.pass.Lock()
 	defer m.pass.Unlock()
 	start := time.Now()
 	now := m.clk.Now()
-	var res MaintenanceResult
+	var res Result
 	errArchive := m.archiveAll(ctx, now, &res)
 	var errSnap error
 	if ctx.Err() == nil {
@@ -289,7 +235,7 @@ func (m *Maintenance) RunOnce(ctx context.Context) (MaintenanceResult, error) {
 // then there is nothing left that is not locked by someone else (those
 // rows wait for the next pass). Every batch that is not short archived a
 // full batch, so the loop ends.
-func (m *Maintenance) archiveAll(ctx context.Context, now time.Time, res *MaintenanceResult) error {
+func (m *Runner) archiveAll(ctx context.Context, now time.Time, res *Result) error {
 	for ctx.Err() == nil {
 		n, td, err := m.archiveBatch(ctx, now, nil)
 		if err != nil {
@@ -381,7 +327,7 @@ var (
 // archiveBatch archives up to one batch of candidates (restricted to ids
 // when ids is not nil) and returns how many rows it archived and how many
 // transition_applied rows it deleted.
-func (m *Maintenance) archiveBatch(ctx context.Context, now time.Time, ids []int64) (archived, transitions int, err error) {
+func (m *Runner) archiveBatch(ctx context.Context, now time.Time, ids []int64) (archived, transitions int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	cutoff := now.Add(-m.cfg.ArchiveAfter)
@@ -403,7 +349,7 @@ func (m *Maintenance) archiveBatch(ctx context.Context, now time.Time, ids []int
 // re-delivery racing the archive) inserts its mark once more before
 // MarkApplied finds the message no longer ROUTED. Such rows are rare; the
 // join walks transition_applied, which only holds unarchived messages.
-func (m *Maintenance) deleteOrphanTransitions(ctx context.Context) (int, error) {
+func (m *Runner) deleteOrphanTransitions(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	tag, err := m.pg.Exec(ctx, `DELETE FROM transition_applied t USING proc_state p
@@ -416,7 +362,7 @@ func (m *Maintenance) deleteOrphanTransitions(ctx context.Context) (int, error) 
 
 // ArchiveCandidates lists, oldest settled first, up to limit messages that a
 // pass would archive now (a dry run; limit <= 0 means one batch).
-func (m *Maintenance) ArchiveCandidates(ctx context.Context, limit int) ([]int64, error) {
+func (m *Runner) ArchiveCandidates(ctx context.Context, limit int) ([]int64, error) {
 	if limit <= 0 {
 		limit = m.cfg.ArchiveBatch
 	}
@@ -460,7 +406,7 @@ type ArchiveResult struct {
 // MSGX_ARCHIVE_BATCH). It serves operators who archive what
 // ArchiveCandidates listed, and shows that a row changed in between is
 // skipped, not archived.
-func (m *Maintenance) Archive(ctx context.Context, ids []int64) (ArchiveResult, error) {
+func (m *Runner) Archive(ctx context.Context, ids []int64) (ArchiveResult, error) {
 	var res ArchiveResult
 	now := m.clk.Now()
 	for len(ids) > 0 {
@@ -488,7 +434,7 @@ func (m *Maintenance) Archive(ctx context.Context, ids []int64) (ArchiveResult, 
 // more than MSGX_SNAP_LOG_RETENTION ago and covering no day after the day of
 // that cutoff (000 §9.3: by (scope_end, recv_at)). Both must hold: a
 // package about a far future day stays until that day is old too.
-func (m *Maintenance) snapLogRetention(ctx context.Context, now time.Time) (int, error) {
+func (m *Runner) snapLogRetention(ctx context.Context, now time.Time) (int, error) {
 	cutoff := now.Add(-m.cfg.SnapLogRetention)
 	local := cutoff.In(m.loc)
 	day := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
@@ -515,60 +461,4 @@ func (m *Maintenance) snapLogRetention(ctx context.Context, now time.Time) (int,
 		}
 	}
 	return total, ctx.Err()
-}
-
-// snapLogCallTimeout bounds AppendSnapLog when the caller's context has no
-// shorter deadline.
-const snapLogCallTimeout = 10 * time.Second
-
-// SnapLogEntry is one line of schd_snap_log: a schedule package (SCHD DNLD or
-// RESP) the router decided.
-type SnapLogEntry struct {
-	// MsgID is the package's message.
-	MsgID int64
-	// STYP is the package's subtype (DNLD, RESP).
-	STYP string
-	// OperationDays are the days the package covers (dates; only year,
-	// month and day are used).
-	OperationDays []time.Time
-	// Flights is the number of flight records in the package.
-	Flights int
-	// RecvAt is when the message was received (or enqueued).
-	RecvAt time.Time
-	// ScopeEnd is the last day the package covers. Zero: the latest of
-	// OperationDays, or RecvAt's date when there are none (RECS=0).
-	ScopeEnd time.Time
-}
-
-func dateOnly(t time.Time) time.Time {
-	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-}
-
-// AppendSnapLog appends e to schd_snap_log. The router calls it after it
-// decided a SCHD DNLD/RESP, on its own, outside any business transaction:
-// the log is a trace, and losing a line in a crash must not touch state
-// (000 §9.2).
-func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, e SnapLogEntry) error {
-	if e.MsgID <= 0 || e.STYP == "" || e.RecvAt.IsZero() || e.Flights < 0 {
-		return fmt.Errorf("appending schd_snap_log for message %d: incomplete entry (styp %q, recv_at %v, flights %d)",
-			e.MsgID, e.STYP, e.RecvAt, e.Flights)
-	}
-	days := make([]time.Time, len(e.OperationDays))
-	scope := e.ScopeEnd
-	for i, d := range e.OperationDays {
-		days[i] = dateOnly(d)
-		if e.ScopeEnd.IsZero() && days[i].After(scope) {
-			scope = days[i]
-		}
-	}
-	if scope.IsZero() {
-		scope = e.RecvAt
-	}
-	ctx, cancel := context.WithTimeout(ctx, snapLogCallTimeout)
-	defer cancel()
-	if _, err := pool.Exec(ctx, `INSERT INTO schd_snap_log (msg_id, styp, operation_days, flights, recv_at, scope_end)
-		VALUES ($1, $2, $3, $4, $5, $6)`, e.MsgID, e.STYP, days, e.Flights, e.RecvAt, dateOnly(scope)); err != nil {
-		return fmt.Errorf("appending schd_snap_log for message %d: %w", e.MsgID, err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package sink
+package status
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // first, then one short section per source with aligned columns. Unknown
 // figures print as "?", and a section that could not be read says why.
 func (r Report) Text(w io.Writer) error {
-	p := &stTextWriter{}
+	p := &textWriter{}
 	p.line("msgx status at %s", r.GeneratedAt.UTC().Format(time.RFC3339))
 	p.blank()
 	if len(r.Alerts) == 0 {
@@ -33,31 +33,31 @@ func (r Report) Text(w io.Writer) error {
 	if in.Seeded {
 		seed = "seeded " + in.SeedMode
 		if in.SeededAt != nil {
-			seed += " at " + stStamp(*in.SeededAt)
+			seed += " at " + stamp(*in.SeededAt)
 		}
 	}
-	t.row("watermark W", stCount(in.Watermark), seed)
-	t.row("MAX(CMINMSGS_ID)", stCount(in.MaxID), in.MaxIDError)
-	t.row("lag", stCount(in.Lag), "IDs above W")
+	t.row("watermark W", countText(in.Watermark), seed)
+	t.row("MAX(CMINMSGS_ID)", countText(in.MaxID), in.MaxIDError)
+	t.row("lag", countText(in.Lag), "IDs above W")
 	if u := in.OldestUnread; u != nil {
-		t.row("next unread", fmt.Sprintf("#%d", u.MsgID), "received "+stAgo(u.AgeSeconds))
+		t.row("next unread", fmt.Sprintf("#%d", u.MsgID), "received "+ago(u.AgeSeconds))
 	}
 	if h := in.Hole; h != nil {
-		t.row("open hole", stIDRange(h.From, h.To), fmt.Sprintf("open %s (since %s)", stFmtAge(h.AgeSeconds), stStamp(h.Since)))
+		t.row("open hole", idRange(h.From, h.To), fmt.Sprintf("open %s (since %s)", fmtAge(h.AgeSeconds), stamp(h.Since)))
 	} else {
 		t.row("open hole", "none", "")
 	}
-	holes := fmt.Sprintf("%s IDs", stCount(in.PermanentHoleIDs))
+	holes := fmt.Sprintf("%s IDs", countText(in.PermanentHoleIDs))
 	if len(in.RecentHoles) > 0 {
 		h := in.RecentHoles[0]
-		holes += fmt.Sprintf("; last %s released %s (%s)", stIDRange(h.From, h.To), stStamp(h.ReleasedAt), h.Reason)
+		holes += fmt.Sprintf("; last %s released %s (%s)", idRange(h.From, h.To), stamp(h.ReleasedAt), h.Reason)
 	}
-	t.row("permanent holes", stCount(in.PermanentHoles), holes)
+	t.row("permanent holes", countText(in.PermanentHoles), holes)
 	late := ""
 	if in.LateRows > 0 {
-		late = "IDs " + stJoinIDs(in.LateRowIDs, in.LateRows)
+		late = "IDs " + joinIDs(in.LateRowIDs, in.LateRows)
 	}
-	t.row("late rows", stCount(in.LateRows), late)
+	t.row("late rows", countText(in.LateRows), late)
 	t.flush()
 	p.errors(in.Errors)
 
@@ -73,25 +73,25 @@ func (r Report) Text(w io.Writer) error {
 		detail := ""
 		switch st {
 		case message.StateSkipped:
-			detail = stFmtCounts(m.SkippedByReasonClass)
+			detail = fmtCounts(m.SkippedByReasonClass)
 		case message.StateDead:
-			detail = stFmtCounts(m.DeadByClass)
+			detail = fmtCounts(m.DeadByClass)
 			if m.DeadRecent > 0 {
-				detail += fmt.Sprintf("; %d in the last %s", m.DeadRecent, stFmtAge(m.DeadRecentWindowSeconds))
+				detail += fmt.Sprintf("; %d in the last %s", m.DeadRecent, fmtAge(m.DeadRecentWindowSeconds))
 			}
 		}
-		t.row(st, stCount(n), detail)
+		t.row(st, countText(n), detail)
 	}
-	t.row("backlog", stCount(m.Backlog), "PENDING + FAILED + ROUTED")
+	t.row("backlog", countText(m.Backlog), "PENDING + FAILED + ROUTED")
 	t.flush()
 	t = p.table()
 	if h := m.OldestUnfinished; h != nil {
-		d := fmt.Sprintf("#%d %s, enqueued %s, %d attempts", h.MsgID, h.State, stAgo(h.AgeSeconds), h.Attempts)
+		d := fmt.Sprintf("#%d %s, enqueued %s, %d attempts", h.MsgID, h.State, ago(h.AgeSeconds), h.Attempts)
 		if h.ErrorClass != "" {
 			d += ", " + h.ErrorClass
 		}
 		if h.NextAttemptAt != nil {
-			d += ", next attempt " + stStamp(*h.NextAttemptAt)
+			d += ", next attempt " + stamp(*h.NextAttemptAt)
 		}
 		if h.LastError != "" {
 			d += ": " + h.LastError
@@ -101,7 +101,7 @@ func (r Report) Text(w io.Writer) error {
 		t.row("oldest unfinished", "none")
 	}
 	if d := m.LatestDead; d != nil {
-		s := fmt.Sprintf("#%d %s", d.MsgID, stOrDash(d.ErrorClass))
+		s := fmt.Sprintf("#%d %s", d.MsgID, orDash(d.ErrorClass))
 		if d.LastError != "" {
 			s += ": " + d.LastError
 		}
@@ -115,15 +115,15 @@ func (r Report) Text(w io.Writer) error {
 	t = p.table()
 	pend := ""
 	if b.Pending > 0 {
-		pend = fmt.Sprintf("oldest enqueued %s", stAgo(b.OldestPendingAgeSeconds))
+		pend = fmt.Sprintf("oldest enqueued %s", ago(b.OldestPendingAgeSeconds))
 	}
-	t.row("pending", stCount(b.Pending), pend)
-	t.row("overdue", stCount(b.Overdue), "pending longer than "+stFmtAge(b.OverdueAfterSeconds))
+	t.row("pending", countText(b.Pending), pend)
+	t.row("overdue", countText(b.Overdue), "pending longer than "+fmtAge(b.OverdueAfterSeconds))
 	ab := "?"
 	if b.Abandoned != nil {
-		ab = fmt.Sprint(stSum(b.Abandoned))
+		ab = fmt.Sprint(sum(b.Abandoned))
 	}
-	t.row("abandoned", ab, stFmtCounts(b.Abandoned))
+	t.row("abandoned", ab, fmtCounts(b.Abandoned))
 	t.flush()
 	p.errors(b.Errors)
 
@@ -132,7 +132,7 @@ func (r Report) Text(w io.Writer) error {
 		t = p.table()
 		t.row("GROUP", "TOPIC", "STATE", "MEMBERS", "COMMITTED", "END", "LAG", "")
 		for _, g := range r.Groups {
-			t.row(g.Group, g.Topic, stOrDash(g.State), fmt.Sprint(g.Members), stCount(g.Committed), fmt.Sprint(g.End), fmt.Sprint(g.Lag), g.Error)
+			t.row(g.Group, g.Topic, orDash(g.State), fmt.Sprint(g.Members), countText(g.Committed), fmt.Sprint(g.End), fmt.Sprint(g.Lag), g.Error)
 		}
 		t.flush()
 	}
@@ -147,9 +147,9 @@ func (r Report) Text(w io.Writer) error {
 		for _, c := range r.Components {
 			e := c.LastError
 			if e != "" && c.LastErrorAt != nil {
-				e += " (" + stStamp(*c.LastErrorAt) + ")"
+				e += " (" + stamp(*c.LastErrorAt) + ")"
 			}
-			t.row(c.Name, stOrDash(c.State), e)
+			t.row(c.Name, orDash(c.State), e)
 		}
 		t.flush()
 	}
@@ -160,48 +160,48 @@ func (r Report) Text(w io.Writer) error {
 	return nil
 }
 
-// stTextWriter collects the text in memory: a report is small, and one write
+// textWriter collects the text in memory: a report is small, and one write
 // at the end leaves a single error to handle.
-type stTextWriter struct{ b strings.Builder }
+type textWriter struct{ b strings.Builder }
 
-func (p *stTextWriter) line(format string, args ...any) {
+func (p *textWriter) line(format string, args ...any) {
 	fmt.Fprintf(&p.b, format, args...)
 	p.b.WriteByte('\n')
 }
 
-func (p *stTextWriter) blank() { p.b.WriteByte('\n') }
+func (p *textWriter) blank() { p.b.WriteByte('\n') }
 
-func (p *stTextWriter) section(title string) {
+func (p *textWriter) section(title string) {
 	p.blank()
 	p.line("%s", title)
 }
 
-func (p *stTextWriter) errors(errs []string) {
+func (p *textWriter) errors(errs []string) {
 	for _, e := range errs {
 		p.line("  error: %s", e)
 	}
 }
 
-// stTextTable aligns the cells of one table. Every row of a table has the
+// textTable aligns the cells of one table. Every row of a table has the
 // same number of cells (empty ones included), because tabwriter aligns a
 // column only over consecutive lines that have a cell in it; the padding
 // this leaves at the end of lines is trimmed on flush.
-type stTextTable struct {
+type textTable struct {
 	out *strings.Builder
 	buf *strings.Builder
 	tw  *tabwriter.Writer
 }
 
-func (p *stTextWriter) table() stTextTable {
+func (p *textWriter) table() textTable {
 	buf := &strings.Builder{}
-	return stTextTable{out: &p.b, buf: buf, tw: tabwriter.NewWriter(buf, 0, 0, 2, ' ', 0)}
+	return textTable{out: &p.b, buf: buf, tw: tabwriter.NewWriter(buf, 0, 0, 2, ' ', 0)}
 }
 
-func (t stTextTable) row(cells ...string) {
+func (t textTable) row(cells ...string) {
 	fmt.Fprintf(t.tw, "  %s\n", strings.Join(cells, "\t"))
 }
 
-func (t stTextTable) flush() {
+func (t textTable) flush() {
 	_ = t.tw.Flush() // writes to a strings.Builder
 	for _, l := range strings.SplitAfter(t.buf.String(), "\n") {
 		if l != "" {
@@ -210,19 +210,19 @@ func (t stTextTable) flush() {
 	}
 }
 
-// stCount prints an unknown (-1) figure as "?".
-func stCount(n int64) string {
+// countText prints an unknown (-1) figure as "?".
+func countText(n int64) string {
 	if n < 0 {
 		return "?"
 	}
 	return fmt.Sprint(n)
 }
 
-func stAgo(s int64) string {
+func ago(s int64) string {
 	if s < 0 {
 		return "at an unknown time"
 	}
-	return stFmtAge(s) + " ago"
+	return fmtAge(s) + " ago"
 }
 
-func stStamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -1,0 +1,37 @@
+// Package backfill is the sweeper that writes the processed mark back into the
+// shared MySQL inbox, and the operator's view of the marks it gave up on
+// (Abandoned, Reopen).
+//
+// The backfill sweeper writes the processed mark (CMINMSGS_DATE_PROCESSED)
+// back into the shared MySQL inbox for every message that is terminal in
+// proc_state (SPEC §3 I6, §7; seeds 000 §6). It is the only writer of the
+// mark and runs on its own goroutine: it never reads or blocks the message
+// FIFO.
+//
+// One pass (Sweep), all inside one PostgreSQL transaction that holds the
+// backfill advisory lock (see BackfillLock):
+//
+//  1. scan up to Batch due rows with the predicate of 000 §6.1, in fair
+//     order (backfill_attempts, msg_id);
+//  2. in one MySQL transaction: one UPDATE … WHERE ID IN (…) AND
+//     DATE_PROCESSED IS NULL, then — only when it changed fewer rows than
+//     asked — one SELECT that tells the 0-row IDs apart (already marked or
+//     missing);
+//  3. record the four results of 000 §6.2 in one batch of UPDATEs and commit.
+//
+// Crash windows, walked through (000 §9.2):
+//   - Crash before the MySQL commit: nothing was marked; the rows are still
+//     due and the next pass writes them.
+//   - Crash (or PostgreSQL failure) after the MySQL commit, before the
+//     PostgreSQL commit: the marks are in the inbox but backfill_at is not
+//     saved. The next pass scans the same rows, its UPDATE changes 0 rows
+//     (the mark is not NULL any more), the SELECT finds the rows present
+//     and marked: "already marked" → success, backfill_at = now, and the
+//     first mark is kept (the UPDATE never overwrites a value).
+//   - PostgreSQL restored from a backup: terminal rows whose backfill_at
+//     was lost are swept again and come out "already marked" the same way.
+//
+// Because the mark only ever goes NULL → value (the IS NULL guard) and the
+// sweeper only scans terminal rows, the mark is monotonic and never precedes
+// a durable terminal state (I6).
+package backfill

@@ -1,0 +1,65 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// snapLogCallTimeout bounds AppendSnapLog when the caller's context has no
+// shorter deadline.
+const snapLogCallTimeout = 10 * time.Second
+
+// SnapLogEntry is one line of schd_snap_log: a schedule package (SCHD DNLD or
+// RESP) the router decided.
+type SnapLogEntry struct {
+	// MsgID is the package's message.
+	MsgID int64
+	// STYP is the package's subtype (DNLD, RESP).
+	STYP string
+	// OperationDays are the days the package covers (dates; only year,
+	// month and day are used).
+	OperationDays []time.Time
+	// Flights is the number of flight records in the package.
+	Flights int
+	// RecvAt is when the message was received (or enqueued).
+	RecvAt time.Time
+	// ScopeEnd is the last day the package covers. Zero: the latest of
+	// OperationDays, or RecvAt's date when there are none (RECS=0).
+	ScopeEnd time.Time
+}
+
+func dateOnly(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// AppendSnapLog appends e to schd_snap_log. The router calls it after it
+// decided a SCHD DNLD/RESP, on its own, outside any business transaction:
+// the log is a trace, and losing a line in a crash must not touch state
+// (000 §9.2).
+func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, e SnapLogEntry) error {
+	if e.MsgID <= 0 || e.STYP == "" || e.RecvAt.IsZero() || e.Flights < 0 {
+		return fmt.Errorf("appending schd_snap_log for message %d: incomplete entry (styp %q, recv_at %v, flights %d)",
+			e.MsgID, e.STYP, e.RecvAt, e.Flights)
+	}
+	days := make([]time.Time, len(e.OperationDays))
+	scope := e.ScopeEnd
+	for i, d := range e.OperationDays {
+		days[i] = dateOnly(d)
+		if e.ScopeEnd.IsZero() && days[i].After(scope) {
+			scope = days[i]
+		}
+	}
+	if scope.IsZero() {
+		scope = e.RecvAt
+	}
+	ctx, cancel := context.WithTimeout(ctx, snapLogCallTimeout)
+	defer cancel()
+	if _, err := pool.Exec(ctx, `INSERT INTO schd_snap_log (msg_id, styp, operation_days, flights, recv_at, scope_end)
+		VALUES ($1, $2, $3, $4, $5, $6)`, e.MsgID, e.STYP, days, e.Flights, e.RecvAt, dateOnly(scope)); err != nil {
+		return fmt.Errorf("appending schd_snap_log for message %d: %w", e.MsgID, err)
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+// Package status is the msgx status report: is it keeping up, is anything
+// stuck, and what must a human look at. It is read by msgx status, GET
+// /status and the metrics.
+//
+// msgx status (SPEC §10; seeds 000 §4.1 "costs to observe", §5.1): one
+// report that answers, without any other tool, "is it keeping up, is
+// anything stuck, and what must a human look at".
+//
+// Collect reads three independent sources — PostgreSQL (cursor, holes,
+// late rows, proc_state), the MySQL inbox (MAX(CMINMSGS_ID)) and Kafka
+// (consumer group offsets) — concurrently, each call under its own timeout.
+// A source that fails degrades its own section (an error field, counts of -1,
+// nil maps) and adds an alert saying the report is incomplete; it never fails
+// the whole report, because an operator needs status most during an outage.
+//
+// Cost of every query on proc_state, measured on PostgreSQL 15 with 3 million
+// rows (468 MB heap, 19 MB proc_state_state index; 70% SUCCEEDED, 25%
+// SKIPPED, 4.5% DEAD, 100 unfinished), warm cache:
+//
+//	backlog by state      proc_state_open or proc_state_state O(unfinished) <1 ms
+//	oldest unfinished     proc_state_open, LIMIT 1           O(1)           <1 ms
+//	pending backfills     proc_state_backfill, index scan    O(pending)     <1 ms
+//	DEAD by class         proc_state_state, index-only scan  O(DEAD)        22 ms for 135k DEAD
+//	recent / latest DEAD  proc_state_state, bitmap heap scan O(DEAD)        heap pages of the DEAD rows
+//	terminal states       proc_state_state, index-only scan  O(rows)        0.5 s (exact, no estimate)
+//	SKIPPED by reason     proc_state_state, bitmap heap scan O(SKIPPED)     0.7 s for 750k SKIPPED
+//	abandoned backfills   proc_state_abandoned (0009)        O(abandoned)   <1 ms
+//
+// The unfinished and pending sets are small by construction, so the figures
+// that say whether msgx keeps up stay cheap however large proc_state grows.
+// The two linear queries (terminal counts, SKIPPED reasons) are exact counts
+// — no pg_class estimates, which lag behind and would hide a change — and
+// are bounded by the per-call timeout: on a table too large for it, only
+// those figures degrade.
+// The inbox tables (inbox_hole, inbox_late_row) hold one row per released
+// gap or late row and are read whole. The MySQL queries use the primary key
+// only (MAX, and the first ID after W). Kafka costs one metadata, two list
+// offsets, one describe-groups and one offset-fetch round trip.
+package status
