@@ -338,28 +338,16 @@ func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 		b.producer = p
 	}
 	msgs := make([]*sarama.ProducerMessage, len(rows))
-	limit := b.d.Kafka.MaxMessageBytes - 1024 // key, headers, batch overhead
 	for i, r := range rows {
-		rec := Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw}
-		v, err := rec.Marshal()
+		m, oversize, err := r.Message(b.cfg.Topic, now, b.d.Kafka.MaxMessageBytes)
 		if err != nil {
-			return fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
+			return err
 		}
-		if limit > 0 && len(v) > limit {
-			// The broker would refuse this record forever and hold the
-			// whole inbox behind it: hand the router a marker instead,
-			// which it records as DEAD(MALFORMED) with the size.
-			b.log.Error("inbox row too large for a Kafka record; it is recorded DEAD", "msg_id", r.ID, "bytes", len(r.Raw), "limit", limit)
-			rec.Raw, rec.Oversize = "", len(r.Raw)
-			if v, err = rec.Marshal(); err != nil {
-				return fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
-			}
+		if oversize {
+			b.log.Error("inbox row too large for a Kafka record; it is recorded DEAD", "msg_id", r.ID, "bytes", len(r.Raw),
+				"limit", b.d.Kafka.MaxMessageBytes-RecordEnvelope)
 		}
-		msgs[i] = &sarama.ProducerMessage{
-			Topic: b.cfg.Topic,
-			Key:   sarama.StringEncoder(Record{MsgID: r.ID}.Key()),
-			Value: sarama.ByteEncoder(v),
-		}
+		msgs[i] = m
 	}
 	if err := b.producer.SendMessages(msgs); err != nil {
 		// Start over with a fresh producer: the whole batch is sent again

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"msgx/sink"
 )
 
 // Row is one CMINMSGS row.
@@ -48,6 +50,31 @@ func (in *Inbox) ReadAfter(ctx context.Context, w int64, limit int) ([]Row, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading inbox after %d: %w", w, err)
 	}
+	out, err := scanRows(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading inbox after %d: %w", w, err)
+	}
+	return out, nil
+}
+
+// ReadIDs returns the rows of ids in ID order; IDs without a row are
+// absent from the result.
+func (in *Inbox) ReadIDs(ctx context.Context, ids []int64) ([]Row, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+in.table+
+		" WHERE CMINMSGS_ID IN ("+sink.IDList(ids)+") ORDER BY CMINMSGS_ID")
+	if err != nil {
+		return nil, fmt.Errorf("reading %d inbox rows: %w", len(ids), err)
+	}
+	return scanRows(rows)
+}
+
+// scanRows reads rows of (id, text, received) and closes them.
+func scanRows(rows *sql.Rows) ([]Row, error) {
 	defer rows.Close()
 	var out []Row
 	for rows.Next() {
@@ -65,7 +92,7 @@ func (in *Inbox) ReadAfter(ctx context.Context, w int64, limit int) ([]Row, erro
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading inbox after %d: %w", w, err)
+		return nil, fmt.Errorf("reading inbox rows: %w", err)
 	}
 	return out, nil
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"msgx/internal/kafka"
+
+	"github.com/IBM/sarama"
 )
 
 // Record is one inbox row as it travels on msgx.inbox (key = MSG_ID).
@@ -26,6 +28,38 @@ type Record struct {
 	// (MSGX_KAFKA_MAX_MESSAGE_BYTES): Raw is then empty and the router
 	// records the message DEAD(MALFORMED) rather than ingest blocking on it.
 	Oversize int `json:"oversize,omitempty"`
+}
+
+// RecordEnvelope is what a msgx.inbox record needs in bytes beyond its JSON
+// value: key, headers and batch overhead.
+const RecordEnvelope = 1024
+
+// MaxRawBytes is the largest message text that fits a msgx.inbox record when
+// Kafka records are limited to maxMessageBytes (MSGX_KAFKA_MAX_MESSAGE_BYTES).
+// The JSON envelope of a record without escapes adds less than 200 bytes
+// around the text; a text with characters JSON must escape needs more, and
+// is caught by the exact check in Message.
+func MaxRawBytes(maxMessageBytes int) int { return maxMessageBytes - RecordEnvelope - 256 }
+
+// Message returns the msgx.inbox record of inbox row r enqueued at now. A
+// row whose record would exceed maxMessageBytes becomes an oversize marker
+// (oversize is true): the broker would refuse the record forever and hold
+// the whole inbox behind it, so the router gets the marker instead and
+// records the message DEAD(MALFORMED) with the size.
+func (r Row) Message(topic string, now time.Time, maxMessageBytes int) (m *sarama.ProducerMessage, oversize bool, err error) {
+	rec := Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw}
+	v, err := rec.Marshal()
+	if err != nil {
+		return nil, false, fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
+	}
+	if limit := maxMessageBytes - RecordEnvelope; limit > 0 && len(v) > limit {
+		rec.Raw, rec.Oversize = "", len(r.Raw)
+		if v, err = rec.Marshal(); err != nil {
+			return nil, false, fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
+		}
+		oversize = true
+	}
+	return &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(rec.Key()), Value: sarama.ByteEncoder(v)}, oversize, nil
 }
 
 // Key returns the record's Kafka key, the decimal MSG_ID.

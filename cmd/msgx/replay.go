@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"msgx/ingest/replay"
 	"msgx/internal/clock"
 	"msgx/sink"
 )
@@ -33,7 +34,7 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%v; %s", err, usage)
 	}
-	sel := sink.ReplaySelector{Class: strings.ToUpper(*class), ReasonPrefix: *prefix, PendingReplayed: *pending}
+	sel := replay.Selector{Class: strings.ToUpper(*class), ReasonPrefix: *prefix, PendingReplayed: *pending}
 	if *ids != "" {
 		for _, s := range strings.Split(*ids, ",") {
 			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -55,11 +56,11 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	enc.SetIndent("", "  ")
 	now := clock.Real{}.Now()
 	if *dry {
-		plan, err := sink.PlanReplay(ctx, pool, sel, 0)
+		plan, err := replay.DryRun(ctx, pool, sel, 0)
 		if err != nil {
 			return fmt.Errorf("%w; %s", err, usage)
 		}
-		if _, err := sink.AuditDryRun(ctx, pool, plan, *who, now); err != nil {
+		if _, err := replay.AuditDryRun(ctx, pool, plan, *who, now); err != nil {
 			return err
 		}
 		return enc.Encode(plan)
@@ -73,7 +74,7 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	if cfg.Kafka.Embedded() {
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
-	res, err := sink.Replay(ctx, sink.ReplayDeps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
+	res, err := replay.Run(ctx, replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
 		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log}, sel, *who, now)
 	_ = enc.Encode(res)
 	if err != nil && len(res.Unproduced) > 0 {

@@ -1,4 +1,4 @@
-package sink_test
+package replay_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgx/ingest"
+	"msgx/ingest/replay"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/sample"
@@ -45,7 +46,7 @@ type rpEnv struct {
 	pg      *pgxpool.Pool
 	my      *sql.DB
 	brokers []string
-	deps    sink.ReplayDeps
+	deps    replay.Deps
 }
 
 func newRP(t *testing.T) *rpEnv {
@@ -57,7 +58,7 @@ func newRP(t *testing.T) *rpEnv {
 	t.Cleanup(pool.Close)
 	e := &rpEnv{t: t, pg: pool, my: testenv.OpenMySQL(t, testenv.NewMySQL(t))}
 	e.brokers = rpBroker(t, testenv.NewBroker(t))
-	e.deps = sink.ReplayDeps{PG: pool, MySQL: e.my, Table: "cminmsgs", Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
+	e.deps = replay.Deps{PG: pool, MySQL: e.my, Table: "cminmsgs", Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
 		Topic: rpTopic, Timeout: 5 * time.Second, Log: testenv.Logger(t)}
 	return e
 }
@@ -246,25 +247,25 @@ func (e *rpEnv) get(id int64) sink.Message {
 	return m
 }
 
-func (e *rpEnv) replay(sel sink.ReplaySelector) sink.ReplayResult {
+func (e *rpEnv) replay(sel replay.Selector) replay.Result {
 	e.t.Helper()
-	res, err := sink.Replay(context.Background(), e.deps, sel, "ops@test", rpT0)
+	res, err := replay.Run(context.Background(), e.deps, sel, "ops@test", rpT0)
 	if err != nil {
-		e.t.Fatalf("Replay(%s): %v", sel, err)
+		e.t.Fatalf("Run(%s): %v", sel, err)
 	}
 	return res
 }
 
-func (e *rpEnv) plan(sel sink.ReplaySelector, limit int) sink.ReplayPlan {
+func (e *rpEnv) plan(sel replay.Selector, limit int) replay.Plan {
 	e.t.Helper()
-	p, err := sink.PlanReplay(context.Background(), e.pg, sel, limit)
+	p, err := replay.DryRun(context.Background(), e.pg, sel, limit)
 	if err != nil {
-		e.t.Fatalf("PlanReplay(%s): %v", sel, err)
+		e.t.Fatalf("DryRun(%s): %v", sel, err)
 	}
 	return p
 }
 
-func rowIDs(rows []sink.ReplayRow) []int64 {
+func rowIDs(rows []replay.Row) []int64 {
 	out := []int64{}
 	for _, r := range rows {
 		out = append(out, r.MsgID)
@@ -272,7 +273,7 @@ func rowIDs(rows []sink.ReplayRow) []int64 {
 	return out
 }
 
-func refusedIDs(rs []sink.Refusal) []int64 {
+func refusedIDs(rs []replay.Refusal) []int64 {
 	out := []int64{}
 	for _, r := range rs {
 		out = append(out, r.MsgID)
@@ -373,29 +374,29 @@ func recordIDs(recs []*ingest.Record) []int64 {
 func TestReplaySelectorValidation(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		sel  sink.ReplaySelector
+		sel  replay.Selector
 		want string
 	}{
-		{sink.ReplaySelector{}, "exactly one"},
-		{sink.ReplaySelector{Class: "EXHAUSTED", IDs: []int64{1}}, "exactly one"},
-		{sink.ReplaySelector{ReasonPrefix: "unsupported:", PendingReplayed: true}, "exactly one"},
-		{sink.ReplaySelector{Class: "MALFORMED"}, "not replayable"},
-		{sink.ReplaySelector{Class: "protocol"}, "not replayable"},
-		{sink.ReplaySelector{Class: "TIMEOUT"}, "want EXHAUSTED, CODEC_ERROR, INFRA or UNSUPPORTED"},
-		{sink.ReplaySelector{IDs: []int64{3, 0}}, "not a CMINMSGS_ID"},
+		{replay.Selector{}, "exactly one"},
+		{replay.Selector{Class: "EXHAUSTED", IDs: []int64{1}}, "exactly one"},
+		{replay.Selector{ReasonPrefix: "unsupported:", PendingReplayed: true}, "exactly one"},
+		{replay.Selector{Class: "MALFORMED"}, "not replayable"},
+		{replay.Selector{Class: "protocol"}, "not replayable"},
+		{replay.Selector{Class: "TIMEOUT"}, "want EXHAUSTED, CODEC_ERROR, INFRA or UNSUPPORTED"},
+		{replay.Selector{IDs: []int64{3, 0}}, "not a CMINMSGS_ID"},
 	} {
-		_, err := sink.PlanReplay(ctx, nil, tc.sel, 0)
+		_, err := replay.DryRun(ctx, nil, tc.sel, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("PlanReplay(%+v) = %v, want %q", tc.sel, err, tc.want)
+			t.Errorf("DryRun(%+v) = %v, want %q", tc.sel, err, tc.want)
 		}
-		if _, err := sink.Replay(ctx, sink.ReplayDeps{}, tc.sel, "ops", rpT0); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Replay(%+v) = %v, want %q", tc.sel, err, tc.want)
+		if _, err := replay.Run(ctx, replay.Deps{}, tc.sel, "ops", rpT0); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run(%+v) = %v, want %q", tc.sel, err, tc.want)
 		}
 	}
-	if _, err := sink.PlanReplay(ctx, nil, sink.ReplaySelector{Class: "MALFORMED"}, 0); !errors.Is(err, sink.ErrNotReplayable) {
+	if _, err := replay.DryRun(ctx, nil, replay.Selector{Class: "MALFORMED"}, 0); !errors.Is(err, replay.ErrNotReplayable) {
 		t.Errorf("class MALFORMED: %v, want ErrNotReplayable", err)
 	}
-	for sel, want := range map[*sink.ReplaySelector]string{
+	for sel, want := range map[*replay.Selector]string{
 		{Class: "exhausted"}:           "class=EXHAUSTED",
 		{ReasonPrefix: "unsupported:"}: "reason=unsupported:",
 		{IDs: []int64{8, 3, 8}}:        "ids=3,8",
@@ -406,7 +407,7 @@ func TestReplaySelectorValidation(t *testing.T) {
 		}
 	}
 	// Bad dependencies are refused before anything is touched.
-	_, err := sink.Replay(ctx, sink.ReplayDeps{Table: "x; DROP TABLE y"}, sink.ReplaySelector{Class: "INFRA"}, "ops", rpT0)
+	_, err := replay.Run(ctx, replay.Deps{Table: "x; DROP TABLE y"}, replay.Selector{Class: "INFRA"}, "ops", rpT0)
 	for _, want := range []string{"no PostgreSQL pool", "no MySQL connection", "MSGX_INBOX_TABLE", "no Kafka brokers", "MSGX_TOPIC_INBOX", "MSGX_DB_TIMEOUT"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("bad deps: %v, want %q", err, want)
@@ -422,22 +423,22 @@ func TestReplayPlanListsOnlyReplayable(t *testing.T) {
 	before := e.snapshot()
 
 	for _, tc := range []struct {
-		sel  sink.ReplaySelector
+		sel  replay.Selector
 		want []int64
 	}{
-		{sink.ReplaySelector{Class: "EXHAUSTED"}, []int64{rpExhausted, rpExhausted2}},
+		{replay.Selector{Class: "EXHAUSTED"}, []int64{rpExhausted, rpExhausted2}},
 		// A class also selects the messages it exhausted (reason exhausted:<class>).
-		{sink.ReplaySelector{Class: "CODEC_ERROR"}, []int64{rpCodec, rpExhausted2}},
-		{sink.ReplaySelector{Class: "INFRA"}, []int64{rpExhausted, rpInfra}},
-		{sink.ReplaySelector{Class: "UNSUPPORTED"}, []int64{rpUnsupported}},
-		{sink.ReplaySelector{ReasonPrefix: "unsupported:"}, []int64{rpUnsupported}},
-		{sink.ReplaySelector{ReasonPrefix: "unsupported:FLOP-COBT"}, []int64{rpUnsupported}},
-		{sink.ReplaySelector{ReasonPrefix: "unsupported:SCHD"}, nil},
-		{sink.ReplaySelector{ReasonPrefix: "exhausted:CODEC"}, []int64{rpExhausted2}},
+		{replay.Selector{Class: "CODEC_ERROR"}, []int64{rpCodec, rpExhausted2}},
+		{replay.Selector{Class: "INFRA"}, []int64{rpExhausted, rpInfra}},
+		{replay.Selector{Class: "UNSUPPORTED"}, []int64{rpUnsupported}},
+		{replay.Selector{ReasonPrefix: "unsupported:"}, []int64{rpUnsupported}},
+		{replay.Selector{ReasonPrefix: "unsupported:FLOP-COBT"}, []int64{rpUnsupported}},
+		{replay.Selector{ReasonPrefix: "unsupported:SCHD"}, nil},
+		{replay.Selector{ReasonPrefix: "exhausted:CODEC"}, []int64{rpExhausted2}},
 		// Matches, but not replayable: nothing selected.
-		{sink.ReplaySelector{ReasonPrefix: "duplicate-of:"}, nil},
-		{sink.ReplaySelector{ReasonPrefix: "raw-missing"}, nil},
-		{sink.ReplaySelector{PendingReplayed: true}, nil},
+		{replay.Selector{ReasonPrefix: "duplicate-of:"}, nil},
+		{replay.Selector{ReasonPrefix: "raw-missing"}, nil},
+		{replay.Selector{PendingReplayed: true}, nil},
 	} {
 		p := e.plan(tc.sel, 0)
 		wantIDs(t, tc.sel.String(), rowIDs(p.Rows), tc.want...)
@@ -447,17 +448,17 @@ func TestReplayPlanListsOnlyReplayable(t *testing.T) {
 	}
 
 	// A listed row says what the message is.
-	p := e.plan(sink.ReplaySelector{Class: "EXHAUSTED"}, 1)
+	p := e.plan(replay.Selector{Class: "EXHAUSTED"}, 1)
 	if p.Total != 2 || len(p.Rows) != 1 {
 		t.Fatalf("limited plan %+v", p)
 	}
-	if r := p.Rows[0]; r != (sink.ReplayRow{MsgID: rpExhausted, State: message.StateDead, ErrorClass: message.ClassExhausted,
+	if r := p.Rows[0]; r != (replay.Row{MsgID: rpExhausted, State: message.StateDead, ErrorClass: message.ClassExhausted,
 		Reason: "exhausted:INFRA", LastError: "flight 666 rejected by test trigger", Attempts: 5}) {
 		t.Errorf("plan row %+v", r)
 	}
 
 	// Explicit IDs: every one that is not replayable is refused, with why.
-	p = e.plan(sink.ReplaySelector{IDs: []int64{99, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 3}}, 0)
+	p = e.plan(replay.Selector{IDs: []int64{99, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 3}}, 0)
 	wantIDs(t, "named, replayable", rowIDs(p.Rows), 1, 2, 3, 8, 9)
 	if p.Total != 5 {
 		t.Errorf("named total %d", p.Total)
@@ -486,7 +487,7 @@ func TestReplayPlanListsOnlyReplayable(t *testing.T) {
 	}
 
 	// Recording the dry run.
-	id, err := sink.AuditDryRun(context.Background(), e.pg, e.plan(sink.ReplaySelector{Class: "EXHAUSTED"}, 0), "ops@test", rpT0)
+	id, err := replay.AuditDryRun(context.Background(), e.pg, e.plan(replay.Selector{Class: "EXHAUSTED"}, 0), "ops@test", rpT0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +496,7 @@ func TestReplayPlanListsOnlyReplayable(t *testing.T) {
 		t.Fatalf("dry-run audit %+v", a)
 	}
 	// A dry run's audit row does not make a message "reset by a replay".
-	wantIDs(t, "pending-replayed after a dry run", rowIDs(e.plan(sink.ReplaySelector{PendingReplayed: true}, 0).Rows))
+	wantIDs(t, "pending-replayed after a dry run", rowIDs(e.plan(replay.Selector{PendingReplayed: true}, 0).Rows))
 	e.sameAs(before)
 }
 
@@ -507,7 +508,7 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 	before := e.snapshot()
 	ctx := context.Background()
 
-	res := e.replay(sink.ReplaySelector{Class: "EXHAUSTED"})
+	res := e.replay(replay.Selector{Class: "EXHAUSTED"})
 	wantIDs(t, "replayed EXHAUSTED", rowIDs(res.Replayed), rpExhausted, rpExhausted2)
 	if len(res.Refused)+len(res.Missing)+len(res.Changed)+len(res.Unproduced) != 0 || res.Selector != "class=EXHAUSTED" {
 		t.Fatalf("result %+v", res)
@@ -531,9 +532,9 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 		t.Fatalf("audited last_error %q (%v)", kept, err)
 	}
 
-	res2 := e.replay(sink.ReplaySelector{Class: "UNSUPPORTED"})
+	res2 := e.replay(replay.Selector{Class: "UNSUPPORTED"})
 	wantIDs(t, "replayed UNSUPPORTED", rowIDs(res2.Replayed), rpUnsupported)
-	res3 := e.replay(sink.ReplaySelector{IDs: []int64{rpInfra, rpMalformed, rpCodec, rpProtocol, rpDuplicate}})
+	res3 := e.replay(replay.Selector{IDs: []int64{rpInfra, rpMalformed, rpCodec, rpProtocol, rpDuplicate}})
 	wantIDs(t, "replayed by ID", rowIDs(res3.Replayed), rpCodec, rpInfra)
 	wantIDs(t, "refused by ID", refusedIDs(res3.Refused), rpMalformed, rpProtocol, rpDuplicate)
 	if a := e.audit(res3.AuditID); a.Selector != "ids=2,4,5,7,9" || a.Count != 2 || !slices.Equal(a.IDs, []int64{2, 9}) {
@@ -589,7 +590,7 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 
 	// Running a class replay again finds nothing (the messages are PENDING
 	// now), still leaves its audit row, and produces nothing.
-	again := e.replay(sink.ReplaySelector{Class: "EXHAUSTED"})
+	again := e.replay(replay.Selector{Class: "EXHAUSTED"})
 	if len(again.Replayed) != 0 || again.AuditID == 0 || again.AuditID == res.AuditID {
 		t.Fatalf("second replay %+v", again)
 	}
@@ -605,7 +606,7 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 // one audit row.
 func TestReplayBatches(t *testing.T) {
 	e := newRP(t)
-	n := sink.ReplayBatch + 7
+	n := replay.Batch + 7
 	var ids []int64
 	for i := 1; i <= n; i++ {
 		ids = append(ids, int64(i))
@@ -625,11 +626,11 @@ func TestReplayBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One in the second batch lost its inbox row.
-	missing := int64(sink.ReplayBatch + 3)
+	missing := int64(replay.Batch + 3)
 	if _, err := e.my.Exec("DELETE FROM cminmsgs WHERE CMINMSGS_ID = ?", missing); err != nil {
 		t.Fatal(err)
 	}
-	res := e.replay(sink.ReplaySelector{Class: "EXHAUSTED"})
+	res := e.replay(replay.Selector{Class: "EXHAUSTED"})
 	want := slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return id == missing })
 	wantIDs(t, "replayed", rowIDs(res.Replayed), want...)
 	wantIDs(t, "missing", res.Missing, missing)
@@ -651,7 +652,7 @@ func TestReplayMissingInboxRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := e.snapshot()
-	res := e.replay(sink.ReplaySelector{IDs: []int64{rpExhausted, rpExhausted2}})
+	res := e.replay(replay.Selector{IDs: []int64{rpExhausted, rpExhausted2}})
 	wantIDs(t, "replayed", rowIDs(res.Replayed), rpExhausted)
 	wantIDs(t, "missing", res.Missing, rpExhausted2)
 	e.sameAs(before, rpExhausted)
@@ -677,10 +678,10 @@ func TestReplayRechecksBeforeReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	var res sink.ReplayResult
+	var res replay.Result
 	go func() {
 		var err error
-		res, err = sink.Replay(ctx, e.deps, sink.ReplaySelector{IDs: []int64{rpCodec, rpInfra}}, "ops@test", rpT0)
+		res, err = replay.Run(ctx, e.deps, replay.Selector{IDs: []int64{rpCodec, rpInfra}}, "ops@test", rpT0)
 		done <- err
 	}()
 	deadline := time.Now().Add(15 * time.Second)
@@ -748,17 +749,17 @@ func TestReplayCrashBetweenResetAndProduce(t *testing.T) {
 
 	pass := e.holdBackfillLock()
 	done := make(chan error, 1)
-	var res sink.ReplayResult
+	var res replay.Result
 	go func() {
 		var err error
-		res, err = sink.Replay(ctx, deps, sink.ReplaySelector{IDs: []int64{rpExhausted, rpUnsupported}}, "ops@test", rpT0)
+		res, err = replay.Run(ctx, deps, replay.Selector{IDs: []int64{rpExhausted, rpUnsupported}}, "ops@test", rpT0)
 		done <- err
 	}()
 	e.waitLockWaiter(done)
 	b.Close()
 	pass.release()
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "producing 2 replayed messages") {
-		t.Fatalf("Replay with Kafka gone = %v", err)
+		t.Fatalf("Run with Kafka gone = %v", err)
 	}
 	wantIDs(t, "unproduced", res.Unproduced, rpExhausted, rpUnsupported)
 	wantIDs(t, "replayed", rowIDs(res.Replayed))
@@ -773,22 +774,22 @@ func TestReplayCrashBetweenResetAndProduce(t *testing.T) {
 
 	// What the crash left behind is visible: pending-replayed lists it;
 	// the class selector does not find the reset message any more.
-	wantIDs(t, "pending-replayed plan", rowIDs(e.plan(sink.ReplaySelector{PendingReplayed: true}, 0).Rows), rpExhausted, rpUnsupported)
-	wantIDs(t, "EXHAUSTED plan", rowIDs(e.plan(sink.ReplaySelector{Class: "EXHAUSTED"}, 0).Rows), rpExhausted2)
+	wantIDs(t, "pending-replayed plan", rowIDs(e.plan(replay.Selector{PendingReplayed: true}, 0).Rows), rpExhausted, rpUnsupported)
+	wantIDs(t, "EXHAUSTED plan", rowIDs(e.plan(replay.Selector{Class: "EXHAUSTED"}, 0).Rows), rpExhausted2)
 	// The identity survived the reset.
 	if m := e.get(rpUnsupported); m.IdentityKey == nil || *m.IdentityKey != "AODB|FLOP|COBT|3" {
 		t.Fatalf("identity %v", m.IdentityKey)
 	}
 
 	// Recovery 1: pending-replayed re-injects exactly those.
-	rec := e.replay(sink.ReplaySelector{PendingReplayed: true})
+	rec := e.replay(replay.Selector{PendingReplayed: true})
 	wantIDs(t, "recovered", rowIDs(rec.Replayed), rpExhausted, rpUnsupported)
 	if r := rec.Replayed[0]; r.State != message.StatePending {
 		t.Errorf("before-image of a re-injection %+v", r)
 	}
 	wantIDs(t, "records after recovery", recordIDs(records(t, e.brokers, 2)), rpExhausted, rpUnsupported)
-	wantIDs(t, "pending-replayed after recovery", rowIDs(e.plan(sink.ReplaySelector{PendingReplayed: true}, 0).Rows))
-	if again := e.replay(sink.ReplaySelector{PendingReplayed: true}); len(again.Replayed) != 0 {
+	wantIDs(t, "pending-replayed after recovery", rowIDs(e.plan(replay.Selector{PendingReplayed: true}, 0).Rows))
+	if again := e.replay(replay.Selector{PendingReplayed: true}); len(again.Replayed) != 0 {
 		t.Fatalf("pending-replayed twice: %+v", again)
 	}
 
@@ -796,7 +797,7 @@ func TestReplayCrashBetweenResetAndProduce(t *testing.T) {
 	// counts as replayable, so it is produced again (harmless: the router
 	// knows it by MSG_ID); the original audit entry still shows the failed
 	// attempt.
-	rerun := e.replay(sink.ReplaySelector{IDs: []int64{rpExhausted, rpUnsupported}})
+	rerun := e.replay(replay.Selector{IDs: []int64{rpExhausted, rpUnsupported}})
 	wantIDs(t, "re-run by IDs", rowIDs(rerun.Replayed), rpExhausted, rpUnsupported)
 	wantIDs(t, "records after re-run", recordIDs(records(t, e.brokers, 4)), rpExhausted, rpUnsupported, rpExhausted, rpUnsupported)
 	if p := e.produced(res.AuditID); p[1] || p[3] {
@@ -818,18 +819,18 @@ func TestReplayFailingDependencyChangesNothing(t *testing.T) {
 	before := e.snapshot()
 	closed := testenv.OpenMySQL(t, testenv.NewMySQL(t))
 	closed.Close()
-	for name, mod := range map[string]func(*sink.ReplayDeps){
-		"inbox unreachable": func(d *sink.ReplayDeps) { d.MySQL = closed },
-		"unreachable": func(d *sink.ReplayDeps) {
+	for name, mod := range map[string]func(*replay.Deps){
+		"inbox unreachable": func(d *replay.Deps) { d.MySQL = closed },
+		"unreachable": func(d *replay.Deps) {
 			d.Brokers = []string{"127.0.0.1:1"}
 			d.Kafka.Timeout = 500 * time.Millisecond
 		},
-		"no topic": func(d *sink.ReplayDeps) { d.Topic = "msgx.inbox-missing" },
+		"no topic": func(d *replay.Deps) { d.Topic = "msgx.inbox-missing" },
 	} {
 		d := e.deps
 		mod(&d)
-		if _, err := sink.Replay(context.Background(), d, sink.ReplaySelector{Class: "EXHAUSTED"}, "ops", rpT0); err == nil {
-			t.Fatalf("%s: Replay succeeded", name)
+		if _, err := replay.Run(context.Background(), d, replay.Selector{Class: "EXHAUSTED"}, "ops", rpT0); err == nil {
+			t.Fatalf("%s: Run succeeded", name)
 		}
 	}
 	e.sameAs(before)
@@ -952,10 +953,10 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 		}
 	}
 	done := make(chan error, 1)
-	var res sink.ReplayResult
+	var res replay.Result
 	go func() {
 		var err error
-		res, err = sink.Replay(ctx, e.deps, sink.ReplaySelector{Class: "EXHAUSTED"}, "ops@test", rpT0)
+		res, err = replay.Run(ctx, e.deps, replay.Selector{Class: "EXHAUSTED"}, "ops@test", rpT0)
 		done <- err
 	}()
 	e.waitLockWaiter(done)
@@ -993,9 +994,9 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	short := e.deps
 	short.Timeout = 100 * time.Millisecond
 	start := time.Now()
-	_, err = sink.Replay(ctx, short, sink.ReplaySelector{Class: "EXHAUSTED"}, "ops@test", rpT0)
-	if !errors.Is(err, sink.ErrBackfillBusy) {
-		t.Fatalf("Replay behind a stuck pass = %v", err)
+	_, err = replay.Run(ctx, short, replay.Selector{Class: "EXHAUSTED"}, "ops@test", rpT0)
+	if !errors.Is(err, replay.ErrBackfillBusy) {
+		t.Fatalf("Run behind a stuck pass = %v", err)
 	}
 	if waited := time.Since(start); waited < 400*time.Millisecond {
 		t.Fatalf("gave up after %s, before lockWait", waited)
@@ -1134,14 +1135,14 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DROP TRIGGER reject_666 ON flight_index`); err != nil {
 		t.Fatal(err)
 	}
-	deps := sink.ReplayDeps{PG: pool, MySQL: my, Table: "cminmsgs", Brokers: brokers, Kafka: kc, Topic: rpTopic, Timeout: 5 * time.Second, Log: log}
+	deps := replay.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Brokers: brokers, Kafka: kc, Topic: rpTopic, Timeout: 5 * time.Second, Log: log}
 	now := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
-	for _, sel := range []sink.ReplaySelector{{Class: "EXHAUSTED"}, {Class: "UNSUPPORTED"}} {
-		plan, err := sink.PlanReplay(ctx, pool, sel, 0)
+	for _, sel := range []replay.Selector{{Class: "EXHAUSTED"}, {Class: "UNSUPPORTED"}} {
+		plan, err := replay.DryRun(ctx, pool, sel, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := sink.Replay(ctx, deps, sel, "ops@e2e", now)
+		res, err := replay.Run(ctx, deps, sel, "ops@e2e", now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,91 +1,8 @@
-package sink
-
-// Replay puts failed, dead and unsupported messages back through the router
-// (SPEC §7; seeds 000 §9.1, US-10). The operator first looks at what would
-// move (PlanReplay, the dry run), then replays (Replay); every replay leaves
-// an audit row (replay_audit) and a before-image of each message it reset
-// (replay_audit_msg, migration 0008).
-//
-// What is replayable (SPEC §5, 000 §3): FAILED or DEAD with error class
-// CODEC_ERROR, INFRA or EXHAUSTED, and SKIPPED with reason unsupported:…
-// (class UNSUPPORTED). MALFORMED and PROTOCOL never are: the message itself
-// is wrong, and deciding it again gives the same verdict.
-//
-// A replay resets each message to the shape the router gives a message it
-// has never decided — PENDING, no attempts, no error, no transitions, no
-// backfill — except for its identity_key, which it keeps: the router's
-// duplicate check asks "who owns this identity?", and a message that owns
-// its own identity is never a duplicate of itself (I5). Then it re-injects
-// the message: the raw XML is read again from the inbox and produced to
-// msgx.inbox as an ingest record with the same MSG_ID. The router finds the
-// message PENDING and decides it as if it were new; it lands behind every
-// message already on the topic, so a replay does not restore historical
-// order (000 §9.1, CLM-3): a flight that later messages already changed
-// treats the old message's transition as a replay of the past and keeps its
-// newer state — the message still completes.
-//
-// The processed mark: a DEAD or SKIPPED message was terminal, so the inbox
-// row may already carry CMINMSGS_DATE_PROCESSED. The mark is monotonic and
-// stays; the replay clears the backfill columns, and once the message is
-// terminal again the sweeper finds the row "already marked" and settles it
-// without overwriting. The inbox owner may purge a marked row (C-1), which
-// is why Replay checks that every inbox row still exists, and holds its raw
-// text, before it resets anything.
-//
-// One batch of Replay (at most ReplayBatch messages; a replay runs as many
-// batches as its selector needs, in MSG_ID order):
-//
-//  1. One PostgreSQL transaction holding the backfill lock (BackfillLock):
-//     select the candidates; read their raw XML and received time from the
-//     MySQL inbox (a missing row is reported and its message left as it
-//     is); reset each message with a conditional UPDATE that re-checks it is
-//     still replayable (a row the router decided meanwhile is skipped and
-//     reported as changed); delete its transition_applied marks; write its
-//     before-image and append it to the audit row; commit.
-//  2. Produce the records to msgx.inbox, in MSG_ID order, with a D3 producer.
-//  3. Mark the before-images produced.
-//
-// Crash windows, walked through:
-//   - Before the commit of 1: the transaction rolls back, nothing changed.
-//     Run the replay again.
-//   - After the commit of 1, before 2 succeeded (crash, or Kafka failing):
-//     the messages are PENDING and nothing will ever decide them, because the
-//     router only decides what it reads from the topic. Their newest
-//     before-image says produced = false. Running the replay again with the
-//     same IDs (a PENDING message that a replay reset counts as replayable
-//     for an explicit ID) or with PendingReplayed (every message whose
-//     newest replay was never confirmed) re-produces them. A class selector
-//     does not find them any more: the reset cleared the class.
-//   - After 2, before 3: the messages are on the topic but look unconfirmed;
-//     a PendingReplayed run produces them a second time. That is harmless:
-//     the router recognises a message by its MSG_ID, and a second delivery
-//     finds it decided (left alone) or ROUTED (the same transitions are
-//     emitted again, and the applying processors mark them applied once).
-//   - Kafka unreachable from the start: the producer is built and the topic
-//     checked before anything is reset, so the replay fails having changed
-//     nothing.
-//
-// Operator flow (msgx replay): PlanReplay lists what would move and which
-// named IDs are refused; AuditDryRun records that look (--dry-run); Replay
-// moves. A Replay error with Unproduced messages means the second crash
-// window above happened: tell the operator to run the replay again with the same
-// IDs or with PendingReplayed.
-//
-// Concurrency. With the sweeper: every batch takes the backfill lock, so a
-// reset never interleaves with a pass that is writing the marks of the same
-// rows; a replay waits for a running pass (at most one; the wait is bounded,
-// see lockWait) and a pass that starts meanwhile skips its turn. With the
-// router: the conditional UPDATE re-checks replayability on the newest
-// committed row, so a message the router decided while the batch ran is
-// reset only if its decision left it replayable, and otherwise left alone
-// (ReplayResult.Changed). A FAILED message the router is
-// retrying in place is simply reset under it: its next failure counts from
-// zero, and the re-injected record later finds it decided.
+package replay
 
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,31 +15,33 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/sink"
 	"msgx/tables/message"
 )
 
-// ReplayBatch is the most messages one batch of Replay resets and
-// re-injects. It bounds the raw XML Replay holds in memory and the time the
+// Batch is the most messages one batch of Run resets and
+// re-injects. It bounds the raw XML Run holds in memory and the time the
 // backfill lock is held; a larger selection runs in several batches.
-const ReplayBatch = 500
+const Batch = 500
 
-// ReplayClassUnsupported is the replay class of SKIPPED unsupported:…
+// ClassUnsupported is the replay class of SKIPPED unsupported:…
 // messages. It is not an error_class (the router records those as SKIPPED
 // with a reason, SPEC §11), so it selects by reason prefix.
-const ReplayClassUnsupported = "UNSUPPORTED"
+const ClassUnsupported = "UNSUPPORTED"
 
-// unsupportedPrefix is the reason prefix of ReplayClassUnsupported.
+// unsupportedPrefix is the reason prefix of ClassUnsupported.
 const unsupportedPrefix = "unsupported:"
 
 // ErrNotReplayable is returned for a selector that can never select
 // anything (class MALFORMED or PROTOCOL).
 var ErrNotReplayable = errors.New("not replayable")
 
-// ErrBackfillBusy is returned when Replay gave up waiting for the backfill
+// ErrBackfillBusy is returned when Run gave up waiting for the backfill
 // lock (a sweep pass kept it longer than a pass should take). The batch
 // that waited changed nothing (earlier batches of the same call stay done,
-// see ReplayResult); run the replay again.
+// see Result); run the replay again.
 var ErrBackfillBusy = errors.New("backfill lock busy")
 
 // replayableSQL is the replay whitelist (SPEC §5, 000 §3) as a condition on
@@ -144,8 +63,8 @@ const unproducedSQL = `(p.state = 'PENDING' AND NOT (SELECT i.produced FROM repl
 
 const replayColumns = `p.msg_id, p.state, p.error_class, p.reason, p.last_error, p.identity_key, p.attempts`
 
-// ReplaySelector names the messages to replay. Exactly one field is set.
-type ReplaySelector struct {
+// Selector names the messages to replay. Exactly one field is set.
+type Selector struct {
 	// Class selects by error class: EXHAUSTED, CODEC_ERROR or INFRA (FAILED
 	// and DEAD messages), or UNSUPPORTED (SKIPPED unsupported:…, the same as
 	// ReasonPrefix "unsupported:"). MALFORMED and PROTOCOL are refused with
@@ -169,7 +88,7 @@ type ReplaySelector struct {
 
 // normalized checks the selector and returns it with Class upper-cased and
 // IDs sorted and de-duplicated.
-func (s ReplaySelector) normalized() (ReplaySelector, error) {
+func (s Selector) normalized() (Selector, error) {
 	s.Class = strings.ToUpper(strings.TrimSpace(s.Class))
 	n := 0
 	for _, set := range []bool{s.Class != "", s.ReasonPrefix != "", len(s.IDs) > 0, s.PendingReplayed} {
@@ -181,7 +100,7 @@ func (s ReplaySelector) normalized() (ReplaySelector, error) {
 		return s, errors.New("replay: give exactly one of class, reason prefix, IDs or pending-replayed")
 	}
 	switch s.Class {
-	case "", message.ClassExhausted, message.ClassCodecError, message.ClassInfra, ReplayClassUnsupported:
+	case "", message.ClassExhausted, message.ClassCodecError, message.ClassInfra, ClassUnsupported:
 	case message.ClassMalformed, message.ClassProtocol:
 		return s, fmt.Errorf("replay class %s: %w (the message itself is wrong; deciding it again gives the same verdict)", s.Class, ErrNotReplayable)
 	default:
@@ -201,7 +120,7 @@ func (s ReplaySelector) normalized() (ReplaySelector, error) {
 // String renders the selector as the audit row records it: "class=EXHAUSTED",
 // "reason=unsupported:", "ids=3,5,8" (sorted, without repeats) or
 // "pending-replayed".
-func (s ReplaySelector) String() string {
+func (s Selector) String() string {
 	switch {
 	case s.Class != "":
 		return "class=" + strings.ToUpper(strings.TrimSpace(s.Class))
@@ -210,7 +129,7 @@ func (s ReplaySelector) String() string {
 	case len(s.IDs) > 0:
 		ids := slices.Clone(s.IDs)
 		slices.Sort(ids)
-		return "ids=" + IDList(slices.Compact(ids))
+		return "ids=" + sink.IDList(slices.Compact(ids))
 	case s.PendingReplayed:
 		return "pending-replayed"
 	}
@@ -235,10 +154,10 @@ func (f filter) sql(n int) (string, []any) {
 
 // filter of a normalized selector. For IDs it is the replayability of a
 // named row; the IDs themselves are applied by the caller.
-func (s ReplaySelector) filter() filter {
+func (s Selector) filter() filter {
 	prefix := s.ReasonPrefix
 	switch {
-	case s.Class == ReplayClassUnsupported:
+	case s.Class == ClassUnsupported:
 		prefix = unsupportedPrefix
 	case s.Class != "":
 		// A DEAD(EXHAUSTED) message keeps its original class in its
@@ -254,10 +173,10 @@ func (s ReplaySelector) filter() filter {
 	return filter{cond: `(starts_with(p.reason, $ARG) AND ` + replayableSQL + `)`, arg: prefix}
 }
 
-// ReplayRow is a message as a replay found it (the dry run lists these; a
+// Row is a message as a replay found it (the dry run lists these; a
 // replay returns the before-image of each message it reset). Empty strings
 // are NULL columns.
-type ReplayRow struct {
+type Row struct {
 	MsgID       int64  `json:"msgId"`
 	State       string `json:"state"`
 	ErrorClass  string `json:"errorClass,omitempty"`
@@ -267,12 +186,12 @@ type ReplayRow struct {
 	Attempts    int    `json:"attempts"`
 }
 
-func scanReplayRow(row pgx.Row, extra ...any) (ReplayRow, error) {
-	var r ReplayRow
+func scanReplayRow(row pgx.Row, extra ...any) (Row, error) {
+	var r Row
 	var class, reason, lastErr, identity *string
 	dest := append([]any{&r.MsgID, &r.State, &class, &reason, &lastErr, &identity, &r.Attempts}, extra...)
 	if err := row.Scan(dest...); err != nil {
-		return ReplayRow{}, err
+		return Row{}, err
 	}
 	r.ErrorClass, r.Reason, r.LastError, r.IdentityKey = deref(class), deref(reason), deref(lastErr), deref(identity)
 	return r, nil
@@ -295,7 +214,7 @@ type Refusal struct {
 }
 
 // refusal explains why a row the IDs selector named is not replayable.
-func refusal(r ReplayRow) Refusal {
+func refusal(r Row) Refusal {
 	out := Refusal{MsgID: r.MsgID, State: r.State}
 	switch r.State {
 	case message.StatePending:
@@ -323,35 +242,35 @@ func unknownRefusal(id int64) Refusal {
 	return Refusal{MsgID: id, Why: "unknown: msgx has no record of this message (the ingest bridge delivers inbox rows by itself)"}
 }
 
-// ReplayPlan is the dry run: what a replay would move now.
-type ReplayPlan struct {
+// Plan is the dry run: what a replay would move now.
+type Plan struct {
 	// Selector is the selector as the audit records it.
 	Selector string `json:"selector"`
 	// Rows are the messages that would move, in MSG_ID order (at most the
-	// limit given to PlanReplay).
-	Rows []ReplayRow `json:"rows"`
+	// limit given to DryRun).
+	Rows []Row `json:"rows"`
 	// Total is how many messages would move (Rows may list fewer).
 	Total int `json:"total"`
 	// Refused are the explicit IDs that would not move, with the reason.
 	Refused []Refusal `json:"refused,omitempty"`
 }
 
-// PlanReplay is the dry run: it lists, in MSG_ID order, up to limit
-// messages (all when limit <= 0) that Replay would move, how many there are,
+// DryRun is the dry run: it lists, in MSG_ID order, up to limit
+// messages (all when limit <= 0) that Run would move, how many there are,
 // and which explicit IDs it would refuse. It changes nothing and does not
 // look at the inbox: a message whose inbox row is gone is listed here and
-// reported missing by Replay. Record the dry run with AuditDryRun.
-func PlanReplay(ctx context.Context, pool *pgxpool.Pool, sel ReplaySelector, limit int) (ReplayPlan, error) {
+// reported missing by Run. Record the dry run with AuditDryRun.
+func DryRun(ctx context.Context, pool *pgxpool.Pool, sel Selector, limit int) (Plan, error) {
 	sel, err := sel.normalized()
 	if err != nil {
-		return ReplayPlan{}, err
+		return Plan{}, err
 	}
-	plan := ReplayPlan{Selector: sel.String(), Rows: []ReplayRow{}}
+	plan := Plan{Selector: sel.String(), Rows: []Row{}}
 	f := sel.filter()
 	if len(sel.IDs) > 0 {
-		rows, err := namedRows(ctx, pool, f, sel.IDs, OperatorCallTimeout)
+		rows, err := namedRows(ctx, pool, f, sel.IDs, sink.OperatorCallTimeout)
 		if err != nil {
-			return ReplayPlan{}, err
+			return Plan{}, err
 		}
 		for _, n := range rows {
 			switch {
@@ -369,7 +288,7 @@ func PlanReplay(ctx context.Context, pool *pgxpool.Pool, sel ReplaySelector, lim
 		return plan, nil
 	}
 	err = func() error {
-		ctx, cancel := context.WithTimeout(ctx, OperatorCallTimeout)
+		ctx, cancel := context.WithTimeout(ctx, sink.OperatorCallTimeout)
 		defer cancel()
 		cond, args := f.sql(1)
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM proc_state p WHERE `+cond, args...).Scan(&plan.Total); err != nil {
@@ -384,14 +303,14 @@ func PlanReplay(ctx context.Context, pool *pgxpool.Pool, sel ReplaySelector, lim
 		if err != nil {
 			return fmt.Errorf("listing messages to replay (%s): %w", plan.Selector, err)
 		}
-		plan.Rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReplayRow, error) { return scanReplayRow(r) })
+		plan.Rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanReplayRow(r) })
 		if err != nil {
 			return fmt.Errorf("listing messages to replay (%s): %w", plan.Selector, err)
 		}
 		return nil
 	}()
 	if err != nil {
-		return ReplayPlan{}, err
+		return Plan{}, err
 	}
 	return plan, nil
 }
@@ -399,7 +318,7 @@ func PlanReplay(ctx context.Context, pool *pgxpool.Pool, sel ReplaySelector, lim
 // named is one explicitly named ID: its row (when found) and whether it is
 // replayable.
 type named struct {
-	row   ReplayRow
+	row   Row
 	found bool
 	ok    bool
 }
@@ -436,7 +355,7 @@ func namedRows(ctx context.Context, q queryer, f filter, ids []int64, timeout ti
 	for i, id := range ids {
 		n, ok := found[id]
 		if !ok {
-			n = named{row: ReplayRow{MsgID: id}}
+			n = named{row: Row{MsgID: id}}
 		}
 		out[i] = n
 	}
@@ -445,8 +364,8 @@ func namedRows(ctx context.Context, q queryer, f filter, ids []int64, timeout ti
 
 // AuditDryRun records a dry run in replay_audit (dry_run = true, count =
 // plan.Total, msg_ids = the IDs the plan listed) and returns the audit ID.
-// The CLI calls it after PlanReplay so that looking is on record too.
-func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan ReplayPlan, who string, now time.Time) (int64, error) {
+// The CLI calls it after DryRun so that looking is on record too.
+func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan Plan, who string, now time.Time) (int64, error) {
 	if strings.TrimSpace(who) == "" {
 		return 0, errors.New("replay audit: who is empty")
 	}
@@ -454,7 +373,7 @@ func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan ReplayPlan, who s
 	for i, r := range plan.Rows {
 		ids[i] = r.MsgID
 	}
-	ctx, cancel := context.WithTimeout(ctx, OperatorCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sink.OperatorCallTimeout)
 	defer cancel()
 	var id int64
 	err := pool.QueryRow(ctx, `INSERT INTO replay_audit (at, who, selector, dry_run, count, msg_ids)
@@ -465,11 +384,11 @@ func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan ReplayPlan, who s
 	return id, nil
 }
 
-// ReplayDeps is what Replay works with.
-type ReplayDeps struct {
+// Deps is what Run works with.
+type Deps struct {
 	// PG is msgx's PostgreSQL (proc_state, replay_audit).
 	PG *pgxpool.Pool
-	// MySQL is the shared inbox; Replay only reads it (shadow mode is fine).
+	// MySQL is the shared inbox; Run only reads it (shadow mode is fine).
 	MySQL *sql.DB
 	// Table is the inbox table (MSGX_INBOX_TABLE).
 	Table string
@@ -477,7 +396,7 @@ type ReplayDeps struct {
 	Brokers []string
 	Kafka   kafka.Config
 	// Topic is msgx.inbox (MSGX_TOPIC_INBOX). It must exist with one
-	// partition; Replay never creates it.
+	// partition; Run never creates it.
 	Topic string
 	// Timeout bounds every single database call (MSGX_DB_TIMEOUT); the wait
 	// for the backfill lock is bounded by lockWait(Timeout).
@@ -487,7 +406,7 @@ type ReplayDeps struct {
 	Log *slog.Logger
 }
 
-func (d ReplayDeps) validate() error {
+func (d Deps) validate() error {
 	var errs []error
 	if d.PG == nil {
 		errs = append(errs, errors.New("replay: no PostgreSQL pool"))
@@ -495,7 +414,7 @@ func (d ReplayDeps) validate() error {
 	if d.MySQL == nil {
 		errs = append(errs, errors.New("replay: no MySQL connection (the raw messages are read from the inbox)"))
 	}
-	if err := CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
+	if err := sink.CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
 		errs = append(errs, err)
 	}
 	if len(d.Brokers) == 0 {
@@ -516,8 +435,8 @@ func (d ReplayDeps) validate() error {
 // longer is behind something that is not a pass, and gives up.
 func lockWait(timeout time.Duration) time.Duration { return 4 * timeout }
 
-// ReplayResult is what Replay did.
-type ReplayResult struct {
+// Result is what Run did.
+type Result struct {
 	// AuditID is the replay's replay_audit row (0 when it failed before
 	// its first commit).
 	AuditID int64 `json:"auditId"`
@@ -525,7 +444,7 @@ type ReplayResult struct {
 	Selector string `json:"selector"`
 	// Replayed are the messages reset and re-injected, as they were before
 	// the reset, in MSG_ID order.
-	Replayed []ReplayRow `json:"replayed"`
+	Replayed []Row `json:"replayed"`
 	// Refused are the explicit IDs not replayed, with the reason.
 	Refused []Refusal `json:"refused,omitempty"`
 	// Missing are selected messages whose inbox row no longer exists; they
@@ -540,26 +459,26 @@ type ReplayResult struct {
 	Unproduced []int64 `json:"unproduced,omitempty"`
 }
 
-// Replay resets the messages sel names and re-injects them into msgx.inbox
+// Run resets the messages sel names and re-injects them into msgx.inbox
 // (see the file comment for the steps, the crash windows and concurrency).
 // who is recorded in the audit row; now is the time of the audit row, of
 // updated_at and of the records' EnqueuedAt.
 //
-// It works in batches of at most ReplayBatch messages in MSG_ID order; each
+// It works in batches of at most Batch messages in MSG_ID order; each
 // batch is committed and re-injected before the next starts. On error the
 // result holds what was done until then; Unproduced lists messages the
 // failed batch reset but could not re-inject. The audit row exists from the
 // first batch on, even when nothing was selected.
-func Replay(ctx context.Context, d ReplayDeps, sel ReplaySelector, who string, now time.Time) (ReplayResult, error) {
+func Run(ctx context.Context, d Deps, sel Selector, who string, now time.Time) (Result, error) {
 	sel, err := sel.normalized()
 	if err != nil {
-		return ReplayResult{}, err
+		return Result{}, err
 	}
 	if err := d.validate(); err != nil {
-		return ReplayResult{}, err
+		return Result{}, err
 	}
 	if strings.TrimSpace(who) == "" {
-		return ReplayResult{}, errors.New("replay: who is empty (the audit records who replayed)")
+		return Result{}, errors.New("replay: who is empty (the audit records who replayed)")
 	}
 	log := d.Log
 	if log == nil {
@@ -567,7 +486,7 @@ func Replay(ctx context.Context, d ReplayDeps, sel ReplaySelector, who string, n
 	}
 	r := &replayer{d: d, sel: sel, f: sel.filter(), who: who, now: now,
 		log: log.With("component", "replay", "selector", sel.String(), "who", who)}
-	res := ReplayResult{Selector: sel.String(), Replayed: []ReplayRow{}}
+	res := Result{Selector: sel.String(), Replayed: []Row{}}
 
 	// Kafka first: a replay that cannot produce must not reset anything.
 	prod, closeProd, err := newReplayProducer(d)
@@ -581,11 +500,11 @@ func Replay(ctx context.Context, d ReplayDeps, sel ReplaySelector, who string, n
 	for i := 0; ; i++ {
 		var ids []int64
 		if len(sel.IDs) > 0 {
-			lo := i * ReplayBatch
+			lo := i * Batch
 			if lo >= len(sel.IDs) {
 				break
 			}
-			ids = sel.IDs[lo:min(lo+ReplayBatch, len(sel.IDs))]
+			ids = sel.IDs[lo:min(lo+Batch, len(sel.IDs))]
 		}
 		b, err := r.batch(ctx, res.AuditID, ids, after)
 		if err != nil {
@@ -617,10 +536,10 @@ func Replay(ctx context.Context, d ReplayDeps, sel ReplaySelector, who string, n
 	return res, nil
 }
 
-// replayer is one Replay call.
+// replayer is one Run call.
 type replayer struct {
-	d    ReplayDeps
-	sel  ReplaySelector
+	d    Deps
+	sel  Selector
 	f    filter
 	who  string
 	now  time.Time
@@ -628,17 +547,11 @@ type replayer struct {
 	prod sarama.SyncProducer
 }
 
-// inboxRow is what the replay re-injects of an inbox row.
-type inboxRow struct {
-	raw        string
-	receivedAt *time.Time
-}
-
 // batchResult is one committed batch.
 type batchResult struct {
 	auditID int64
-	reset   []ReplayRow // before-images, MSG_ID order
-	inbox   map[int64]inboxRow
+	reset   []Row // before-images, MSG_ID order
+	inbox   map[int64]ingest.Row
 	refused []Refusal
 	missing []int64
 	changed []int64
@@ -670,7 +583,7 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 
 	// Candidates, read after the lock so that a pass that just finished is
 	// seen.
-	var cands []ReplayRow
+	var cands []Row
 	if ids != nil {
 		rows, err := namedRows(ctx, tx, r.f, ids, r.d.Timeout)
 		if err != nil {
@@ -691,8 +604,8 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 		if err != nil {
 			return b, err
 		}
-		if len(cands) > ReplayBatch {
-			cands, b.more = cands[:ReplayBatch], true
+		if len(cands) > Batch {
+			cands, b.more = cands[:Batch], true
 		}
 		if len(cands) > 0 {
 			b.last = cands[len(cands)-1].MsgID
@@ -740,19 +653,19 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 	return b, r.commit(ctx, tx, &b)
 }
 
-// candidates returns up to ReplayBatch+1 messages the selector names after
+// candidates returns up to Batch+1 messages the selector names after
 // the MSG_ID after (one more than a batch tells whether another batch
 // follows).
-func (r *replayer) candidates(ctx context.Context, tx pgx.Tx, after int64) ([]ReplayRow, error) {
-	var out []ReplayRow
+func (r *replayer) candidates(ctx context.Context, tx pgx.Tx, after int64) ([]Row, error) {
+	var out []Row
 	err := r.call(ctx, func(ctx context.Context) error {
 		cond, args := r.f.sql(3)
 		rows, err := tx.Query(ctx, `SELECT `+replayColumns+` FROM proc_state p
-			WHERE p.msg_id > $1 AND `+cond+` ORDER BY p.msg_id LIMIT $2`, append([]any{after, ReplayBatch + 1}, args...)...)
+			WHERE p.msg_id > $1 AND `+cond+` ORDER BY p.msg_id LIMIT $2`, append([]any{after, Batch + 1}, args...)...)
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReplayRow, error) { return scanReplayRow(r) })
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanReplayRow(r) })
 		return err
 	})
 	if err != nil {
@@ -771,8 +684,8 @@ func (r *replayer) candidates(ctx context.Context, tx pgx.Tx, after int64) ([]Re
 // identity_key is deliberately not in the SET list (I5), and neither are
 // enqueued_at (the backfill deadline R and the transitions' time are
 // measured from the first enqueue) nor received_at.
-func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []int64) ([]ReplayRow, error) {
-	var out []ReplayRow
+func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []int64) ([]Row, error) {
+	var out []Row
 	err := r.call(ctx, func(ctx context.Context) error {
 		cond, args := r.f.sql(4)
 		rows, err := tx.Query(ctx, `WITH old AS (
@@ -796,7 +709,7 @@ func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []in
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReplayRow, error) { return scanReplayRow(r) })
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanReplayRow(r) })
 		return err
 	})
 	if err != nil {
@@ -835,14 +748,11 @@ func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 	msgs := make([]*sarama.ProducerMessage, len(b.reset))
 	ids := make([]int64, len(b.reset))
 	for i, row := range b.reset {
-		in := b.inbox[row.MsgID]
-		v, err := json.Marshal(replayRecord{MsgID: row.MsgID, ReceivedAt: in.receivedAt, EnqueuedAt: r.now, Raw: in.raw})
+		m, _, err := b.inbox[row.MsgID].Message(r.d.Topic, r.now, r.d.Kafka.MaxMessageBytes)
 		if err != nil {
-			return fmt.Errorf("encoding inbox record %d: %w", row.MsgID, err)
+			return err
 		}
-		msgs[i] = &sarama.ProducerMessage{Topic: r.d.Topic, Key: sarama.StringEncoder(strconv.FormatInt(row.MsgID, 10)),
-			Value: sarama.ByteEncoder(v)}
-		ids[i] = row.MsgID
+		msgs[i], ids[i] = m, row.MsgID
 	}
 	// One batch on one partition through an idempotent producer with one
 	// request in flight: the records land in MSG_ID order. On a failure
@@ -867,46 +777,16 @@ func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 	return nil
 }
 
-// replayRecord is ingest.Record, the value of a msgx.inbox record. sink
-// cannot import ingest (ingest imports sink), so the JSON shape is repeated
-// here; the replay tests decode what Replay produces with ingest.Codec to
-// keep the two in step.
-type replayRecord struct {
-	MsgID      int64      `json:"msgId"`
-	ReceivedAt *time.Time `json:"receivedAt"`
-	EnqueuedAt time.Time  `json:"enqueuedAt"`
-	Raw        string     `json:"raw"`
-}
-
-// readInbox reads the raw text and received time of the inbox rows of ids;
-// IDs without a row are absent from the result. The IDs are int64 literals
-// (see markInbox).
-func (r *replayer) readInbox(ctx context.Context, ids []int64) (map[int64]inboxRow, error) {
-	out := make(map[int64]inboxRow, len(ids))
-	ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
-	defer cancel()
-	rows, err := r.d.MySQL.QueryContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+r.d.Table+
-		" WHERE CMINMSGS_ID IN ("+IDList(ids)+")")
+// readInbox reads the inbox rows of ids; IDs without a row are absent from
+// the result.
+func (r *replayer) readInbox(ctx context.Context, ids []int64) (map[int64]ingest.Row, error) {
+	rows, err := ingest.NewInbox(r.d.MySQL, nil, r.d.Table, r.d.Timeout).ReadIDs(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("reading %d inbox rows to replay: %w", len(ids), err)
+		return nil, fmt.Errorf("reading the inbox rows to replay: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var raw sql.NullString
-		var rec sql.NullTime
-		if err := rows.Scan(&id, &raw, &rec); err != nil {
-			return nil, fmt.Errorf("reading inbox rows to replay: %w", err)
-		}
-		in := inboxRow{raw: raw.String}
-		if rec.Valid {
-			t := rec.Time
-			in.receivedAt = &t
-		}
-		out[id] = in
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading inbox rows to replay: %w", err)
+	out := make(map[int64]ingest.Row, len(rows))
+	for _, row := range rows {
+		out[row.ID] = row
 	}
 	return out, nil
 }
@@ -935,7 +815,7 @@ func (r *replayer) lock(ctx context.Context, tx pgx.Tx) error {
 	wait := lockWait(r.d.Timeout)
 	lctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	err := XactLock(lctx, tx, LockBackfill)
+	err := sink.XactLock(lctx, tx, sink.LockBackfill)
 	if err == nil {
 		return nil
 	}
@@ -974,7 +854,7 @@ func (r *replayer) logBatch(b batchResult) {
 // Automatic topic creation is off — a msgx.inbox created by a produce would
 // get the broker's defaults (partitions, retention) instead of those of the
 // source of truth.
-func newReplayProducer(d ReplayDeps) (sarama.SyncProducer, func(), error) {
+func newReplayProducer(d Deps) (sarama.SyncProducer, func(), error) {
 	sc := d.Kafka.Sarama("msgx-replay")
 	if err := kafka.CheckD3(sc); err != nil {
 		return nil, nil, err

@@ -1,0 +1,85 @@
+// Package replay puts failed, dead and unsupported messages back through the
+// router, with a dry run first and an audit row for every replay.
+//
+// Replay puts failed, dead and unsupported messages back through the router
+// (SPEC §7; seeds 000 §9.1, US-10). The operator first looks at what would
+// move (DryRun, the dry run), then replays (Run); every replay leaves
+// an audit row (replay_audit) and a before-image of each message it reset
+// (replay_audit_msg, migration 0008).
+//
+// What is replayable (SPEC §5, 000 §3): FAILED or DEAD with error class
+// CODEC_ERROR, INFRA or EXHAUSTED, and SKIPPED with reason unsupported:…
+// (class UNSUPPORTED). MALFORMED and PROTOCOL never are: the message itself
+// is wrong, and deciding it again gives the same verdict.
+//
+// A replay resets each message to the shape the router gives a message it
+// has never decided — PENDING, no attempts, no error, no transitions, no
+// backfill — except for its identity_key, which it keeps: the router's
+// duplicate check asks "who owns this identity?", and a message that owns
+// its own identity is never a duplicate of itself (I5). Then it re-injects
+// the message: the raw XML is read again from the inbox and produced to
+// msgx.inbox as an ingest record with the same MSG_ID. The router finds the
+// message PENDING and decides it as if it were new; it lands behind every
+// message already on the topic, so a replay does not restore historical
+// order (000 §9.1, CLM-3): a flight that later messages already changed
+// treats the old message's transition as a replay of the past and keeps its
+// newer state — the message still completes.
+//
+// The processed mark: a DEAD or SKIPPED message was terminal, so the inbox
+// row may already carry CMINMSGS_DATE_PROCESSED. The mark is monotonic and
+// stays; the replay clears the backfill columns, and once the message is
+// terminal again the sweeper finds the row "already marked" and settles it
+// without overwriting. The inbox owner may purge a marked row (C-1), which
+// is why Run checks that every inbox row still exists, and holds its raw
+// text, before it resets anything.
+//
+// One batch of Run (at most Batch messages; a replay runs as many
+// batches as its selector needs, in MSG_ID order):
+//
+//  1. One PostgreSQL transaction holding the backfill lock (BackfillLock):
+//     select the candidates; read their raw XML and received time from the
+//     MySQL inbox (a missing row is reported and its message left as it
+//     is); reset each message with a conditional UPDATE that re-checks it is
+//     still replayable (a row the router decided meanwhile is skipped and
+//     reported as changed); delete its transition_applied marks; write its
+//     before-image and append it to the audit row; commit.
+//  2. Produce the records to msgx.inbox, in MSG_ID order, with a D3 producer.
+//  3. Mark the before-images produced.
+//
+// Crash windows, walked through:
+//   - Before the commit of 1: the transaction rolls back, nothing changed.
+//     Run the replay again.
+//   - After the commit of 1, before 2 succeeded (crash, or Kafka failing):
+//     the messages are PENDING and nothing will ever decide them, because the
+//     router only decides what it reads from the topic. Their newest
+//     before-image says produced = false. Running the replay again with the
+//     same IDs (a PENDING message that a replay reset counts as replayable
+//     for an explicit ID) or with PendingReplayed (every message whose
+//     newest replay was never confirmed) re-produces them. A class selector
+//     does not find them any more: the reset cleared the class.
+//   - After 2, before 3: the messages are on the topic but look unconfirmed;
+//     a PendingReplayed run produces them a second time. That is harmless:
+//     the router recognises a message by its MSG_ID, and a second delivery
+//     finds it decided (left alone) or ROUTED (the same transitions are
+//     emitted again, and the applying processors mark them applied once).
+//   - Kafka unreachable from the start: the producer is built and the topic
+//     checked before anything is reset, so the replay fails having changed
+//     nothing.
+//
+// Operator flow (msgx replay): DryRun lists what would move and which
+// named IDs are refused; AuditDryRun records that look (--dry-run); Run
+// moves. A Run error with Unproduced messages means the second crash
+// window above happened: tell the operator to run the replay again with the same
+// IDs or with PendingReplayed.
+//
+// Concurrency. With the sweeper: every batch takes the backfill lock, so a
+// reset never interleaves with a pass that is writing the marks of the same
+// rows; a replay waits for a running pass (at most one; the wait is bounded,
+// see lockWait) and a pass that starts meanwhile skips its turn. With the
+// router: the conditional UPDATE re-checks replayability on the newest
+// committed row, so a message the router decided while the batch ran is
+// reset only if its decision left it replayable, and otherwise left alone
+// (Result.Changed). A FAILED message the router is
+// retrying in place is simply reset under it: its next failure counts from
+// zero, and the re-injected record later finds it decided.
+package replay
