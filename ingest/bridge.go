@@ -327,13 +327,9 @@ func (b *Bridge) release(ctx context.Context, cur *Cursor, g Gap, reason string)
 // produce sends rows synchronously, in order, with the D3 producer.
 func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 	if b.producer == nil {
-		sc := b.d.Kafka.Sarama("msgx-ingest")
-		if err := kafka.CheckD3(sc); err != nil {
-			return err
-		}
-		p, err := sarama.NewSyncProducer(b.d.Brokers, sc)
+		p, err := kafka.NewSyncProducer(b.d.Kafka, b.d.Brokers, "msgx-ingest")
 		if err != nil {
-			return retry.Outage("kafka", fmt.Errorf("creating inbox producer: %w", err))
+			return err
 		}
 		b.producer = p
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"msgx/emitters/event"
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
 	"msgx/ingest"
@@ -41,17 +42,18 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
-	DB       sink.Config
-	Kafka    kafka.Config
-	Ingest   ingest.Config
-	HTTP     ingest.HTTPConfig
-	Router   router.Config
-	Flights  flights.Config
-	Backfill backfill.Config
-	Requests outbound.Config
-	Schd     schd.Config
-	Jobs     maintenance.Config
-	History  flights.HistoryConfig
+	DB        sink.Config
+	Kafka     kafka.Config
+	Ingest    ingest.Config
+	HTTP      ingest.HTTPConfig
+	Router    router.Config
+	Flights   flights.Config
+	Backfill  backfill.Config
+	Requests  outbound.Config
+	Schd      schd.Config
+	Publisher event.Config
+	Jobs      maintenance.Config
+	History   flights.HistoryConfig
 
 	loc *time.Location
 }
@@ -81,7 +83,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
 	errs = append(errs, c.productionChecks()...)
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Jobs, c.History} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

@@ -14,9 +14,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"msgx/cmd/msgx/metric"
 	"msgx/internal/clock"
 	"msgx/internal/health"
-	"msgx/internal/metric"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"

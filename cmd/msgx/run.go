@@ -20,13 +20,14 @@ import (
 	"github.com/lovoo/goka/storage"
 	"golang.org/x/sync/errgroup"
 
+	"msgx/cmd/msgx/metric"
+	"msgx/emitters/event"
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
-	"msgx/internal/metric"
 	"msgx/internal/retry"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
@@ -223,8 +224,8 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		})
 	}
 	m.SetSources(src)
-	(&sink.RefdataHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
-	(&sink.FlightsHandler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
+	(&refdataproc.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
+	(&flights.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
 	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })
 	return awaitShutdown(ctx, cfg, d, g, log)
 }
@@ -383,7 +384,11 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	src.Router = rt.Stats
 	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
 	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-	pub := sink.NewPublisher(d.pool, cfg.DB.Timeout, d.brokers, cfg.Kafka, d.clock, log, m.ObserveEndToEnd)
+	pub, err := event.New(cfg.Publisher, event.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers, Kafka: cfg.Kafka,
+		Clock: d.clock, Log: log, Observe: m.ObserveEndToEnd})
+	if err != nil {
+		return err
+	}
 	supervise("publisher", pub.Run)
 	src.Publisher = pub.Stats
 	d.health.WatchPause("publisher", func() (bool, string) {

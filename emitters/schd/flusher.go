@@ -63,10 +63,9 @@ type Stats struct {
 // Flusher publishes due flight_schd rows to the schd topic. Run is its
 // long-running loop; Flush runs one batch.
 type Flusher struct {
-	cfg    Config
-	d      Deps
-	log    *slog.Logger
-	sarama *sarama.Config
+	cfg Config
+	d   Deps
+	log *slog.Logger
 
 	// flushMu serialises Flush calls of this process (Run and, say, an
 	// operator's flush-now); sink.LockSchdFlush does the same across processes.
@@ -101,7 +100,7 @@ func NewFlusher(cfg Config, d Deps) (*Flusher, error) {
 	if err := kafka.CheckD3(sc); err != nil {
 		return nil, fmt.Errorf("schd: %w", err)
 	}
-	return &Flusher{cfg: cfg, d: d, log: d.Log.With("component", "schd"), sarama: sc}, nil
+	return &Flusher{cfg: cfg, d: d, log: d.Log.With("component", "schd")}, nil
 }
 
 // Stats returns a snapshot of the running figures.
@@ -274,9 +273,9 @@ func (f *Flusher) read(ctx context.Context, tx pgx.Tx) ([]due, error) {
 // nothing, while the send finishes in the background.
 func (f *Flusher) produce(ctx context.Context, rows []due) error {
 	if f.producer == nil {
-		p, err := sarama.NewSyncProducer(f.d.Brokers, f.sarama)
+		p, err := kafka.NewSyncProducer(f.d.Kafka, f.d.Brokers, "msgx-schd")
 		if err != nil {
-			return retry.Outage("kafka", fmt.Errorf("creating schd producer: %w", err))
+			return err
 		}
 		f.producer = p
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"msgx/internal/retry"
 )
 
 // Config is how msgx talks to Kafka.
@@ -189,4 +191,20 @@ func (a SlogAdapter) Printf(format string, v ...any) { a.emit(fmt.Sprintf(format
 
 func (a SlogAdapter) emit(msg string) {
 	a.Log.Log(context.Background(), a.Level, strings.TrimSpace(msg))
+}
+
+// NewSyncProducer returns a synchronous producer with the D3 settings
+// (acks=all, idempotent, one request in flight), checked before it is built.
+// clientID names it to the brokers (msgx-ingest, msgx-publisher, …). An
+// unreachable cluster is an outage (retry.IsOutage): callers retry it.
+func NewSyncProducer(c Config, brokers []string, clientID string) (sarama.SyncProducer, error) {
+	sc := c.Sarama(clientID)
+	if err := CheckD3(sc); err != nil {
+		return nil, err
+	}
+	p, err := sarama.NewSyncProducer(brokers, sc)
+	if err != nil {
+		return nil, retry.Outage("kafka", fmt.Errorf("creating the %s producer: %w", clientID, err))
+	}
+	return p, nil
 }

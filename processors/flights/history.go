@@ -112,13 +112,9 @@ func (h *History) Sweep(ctx context.Context) (int, error) {
 	if err != nil || len(flids) == 0 {
 		return 0, err
 	}
-	sc := h.kafka.Sarama("msgx-history")
-	if err := kafka.CheckD3(sc); err != nil {
-		return 0, err
-	}
-	p, err := sarama.NewSyncProducer(h.brokers, sc)
+	p, err := kafka.NewSyncProducer(h.kafka, h.brokers, "msgx-history")
 	if err != nil {
-		return 0, retry.Outage("kafka", fmt.Errorf("creating history producer: %w", err))
+		return 0, err
 	}
 	defer p.Close()
 	msgs := make([]*sarama.ProducerMessage, 0, len(flids))

@@ -1,4 +1,4 @@
-package sink
+package flights
 
 import (
 	"context"
@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/retry"
+	"msgx/sink"
 )
 
-// FlightsHandler serves the read-only flight endpoints of SPEC §10 from
+// Handler serves the read-only flight endpoints of SPEC §10 from
 // flight_schd.doc, the flight JSON of SPEC §6 exactly as stored (the schd
 // topic carries the same document):
 //
@@ -25,11 +26,11 @@ import (
 // Database failures answer 503 when PostgreSQL is unreachable or too slow
 // (retry.IsOutage) and 500 otherwise, with a text/plain reason. Other
 // methods get 405 and other paths 404 from http.ServeMux.
-type FlightsHandler struct {
+type Handler struct {
 	// Pool is msgx's PostgreSQL.
 	Pool *pgxpool.Pool
 	// Timeout bounds each database call (MSGX_DB_TIMEOUT); zero or negative
-	// means DefaultFlightWriteTimeout (10s).
+	// means sink.DefaultFlightWriteTimeout (10s).
 	Timeout time.Duration
 	// Log receives failures; nil means slog.Default().
 	Log *slog.Logger
@@ -37,19 +38,19 @@ type FlightsHandler struct {
 
 // Register adds the handler's routes to mux, for a server that serves other
 // endpoints beside these.
-func (h *FlightsHandler) Register(mux *http.ServeMux) {
+func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /flights/{flid}", h.get)
 	mux.HandleFunc("GET /flights", h.list)
 }
 
 // ServeHTTP serves the routes of Register on their own.
-func (h *FlightsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mux := http.NewServeMux()
 	h.Register(mux)
 	mux.ServeHTTP(w, r)
 }
 
-func (h *FlightsHandler) logger() *slog.Logger {
+func (h *Handler) logger() *slog.Logger {
 	l := h.Log
 	if l == nil {
 		l = slog.Default()
@@ -57,18 +58,18 @@ func (h *FlightsHandler) logger() *slog.Logger {
 	return l.With("component", "flights-http")
 }
 
-func (h *FlightsHandler) timeout() time.Duration {
+func (h *Handler) timeout() time.Duration {
 	if h.Timeout <= 0 {
-		return DefaultFlightWriteTimeout
+		return sink.DefaultFlightWriteTimeout
 	}
 	return h.Timeout
 }
 
-func (h *FlightsHandler) get(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	flid := r.PathValue("flid")
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout())
 	defer cancel()
-	doc, ok, err := GetFlight(ctx, h.Pool, flid)
+	doc, ok, err := sink.GetFlight(ctx, h.Pool, flid)
 	if err != nil {
 		h.fail(w, r, err, "flid", flid)
 		return
@@ -80,7 +81,7 @@ func (h *FlightsHandler) get(w http.ResponseWriter, r *http.Request) {
 	h.write(w, doc)
 }
 
-func (h *FlightsHandler) list(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	param := r.URL.Query().Get("day")
 	if param == "" {
 		http.Error(w, "missing day=YYYY-MM-DD", http.StatusBadRequest)
@@ -93,7 +94,7 @@ func (h *FlightsHandler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout())
 	defer cancel()
-	docs, err := FlightsByDay(ctx, h.Pool, day)
+	docs, err := sink.FlightsByDay(ctx, h.Pool, day)
 	if err != nil {
 		h.fail(w, r, err, "day", param)
 		return
@@ -115,13 +116,13 @@ func (h *FlightsHandler) list(w http.ResponseWriter, r *http.Request) {
 	h.write(w, append(body, ']'))
 }
 
-func (h *FlightsHandler) write(w http.ResponseWriter, body []byte) {
+func (h *Handler) write(w http.ResponseWriter, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }
 
-func (h *FlightsHandler) fail(w http.ResponseWriter, r *http.Request, err error, attrs ...any) {
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, attrs ...any) {
 	if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
 		h.logger().Debug("flight read abandoned by the client", append(attrs, "err", err)...)
 		return

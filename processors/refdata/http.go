@@ -1,4 +1,4 @@
-package sink
+package refdata
 
 import (
 	"encoding/json"
@@ -12,10 +12,11 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/retry"
+	"msgx/sink"
 	"msgx/tables/refdata"
 )
 
-// RefdataHandler serves the read-only reference-data inspection endpoints
+// Handler serves the read-only reference-data inspection endpoints
 // from ref_master, PostgreSQL being the read model other systems query
 // (SPEC §2, §8):
 //
@@ -35,7 +36,7 @@ import (
 //
 // Database failures answer 503 when PostgreSQL is unreachable or too slow
 // (retry.IsOutage) and 500 otherwise, with a text/plain reason.
-type RefdataHandler struct {
+type Handler struct {
 	// Pool is msgx's PostgreSQL.
 	Pool *pgxpool.Pool
 	// Timeout bounds each database call (MSGX_DB_TIMEOUT); must be positive.
@@ -51,7 +52,7 @@ type RefdataHandler struct {
 
 // Register adds the handler's routes to mux, for a server that serves other
 // endpoints beside these.
-func (h *RefdataHandler) Register(mux *http.ServeMux) {
+func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /refdata/{rtype}", h.list)
 	mux.HandleFunc("GET /refdata/{rtype}/{rkey}", h.get)
 }
@@ -61,7 +62,7 @@ func (h *RefdataHandler) Register(mux *http.ServeMux) {
 // The mux is built per request so that a plain struct literal stays usable
 // without a constructor or a lock to copy; next to the database read its
 // cost does not matter.
-func (h *RefdataHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mux := http.NewServeMux()
 	h.Register(mux)
 	mux.ServeHTTP(w, r)
@@ -83,7 +84,7 @@ type refStatusJSON struct {
 	StatusUntil *time.Time `json:"statusUntil"`
 }
 
-func refEntry(r RefRow) refEntryJSON {
+func refEntry(r sink.RefRow) refEntryJSON {
 	e := refEntryJSON{Key: r.RKey, Attrs: r.Attributes, UpdatedAt: r.UpdatedAt, LastMsgID: r.LastMsgID}
 	if r.RType == refdata.RSTA {
 		e.refStatusJSON = &refStatusJSON{Status: r.Status, StatusUntil: r.StatusUntil}
@@ -91,7 +92,7 @@ func refEntry(r RefRow) refEntryJSON {
 	return e
 }
 
-func (h *RefdataHandler) logger() *slog.Logger {
+func (h *Handler) logger() *slog.Logger {
 	l := h.Log
 	if l == nil {
 		l = slog.Default()
@@ -101,7 +102,7 @@ func (h *RefdataHandler) logger() *slog.Logger {
 
 // rtype returns the request's RTYPE, or answers 404 and returns false when
 // it is not reference data: a typo then does not look like an empty category.
-func (h *RefdataHandler) rtype(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (h *Handler) rtype(w http.ResponseWriter, r *http.Request) (string, bool) {
 	rtype := strings.ToUpper(r.PathValue("rtype"))
 	if !refdata.Supported(rtype) {
 		http.Error(w, "unknown reference type "+rtype, http.StatusNotFound)
@@ -110,12 +111,12 @@ func (h *RefdataHandler) rtype(w http.ResponseWriter, r *http.Request) (string, 
 	return rtype, true
 }
 
-func (h *RefdataHandler) list(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	rtype, ok := h.rtype(w, r)
 	if !ok {
 		return
 	}
-	rows, err := RefRecords(r.Context(), h.Pool, h.Timeout, rtype, h.Clock.Now(), h.Loc)
+	rows, err := sink.RefRecords(r.Context(), h.Pool, h.Timeout, rtype, h.Clock.Now(), h.Loc)
 	if err != nil {
 		h.fail(w, r, err, "rtype", rtype)
 		return
@@ -127,13 +128,13 @@ func (h *RefdataHandler) list(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, r, out)
 }
 
-func (h *RefdataHandler) get(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	rtype, ok := h.rtype(w, r)
 	if !ok {
 		return
 	}
 	rkey := r.PathValue("rkey")
-	row, found, err := RefRecord(r.Context(), h.Pool, h.Timeout, rtype, rkey, h.Clock.Now(), h.Loc)
+	row, found, err := sink.RefRecord(r.Context(), h.Pool, h.Timeout, rtype, rkey, h.Clock.Now(), h.Loc)
 	if err != nil {
 		h.fail(w, r, err, "rtype", rtype, "rkey", rkey)
 		return
@@ -147,7 +148,7 @@ func (h *RefdataHandler) get(w http.ResponseWriter, r *http.Request) {
 
 // fail answers a database error. A client that went away is not worth an
 // error log; an outage is a 503 so that callers know to retry.
-func (h *RefdataHandler) fail(w http.ResponseWriter, r *http.Request, err error, attrs ...any) {
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, attrs ...any) {
 	if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
 		h.logger().Debug("reference read abandoned by the client", append(attrs, "err", err)...)
 		return
@@ -160,7 +161,7 @@ func (h *RefdataHandler) fail(w http.ResponseWriter, r *http.Request, err error,
 	http.Error(w, "reading reference data failed", status)
 }
 
-func (h *RefdataHandler) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+func (h *Handler) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		// Attributes come from jsonb, so this is not expected; say so loudly.

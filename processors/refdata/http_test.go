@@ -1,4 +1,4 @@
-package sink_test
+package refdata_test
 
 import (
 	"context"
@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
+	refdataproc "msgx/processors/refdata"
 	"msgx/sink"
 	"msgx/tables/refdata"
 )
@@ -33,7 +35,7 @@ func refHTTPFixture(t *testing.T) (*pgxpool.Pool, *clock.Fake, *httptest.Server)
 	refApply(t, pool, rsta, refTr(4, refdata.RSTA, refdata.STYPRESP, refRSTA("BELT", "3", "D", "", ""), refRSTA("STND", "212", "E", "", "")))
 
 	clk := clock.NewFake(time.Date(2026, 3, 10, 9, 0, 0, 0, testenv.Shanghai))
-	h := &sink.RefdataHandler{Pool: pool, Timeout: refTimeout, Clock: clk, Loc: testenv.Shanghai, Log: testenv.Logger(t)}
+	h := &refdataproc.Handler{Pool: pool, Timeout: refTimeout, Clock: clk, Loc: testenv.Shanghai, Log: testenv.Logger(t)}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return pool, clk, srv
@@ -212,7 +214,7 @@ func TestRefHTTPDatabaseFailures(t *testing.T) {
 	}
 	t.Cleanup(down.Close)
 	clk := clock.NewFake(refT0)
-	srv := httptest.NewServer(&sink.RefdataHandler{Pool: down, Timeout: 2 * time.Second, Clock: clk, Log: testenv.Logger(t)})
+	srv := httptest.NewServer(&refdataproc.Handler{Pool: down, Timeout: 2 * time.Second, Clock: clk, Log: testenv.Logger(t)})
 	t.Cleanup(srv.Close)
 	for _, path := range []string{"/refdata/AIRL", "/refdata/AIRL/UA"} {
 		if code, _, body := refDo(t, http.MethodGet, srv.URL+path); code != http.StatusServiceUnavailable {
@@ -223,9 +225,122 @@ func TestRefHTTPDatabaseFailures(t *testing.T) {
 	// A handler without a database timeout is misconfigured: a 500, not a
 	// silently unbounded query.
 	pool := newRefPool(t)
-	bad := httptest.NewServer(&sink.RefdataHandler{Pool: pool, Clock: clk, Log: testenv.Logger(t)})
+	bad := httptest.NewServer(&refdataproc.Handler{Pool: pool, Clock: clk, Log: testenv.Logger(t)})
 	t.Cleanup(bad.Close)
 	if code, _, body := refDo(t, http.MethodGet, bad.URL+"/refdata/AIRL"); code != http.StatusInternalServerError {
 		t.Errorf("GET without Timeout: %d %s, want 500", code, body)
 	}
 }
+
+const refTimeout = 10 * time.Second
+
+var refT0 = time.Date(2026, 3, 10, 1, 0, 0, 0, time.UTC)
+
+func refAirlUA() refdata.Record {
+	return refdata.Record{
+		"ITOP": "UA", "ICOP": "UAL", "ONAM": "UNITED AIRLINES", "ONMC": "UNITED 航空公司", "CTRY": "USA",
+		"TRML": map[string]any{"@MVIN": "", "@FLIN": ""},
+		"OGRP": "STAR ALLIANCE",
+		"SUBC": []any{
+			map[string]any{"CODE": "001", "NAME": "First Subcompany", "NAMC": "第一子公司"},
+			map[string]any{"CODE": "002", "NAME": "Second Subcompany", "NAMC": "第二子公司"},
+		},
+		"DORI": "I",
+	}
+}
+
+func refAirlAA() refdata.Record {
+	return refdata.Record{
+		"ITOP": "AA", "ICOP": "AAL", "ONAM": "AMERICAN AIRLINES", "ONMC": "美国航空公司", "CTRY": "USA",
+		"TRML": map[string]any{"@MVIN": "A", "@FLIN": "I", "#text": "T2"},
+		"OGRP": "ONE WORLD", "DORI": "I",
+	}
+}
+
+func refAirlCX() refdata.Record {
+	return refdata.Record{
+		"ITOP": "CX", "ICOP": "CPA", "ONAM": "CATHAY PACIFIC", "ONMC": "香港航空公司", "CTRY": "HKG",
+		"TRML": []any{
+			map[string]any{"@MVIN": "A", "@FLIN": "I", "#text": "T3A"},
+			map[string]any{"@MVIN": "D", "@FLIN": "I", "#text": "T3B"},
+		},
+		"OGRP": []any{"ONE WORLD", "CHINA WORLD"},
+		"DORI": "I",
+	}
+}
+
+func refRSTA(rtyp, rsid, stat, strt, endt string) refdata.Record {
+	r := refdata.Record{refdata.TagRTYP: rtyp, refdata.TagRSID: rsid, refdata.TagSTAT: stat}
+	if strt != "" {
+		r[refdata.TagSTRT] = strt
+	}
+	if endt != "" {
+		r[refdata.TagENDT] = endt
+	}
+	return r
+}
+
+// refTr builds transition id of rtype; ABDG is keyed by its first child ABCD
+// as in the samples.
+func refTr(id int64, rtype, styp string, recs ...refdata.Record) refdata.Transition {
+	t := refdata.Transition{MsgID: id, RType: rtype, STYP: styp, At: refT0.Add(time.Duration(id) * time.Minute), Records: recs}
+	if rtype == "ABDG" {
+		t.FirstChild = "ABCD"
+	}
+	return t
+}
+
+// refWrite runs WriteRefData in its own transaction, as the processor does
+// (without the completion mark, which TestRefWriteWithCompletionMark covers).
+func refWrite(t *testing.T, pool *pgxpool.Pool, s *refdata.State, r refdata.Result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), refTimeout)
+	defer cancel()
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return sink.WriteRefData(ctx, tx, s, r)
+	}); err != nil {
+		t.Fatalf("WriteRefData: %v", err)
+	}
+}
+
+// refApply applies tr to s with the real refdata.Apply and writes the result.
+func refApply(t *testing.T, pool *pgxpool.Pool, s *refdata.State, tr refdata.Transition) refdata.Result {
+	t.Helper()
+	r, err := refdata.Apply(s, tr)
+	if err != nil {
+		t.Fatalf("Apply %s-%s %d: %v", tr.RType, tr.STYP, tr.MsgID, err)
+	}
+	refWrite(t, pool, s, r)
+	return r
+}
+
+// refJSONValue decodes JSON into plain maps for comparison.
+func refJSONValue(t *testing.T, b []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decoding %s: %v", b, err)
+	}
+	return v
+}
+
+// refRecordValue is rec as refJSONValue sees it.
+func refRecordValue(t *testing.T, rec refdata.Record) any {
+	t.Helper()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return refJSONValue(t, b)
+}
+func newRefPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	dsn := testenv.NewPG(t)
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: refTimeout, PGMaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+

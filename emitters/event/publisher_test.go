@@ -1,4 +1,4 @@
-package sink_test
+package event_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgx/emitters/event"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
@@ -28,9 +29,13 @@ func TestOutboxPublisher(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	var latencies []time.Duration
-	p := sink.NewPublisher(pool, 10*time.Second, brokers, kc, clock.NewFake(t0.Add(time.Second)), testenv.Logger(t),
-		func(d time.Duration) { latencies = append(latencies, d) })
-	defer sink.ClosePublisher(p)
+	p, err := event.New(event.Config{Batch: 1000, Poll: time.Second}, event.Deps{Pool: pool, DBTimeout: 10 * time.Second,
+		Brokers: brokers, Kafka: kc, Clock: clock.NewFake(t0.Add(time.Second)), Log: testenv.Logger(t),
+		Observe: func(d time.Duration) { latencies = append(latencies, d) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
 	queue := func(evs ...sink.Event) {
 		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return sink.QueueEvents(ctx, tx, evs, t0) }); err != nil {
 			t.Fatal(err)
@@ -40,11 +45,11 @@ func TestOutboxPublisher(t *testing.T) {
 	queue(sink.Event{Topic: "ev", Key: "a"}) // a tombstone
 
 	// A crash between produce and delete: the rows stay and go out again.
-	sink.SetAfterProduce(p, func() error { return errors.New("killed") })
+	event.SetAfterProduce(p, func() error { return errors.New("killed") })
 	if _, err := p.Publish(ctx); err == nil {
 		t.Fatal("no crash")
 	}
-	sink.SetAfterProduce(p, nil)
+	event.SetAfterProduce(p, nil)
 	if n, err := p.Publish(ctx); err != nil || n != 3 {
 		t.Fatalf("publish after the crash: %d %v", n, err)
 	}
@@ -80,7 +85,11 @@ func TestOutboxPublisherKafkaDown(t *testing.T) {
 	defer pool.Close()
 	kc := testenv.KafkaConfig([]string{"127.0.0.1:1"})
 	kc.Timeout = time.Second
-	p := sink.NewPublisher(pool, 10*time.Second, []string{"127.0.0.1:1"}, kc, clock.Real{}, testenv.Logger(t), nil)
+	p, err := event.New(event.Config{Batch: 1000, Poll: time.Second}, event.Deps{Pool: pool, DBTimeout: 10 * time.Second,
+		Brokers: []string{"127.0.0.1:1"}, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return sink.QueueEvents(ctx, tx, []sink.Event{{Topic: "ev", Key: "a", Value: []byte("1")}}, time.Now())
 	}); err != nil {

@@ -13,13 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"msgx/emitters/event"
 	"msgx/emitters/schd"
 	"msgx/ingest"
 	"msgx/internal/health"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
-	"msgx/sink"
 	"msgx/sink/backfill"
 	"msgx/sink/status"
 )
@@ -33,7 +33,7 @@ type Sources struct {
 	Refdata   func() refdataproc.Stats
 	Backfill  func() backfill.Stats
 	Schd      func() schd.Stats
-	Publisher func() sink.PublisherStats
+	Publisher func() event.Stats
 	Health    *health.Registry
 	// Report collects the status report (database and Kafka figures). It is
 	// cached for ReportTTL so scrapes stay cheap.
