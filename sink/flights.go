@@ -16,14 +16,6 @@ import (
 	"msgx/tables/flight"
 )
 
-// The flight read model (migrations/0003_flights.up.sql): flight_schd holds
-// one row per FLID with every scalar in its own column and the full flight
-// JSON in doc; each collection has a detail table keyed (flid, ordinal).
-//
-// WriteFlight and WriteFlights are the only writers. They run inside the
-// flights processor's transaction, next to MarkApplied, so the read model
-// and the message's completion commit together (SPEC §3 I4, I6).
-
 // DefaultFlightWriteTimeout bounds a flight write whose context has no
 // deadline of its own (every database call runs under a timeout; the
 // processor normally passes its MSGX_DB_TIMEOUT context).

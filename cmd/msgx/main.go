@@ -1,6 +1,3 @@
-// Command msgx is the airport message gateway: one binary, one subcommand per
-// role and per operator action. It only wires the packages together; the
-// behaviour lives in ingest/, processors/, tables/, emitters/ and sink/.
 package main
 
 import (

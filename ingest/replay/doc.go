@@ -1,10 +1,7 @@
 // Package replay puts failed, dead and unsupported messages back through the
-// router, with a dry run first and an audit row for every replay.
-//
-// Replay puts failed, dead and unsupported messages back through the router
-// (SPEC §7; seeds 000 §9.1, US-10). The operator first looks at what would
-// move (DryRun, the dry run), then replays (Run); every replay leaves
-// an audit row (replay_audit) and a before-image of each message it reset
+// router (docs/design.md#replay). The operator first looks at what would move
+// ([DryRun], the dry run), then replays ([Run]); every replay leaves an audit
+// row (replay_audit) and a before-image of each message it reset
 // (replay_audit_msg, migration 0008).
 //
 // What is replayable (SPEC §5, 000 §3): FAILED or DEAD with error class
@@ -36,7 +33,7 @@
 // One batch of Run (at most Batch messages; a replay runs as many
 // batches as its selector needs, in MSG_ID order):
 //
-//  1. One PostgreSQL transaction holding the backfill lock (BackfillLock):
+//  1. One PostgreSQL transaction holding the backfill lock ([sink.LockBackfill]):
 //     select the candidates; read their raw XML and received time from the
 //     MySQL inbox (a missing row is reported and its message left as it
 //     is); reset each message with a conditional UPDATE that re-checks it is

@@ -82,7 +82,7 @@ type Selector struct {
 	IDs []int64
 	// PendingReplayed selects every message an earlier replay reset but
 	// never confirmed re-injecting (crash or Kafka failure between reset and
-	// produce; see the file comment): the recovery run.
+	// produce; see the package comment): the recovery run.
 	PendingReplayed bool
 }
 
@@ -460,7 +460,7 @@ type Result struct {
 }
 
 // Run resets the messages sel names and re-injects them into msgx.inbox
-// (see the file comment for the steps, the crash windows and concurrency).
+// (see the package comment for the steps, the crash windows and concurrency).
 // who is recorded in the audit row; now is the time of the audit row, of
 // updated_at and of the records' EnqueuedAt.
 //
@@ -559,7 +559,7 @@ type batchResult struct {
 	last    int64 // the last candidate's MSG_ID
 }
 
-// batch runs step 1 of the file comment for the candidates after `after`
+// batch runs step 1 of the package comment for the candidates after `after`
 // (keyset selectors) or among ids (IDs selector). auditID 0 creates the
 // audit row.
 func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after int64) (batchResult, error) {
@@ -740,7 +740,7 @@ func (r *replayer) commit(ctx context.Context, tx pgx.Tx, b *batchResult) error 
 	return nil
 }
 
-// reinject runs steps 2 and 3 of the file comment for a committed batch.
+// reinject runs steps 2 and 3 of the package comment for a committed batch.
 func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("replay interrupted before re-injecting %d messages: %w", len(b.reset), err)

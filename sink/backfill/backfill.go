@@ -291,7 +291,7 @@ const (
 	outcomeMissing                    // no inbox row
 )
 
-// Sweep does one pass (see the file comment) and returns what it did. The
+// Sweep does one pass (see the package comment) and returns what it did. The
 // error reports a pass that could not complete, with an empty result:
 // PostgreSQL unreachable, or the results not saved (the marks written
 // meanwhile are found "already marked" next time). A failed inbox write is not an error of the pass: it

@@ -1,15 +1,12 @@
-// Package backfill is the sweeper that writes the processed mark back into the
-// shared MySQL inbox, and the operator's view of the marks it gave up on
-// (Abandoned, Reopen).
+// Package backfill is the sweeper that writes the processed mark
+// (CMINMSGS_DATE_PROCESSED) back into the shared MySQL inbox for every
+// message that is terminal in proc_state, and the operator's view of the
+// marks it gave up on ([Abandoned], [Reopen]). The [Sweeper] is the only
+// writer of the mark and runs on its own goroutine: it never reads or blocks
+// the message FIFO. The rules are docs/design.md#backfill.
 //
-// The backfill sweeper writes the processed mark (CMINMSGS_DATE_PROCESSED)
-// back into the shared MySQL inbox for every message that is terminal in
-// proc_state (SPEC §3 I6, §7; seeds 000 §6). It is the only writer of the
-// mark and runs on its own goroutine: it never reads or blocks the message
-// FIFO.
-//
-// One pass (Sweep), all inside one PostgreSQL transaction that holds the
-// backfill advisory lock (see BackfillLock):
+// One pass ([Sweeper.Sweep]), all inside one PostgreSQL transaction that
+// holds the backfill advisory lock ([sink.LockBackfill]):
 //
 //  1. scan up to Batch due rows with the predicate of 000 §6.1, in fair
 //     order (backfill_attempts, msg_id);

@@ -1,11 +1,7 @@
 // Package maintenance runs the background jobs on msgx's own PostgreSQL that
 // keep it small without touching the message FIFO: the proc_state archive and
-// the schd_snap_log retention.
-//
-// Maintenance jobs on msgx's own PostgreSQL (SPEC §7; seeds 004 G-PROC-HST,
-// US-11; 000 §9.3): the proc_state archive and the schd_snap_log retention.
-// They run on their own goroutine (Runner.Run) and never take part in
-// the message FIFO.
+// the schd_snap_log retention (docs/design.md#maintenance). They run on their
+// own goroutine ([Runner.Run]) and never take part in the message FIFO.
 //
 // # The proc_state archive
 //

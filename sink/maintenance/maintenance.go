@@ -284,7 +284,7 @@ func prefixed(a string, cols []string) string {
 	return strings.Join(out, ", ")
 }
 
-// archiveSQL builds the one-statement batch described in the file comment.
+// archiveSQL builds the one-statement batch described in the package comment.
 // $1 cutoff, $2 now (archive time), $3 batch size, $4 (byIDs only) the IDs
 // to restrict the batch to.
 func archiveSQL(byIDs bool) string {

@@ -1,9 +1,3 @@
-// Package flight holds the flight state of the msgx-flights group table and
-// the pure transition function that applies SIS flight messages to it.
-//
-// Nothing in this package performs I/O: the processor in processors/flights
-// reads the current state from its goka table, calls Apply, and writes the
-// result to PostgreSQL and Kafka.
 package flight
 
 // Scalars lists the scalar SIS tags of a flight (SPEC §6, seeds 001 §11.3).
