@@ -42,8 +42,9 @@ type detailTable struct {
 	raw bool
 }
 
-// detailTables lists the detail tables in flight.Collections order (seeds
-// 001 §11.3). Their index is their bit in a statement's shape.
+// detailTables lists the detail tables in flight.Collections order
+// (docs/design.md#flight-state). Their index is their bit in a statement's
+// shape.
 var detailTables = []detailTable{
 	{table: "flight_gtdt", colls: []string{"GTDT"}, seq: "GTNO", keys: []string{"GATE", "PGOT", "PGCT", "GOTM", "GCTM", "GTYP"}},
 	{table: "flight_ckdt", colls: []string{"CKDT"}, seq: "CKNO", keys: []string{"CHKC", "CCLS", "PCOT", "PCCT", "COTM", "CCTM", "CTYP"}},
@@ -145,9 +146,10 @@ var flightColumns, flightTypes = func() (cols, types []string) {
 //     than that (versions were skipped: a batch, a rebuild, a lost write),
 //     the write falls back to the full statement in a second round trip.
 //     A typical FLOP changes scalars only: the statement is the upsert alone.
-//     This relies on processing being deterministic (SPEC §2): version v of
-//     a flight is the same state whichever run wrote it. A rebuild under a
-//     different configuration must empty FlightTables first.
+//     This relies on processing being deterministic
+//     (docs/design.md#determinism): version v of a flight is the same state
+//     whichever run wrote it. A rebuild under a different configuration
+//     must empty FlightTables first.
 type writeShape struct {
 	many        bool
 	incremental bool

@@ -28,7 +28,7 @@ const Batch = 500
 
 // ClassUnsupported is the replay class of SKIPPED unsupported:…
 // messages. It is not an error_class (the router records those as SKIPPED
-// with a reason, SPEC §11), so it selects by reason prefix.
+// with a reason, docs/design.md#decisions), so it selects by reason prefix.
 const ClassUnsupported = "UNSUPPORTED"
 
 // unsupportedPrefix is the reason prefix of ClassUnsupported.
@@ -44,10 +44,10 @@ var ErrNotReplayable = errors.New("not replayable")
 // see Result); run the replay again.
 var ErrBackfillBusy = errors.New("backfill lock busy")
 
-// replayableSQL is the replay whitelist (SPEC §5, 000 §3) as a condition on
-// proc_state p. It is the only definition: the reason-prefix and ID
-// selectors, the re-check of the reset and the refusals of explicit IDs use
-// it; a class selector is one of its classes (normalized admits no other).
+// replayableSQL is the replay whitelist (docs/design.md#replay) as a condition
+// on proc_state p. It is the only definition: the reason-prefix and ID
+// selectors, the re-check of the reset and the refusals of explicit IDs use it;
+// a class selector is one of its classes (normalized admits no other).
 const replayableSQL = `((p.state IN ('FAILED', 'DEAD') AND p.error_class IN ('CODEC_ERROR', 'INFRA', 'EXHAUSTED'))
 	OR (p.state = 'SKIPPED' AND starts_with(p.reason, 'unsupported:')))`
 
@@ -392,7 +392,8 @@ type Deps struct {
 	MySQL *sql.DB
 	// Table is the inbox table (MSGX_INBOX_TABLE).
 	Table string
-	// Brokers and Kafka reach the cluster; the producer is D3 (CheckD3).
+	// Brokers and Kafka reach the cluster; the producer must have the settings
+	// of docs/design.md#kafka-settings (CheckD3).
 	Brokers []string
 	Kafka   kafka.Config
 	// Topic is msgx.inbox (MSGX_TOPIC_INBOX). It must exist with one
@@ -849,11 +850,11 @@ func (r *replayer) logBatch(b batchResult) {
 	}
 }
 
-// newReplayProducer builds the D3 producer and checks the topic before
-// anything is reset: it must exist with one partition (global FIFO).
-// Automatic topic creation is off — a msgx.inbox created by a produce would
-// get the broker's defaults (partitions, retention) instead of those of the
-// source of truth.
+// newReplayProducer builds the producer (docs/design.md#kafka-settings) and
+// checks the topic before anything is reset: it must exist with one partition
+// (global FIFO). Automatic topic creation is off — a msgx.inbox created by a
+// produce would get the broker's defaults (partitions, retention) instead of
+// those of the source of truth.
 func newReplayProducer(d Deps) (sarama.SyncProducer, func(), error) {
 	sc := d.Kafka.Sarama("msgx-replay")
 	if err := kafka.CheckD3(sc); err != nil {

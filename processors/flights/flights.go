@@ -31,8 +31,8 @@ var Table = goka.GroupTable(goka.Group(Group))
 type Config struct {
 	// MsgTopic receives one event per applied change (key FLID).
 	MsgTopic string `env:"MSGX_TOPIC_MSG" envDefault:"msgx.msg"`
-	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
-	// ("keep", 004 Q13) or cleared ("clear", 001 §12.1).
+	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept ("keep",
+	// the default) or cleared ("clear"); docs/design.md#schedule-merge.
 	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
 	// SchdTopic is the latest-state topic; the processor writes the
 	// tombstone of a flight the history sweep removes (the schd flusher

@@ -8,15 +8,17 @@
 // One pass ([Sweeper.Sweep]), all inside one PostgreSQL transaction that
 // holds the backfill advisory lock ([sink.LockBackfill]):
 //
-//  1. scan up to Batch due rows with the predicate of 000 §6.1, in fair
-//     order (backfill_attempts, msg_id);
+//  1. scan up to Batch due rows with the predicate of
+//     docs/design.md#backfill-predicate, in fair order (backfill_attempts,
+//     msg_id);
 //  2. in one MySQL transaction: one UPDATE … WHERE ID IN (…) AND
 //     DATE_PROCESSED IS NULL, then — only when it changed fewer rows than
 //     asked — one SELECT that tells the 0-row IDs apart (already marked or
 //     missing);
-//  3. record the four results of 000 §6.2 in one batch of UPDATEs and commit.
+//  3. record the four results (docs/design.md#backfill-results) in one batch
+//     of UPDATEs and commit.
 //
-// Crash windows, walked through (000 §9.2):
+// Crash windows, walked through:
 //   - Crash before the MySQL commit: nothing was marked; the rows are still
 //     due and the next pass writes them.
 //   - Crash (or PostgreSQL failure) after the MySQL commit, before the

@@ -1,6 +1,6 @@
 package flight
 
-// Scalars lists the scalar SIS tags of a flight (SPEC §6, seeds 001 §11.3).
+// Scalars lists the scalar SIS tags of a flight (docs/design.md#flight-state).
 // A scalar that is present in a message overwrites the stored value; present
 // but empty clears it.
 var Scalars = []string{
@@ -27,7 +27,7 @@ type CollectionSpec struct {
 
 // Collections lists the flight collections in their canonical order.
 // ROUT and ERUT are separate collections, each capped at 4 entries
-// (seeds 001 §11.3, US-05 AC3).
+// (docs/design.md#flight-state).
 var Collections = []CollectionSpec{
 	{Name: "GTDT", SeqAttr: "GTNO", Max: 99},
 	{Name: "CKDT", SeqAttr: "CKNO", Max: 99},
@@ -48,7 +48,7 @@ var Collections = []CollectionSpec{
 const TextKey = "TEXT"
 
 // Attributed lists the single-valued elements that carry attributes plus text
-// (seeds 001 §12.2): FDIV (DDES, DDIR) and FRET (REID). They are stored as
+// (docs/design.md#flop): FDIV (DDES, DDIR) and FRET (REID). They are stored as
 // scalars named after their SIS parts: the element's text under the element
 // name (FDIV, FRET) and each attribute under its own name (DDES, DDIR, REID).
 var Attributed = map[string][]string{
@@ -87,7 +87,7 @@ var AttributedTags = []string{"FDIV", "DDES", "DDIR", "FRET", "REID"}
 // DerivedScalars are status flags that Apply computes and no message sets.
 // BDST ("boarding status") is "Y" while BOTM (boarding time) is set and
 // absent otherwise; LCST ("last-call status") follows LACL the same way
-// (seeds 001 §12.2: a non-empty BOTM/LACL sets its status, an empty one
+// (docs/design.md#flop: a non-empty BOTM/LACL sets its status, an empty one
 // clears the time and resets the status). Keeping them in fields lets every
 // reader (PG columns, msg/schd consumers) see the status without knowing
 // the rule.
@@ -124,10 +124,10 @@ var ChangeOrder = func() []string {
 	return append(order, ChangedMAFL, ChangedState, ChangedOperationDay)
 }()
 
-// FLOPGroups lists the FLOP STYPs whose payload is a group of tags rather
-// than the single tag named by the STYP (SIS 3.30, 3.33, 3.37, 3.41, 3.43
-// and the EXSS sample). STYPs equal to a scalar or collection tag carry
-// just that tag.
+// FLOPGroups lists the FLOP STYPs whose payload is a group of tags rather than
+// the single tag named by the STYP (docs/design.md#flop: FDIV, FRET, HNAG,
+// TAOP, VIPP and the EXSS sample). STYPs equal to a scalar or collection tag
+// carry just that tag.
 var FLOPGroups = map[string][]string{
 	"HNAG": {"FHAG", "PHAG", "MHAG"},
 	"TAOP": {"TAOP", "TAFL", "TAID"},
@@ -137,5 +137,5 @@ var FLOPGroups = map[string][]string{
 	"FRET": {"FRET", "REID"},
 }
 
-// STYPDelete is the FLOP STYP that deletes a flight (SIS 3.29).
+// STYPDelete is the FLOP STYP that deletes a flight (docs/design.md#fdel).
 const STYPDelete = "FDEL"

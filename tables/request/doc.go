@@ -1,7 +1,7 @@
 // Package request is the state of msgx's outbound requests to the AODB
-// (SPEC §9, seeds 000 §7.2 and 001 §7.2): RQRD asks for one category of
-// reference data, RQFD for the flights scheduled in a time window. A request
-// lives in the PostgreSQL table req_track and moves through
+// (docs/design.md#requests): RQRD asks for one category of reference data,
+// RQFD for the flights scheduled in a time window. A request lives in the
+// PostgreSQL table req_track and moves through
 //
 //	PENDING ──▶ SENT ──▶ DONE      (a matching RESP was applied)
 //	   │          ├────▶ EXPIRED   (no answer within the timeout, or superseded)
@@ -18,13 +18,13 @@
 // Slots. At most one request is open (PENDING or SENT) per slot, the pair
 // (kind, STYP): an RQRD for AIRL and an RQRD for COUL are different slots
 // because the AODB answers each with its own TYPE=AIRL / TYPE=COUL STYP=RESP
-// message (seeds 001 §13.1: "match the response TYPE to the request STYP"),
-// while every RQFD shares the single slot (RQFD, NONE) because every answer is
-// the same SCHD STYP=RESP. Registering a new request closes the open one of
-// its slot as EXPIRED (seeds: "同类新请求前作旧请求过期").
+// message (an answer is matched to its request by TYPE), while every RQFD
+// shares the single slot (RQFD, NONE) because every answer is the same SCHD
+// STYP=RESP. Registering a new request closes the open one of
+// its slot as EXPIRED (superseded).
 //
 // Matching a response (Complete). The AODB's answers carry no request id
-// (seeds 001 §13.1), so a response is matched by slot and time only. A
+// (docs/design.md#requests), so a response is matched by slot and time only. A
 // response completes the open request of its slot if and only if
 //
 //   - the request is SENT: its COUTMSGS row is confirmed (a PENDING request
@@ -33,20 +33,20 @@
 //
 // SentAt is our clock's instant of the COUTMSGS insert (the value written into
 // COUTMSGS_DATE_INSERTED), DTTM is the AODB's clock read in the airport time
-// zone; both are absolute instants, so the comparison is zone-free, and skew
-// is the tolerated difference between the two clocks (the seeds leave the
-// tolerance open, Q5; the emitter makes it a setting). DTTM, not the time the
+// zone; both are absolute instants, so the comparison is zone-free, and skew is
+// the tolerated difference between the two clocks (the original design leaves
+// the tolerance open; the emitter makes it a setting). DTTM, not the time the
 // message reached msgx, is compared because it is a property of the message:
 // the decision is the same when the message is processed late (an outage) or
 // again (a rebuild replaying msgx.inbox), and an old RESP replayed while a
 // newer request is SENT is rejected as stale instead of completing it. A
-// response without DTTM cannot prove it is not older than the request and
-// never matches. Once closed a request is never reopened or changed by an
-// answer: DONE, EXPIRED and FAILED are final (late answers are no-ops).
+// response without DTTM cannot prove it is not older than the request and never
+// matches. Once closed a request is never reopened or changed by an answer:
+// DONE, EXPIRED and FAILED are final (late answers are no-ops).
 //
-// The remaining risk, accepted and audited (seeds C-23): an answer to an
-// earlier request of the same slot whose DTTM falls within skew before the
-// newer request's SentAt completes the newer request. Both answers carry the
-// AODB's current data of the same kind, so the applied data is right; the
+// The remaining risk, accepted and audited (docs/design.md#requests): an answer
+// to an earlier request of the same slot whose DTTM falls within skew before
+// the newer request's SentAt completes the newer request. Both answers carry
+// the AODB's current data of the same kind, so the applied data is right; the
 // completing message is recorded in ResponseMsgID.
 package request
