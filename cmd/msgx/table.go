@@ -26,8 +26,9 @@ var tables = map[string]struct {
 	view func(any) any
 }{
 	"messages": {router.Table, router.EntryCodec{}, nil},
-	// The flight as SPEC §6 shows it, without the table's bookkeeping.
-	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).View() }},
+	// The flight as SPEC §6 shows it, without the table's bookkeeping (or,
+	// for a master not created yet, the children waiting for it).
+	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).Inspect() }},
 	"refdata": {refdataproc.Table, refdata.StateCodec{}, func(v any) any { return v.(*refdata.State).List() }},
 }
 
