@@ -26,9 +26,10 @@ var tables = map[string]struct {
 	view func(any) any
 }{
 	"messages": {router.Table, router.EntryCodec{}, nil},
-	// The flight JSON of docs/design.md#events, without the table's
-	// bookkeeping.
-	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).View() }},
+	// The flight JSON of docs/design.md#events without the table's
+	// bookkeeping (or, for a master not created yet, the children waiting
+	// for it).
+	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).Inspect() }},
 	"refdata": {refdataproc.Table, refdata.StateCodec{}, func(v any) any { return v.(*refdata.State).List() }},
 }
 

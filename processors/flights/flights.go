@@ -157,6 +157,12 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 //     PostgreSQL write is idempotent, the mark a no-op) or it is new (Apply
 //     sees msgId <= lastMsgId: a replay, which queues the event that state
 //     implies once more). Consumers dedupe by (FLID, stateVersion).
+//
+// A LINK for a master that is not a flight yet leaves a placeholder in the
+// table (flight.State.IsPlaceholder): it is only set as the table value,
+// never written to PostgreSQL and never announced, and it completes no
+// message (a LINK is not counted). A placeholder's last child leaving drops
+// it from the table (Result.Drop).
 func (p *Processor) handle(gctx goka.Context, msg any) {
 	t, ok := msg.(*flight.Transition)
 	if !ok {
@@ -182,7 +188,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		kafka.Abort(gctx, err)
 	}
 	switch {
-	case res.Purge:
+	case res.Purge, res.Drop:
 		gctx.Delete()
 	case res.State != nil:
 		gctx.SetValue(res.State)
@@ -212,7 +218,9 @@ func counted(t *flight.Transition) bool {
 // write runs step 2, waiting out outages (no progress, nothing lost) and
 // retrying other failures with backoff. It returns only the context's error.
 func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Transition, res flight.Result) error {
-	if res.State == nil && res.Event == nil && !counted(t) {
+	// A placeholder is table bookkeeping, not a flight: no row.
+	row := res.State != nil && !res.State.IsPlaceholder()
+	if !row && res.Event == nil && !counted(t) {
 		return nil
 	}
 	events, err := p.events(t, res)
@@ -233,7 +241,7 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 				mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, now)
 			}
 			var fw *sink.QueuedFlightWrite
-			if !res.Purge && res.State != nil {
+			if !res.Purge && row {
 				var err error
 				if fw, err = sink.QueueFlightWrite(b, res.State); err != nil {
 					return err

@@ -26,7 +26,10 @@ type rig struct {
 	t0   time.Time
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
+
+// newRigWith runs the processor on the graph graph builds (nil: its own).
+func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	t.Helper()
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
@@ -37,7 +40,12 @@ func newRig(t *testing.T) *rig {
 	p := New(Config{MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}, "msgx.flight-transitions",
 		Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: testenv.Logger(t)})
 	rg.tt = tester.New(t)
-	gp, err := p.Processor(nil, goka.WithTester(rg.tt))
+	var gp *goka.Processor
+	if graph == nil {
+		gp, err = p.Processor(nil, goka.WithTester(rg.tt))
+	} else {
+		gp, err = goka.NewProcessor(nil, graph(p), goka.WithTester(rg.tt))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

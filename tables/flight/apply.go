@@ -48,8 +48,13 @@ const (
 	OutcomeReplay = "replay"
 	// OutcomeNoChange: applied, but nothing visible changed.
 	OutcomeNoChange = "no-change"
-	// OutcomeNoMatch: the flight (or the LINK's master) is unknown.
+	// OutcomeNoMatch: the flight is unknown (or only a placeholder), or a
+	// LINK reports a child gone from a master that is not a flight.
 	OutcomeNoMatch = "no-match"
+	// OutcomePlaceholder: a LINK for a master that is not a flight (yet)
+	// was recorded on its placeholder (or, its last live child gone, the
+	// placeholder leaves the table: Result.Drop).
+	OutcomePlaceholder = "placeholder"
 	// OutcomeDeletedFlight: a FLOP, DELETE or LINK for a deleted flight.
 	OutcomeDeletedFlight = "deleted-flight"
 	// OutcomeStaleLink: a LINK not newer than the one recorded for the
@@ -67,8 +72,10 @@ var ErrInvalid = errors.New("flight: invalid transition")
 // Result is the outcome of one Apply.
 type Result struct {
 	// State is the value to store in the table (a fresh copy; nil when the
-	// flight stays unknown). It may differ from the input even when nothing
-	// visible changed (lastMsgId, link bookkeeping).
+	// flight stays unknown or the table entry stays as it is). It may differ
+	// from the input even when nothing visible changed (lastMsgId, link
+	// bookkeeping). It may be a placeholder (State.IsPlaceholder), which is
+	// stored in the table only: it is not a flight.
 	State *State
 	// Applied is true when the flight changed and its version was bumped.
 	Applied bool
@@ -88,6 +95,9 @@ type Result struct {
 	// state, to archive; the processor deletes the table entry and the
 	// read-model rows.
 	Purge bool
+	// Drop says a placeholder leaves the table: no child names it any more.
+	// There is nothing to archive or write (State is nil).
+	Drop bool
 }
 
 // Event is one msg-topic record (docs/design.md#msg-topic), keyed by FLID.
@@ -126,6 +136,14 @@ type Event struct {
 //   - Lifecycle changes list "STATE" in Changed; creation lists it too.
 //   - LINK changes never move lastMsgId: it tracks the flight's own
 //     messages, while a LINK carries its child's message id.
+//   - A LINK for a FLID the table does not hold creates a placeholder that
+//     keeps the links until the master is created (SCHEDULE or ADFT: its
+//     first version lists them in MAFL). FLOP, DELETE and PURGE treat a
+//     placeholder as an unknown flight.
+//   - A master's deletion deletes every child whose live link began at or
+//     before it, also when the child's LINK arrives after the deletion or
+//     after a revival (DeletedBy). A revived master's MAFL shows the
+//     children linked to it since its last deletion.
 func Apply(s *State, t Transition, o Options) (Result, error) {
 	if err := check(s, t, o); err != nil {
 		return Result{}, err
@@ -204,7 +222,8 @@ const (
 )
 
 func applyUpdate(s *State, t Transition, o Options) Result {
-	if s == nil && t.Kind == KindFLOP {
+	placeholder := s.IsPlaceholder()
+	if (s == nil || placeholder) && t.Kind == KindFLOP {
 		return Result{Outcome: OutcomeNoMatch}
 	}
 	if s != nil && t.MsgID <= s.LastMsgID {
@@ -216,9 +235,17 @@ func applyUpdate(s *State, t Transition, o Options) Result {
 		return Result{State: next, Outcome: OutcomeDeletedFlight}
 	}
 	var next *State
-	if s == nil {
+	before := s
+	switch {
+	case s == nil:
 		next = &State{FLID: t.FLID, OperationDay: t.OperationDay}
-	} else {
+	case placeholder:
+		// The master's creation: a new flight that starts with the links
+		// its children reported before it existed, so its first version
+		// already lists them in MAFL.
+		next = &State{FLID: t.FLID, OperationDay: t.OperationDay, Links: maps.Clone(s.Links)}
+		before = nil
+	default:
 		next = s.Clone()
 	}
 	if next.Fields == nil {
@@ -241,11 +268,11 @@ func applyUpdate(s *State, t Transition, o Options) Result {
 		replace(next, t)
 		flopSpecials(next, t)
 	}
-	return commit(s, next, t, ownMessage)
+	return commit(before, next, t, ownMessage)
 }
 
 func applyDelete(s *State, t Transition) Result {
-	if s == nil {
+	if s == nil || s.IsPlaceholder() {
 		return Result{Outcome: OutcomeNoMatch}
 	}
 	if t.MsgID <= s.LastMsgID {
@@ -268,13 +295,16 @@ func applyDelete(s *State, t Transition) Result {
 // applied. That is safe because the guard is on state, not on message order:
 //   - it deletes only a child that is ACTIVE, still names this master in
 //     MAID and whose link began at or before m (LinkSince). A child that
-//     moved to another master, or was revived or relinked after m, is left
-//     alone: nothing after the deletion is undone by it;
+//     moved to another master, or was revived, relinked or restated by a
+//     SCHEDULE or ADFT after m, is left alone: nothing after the deletion
+//     is undone by it. A child left alone that still names this master
+//     tells it when its link began, so that the master, whose record of it
+//     is older than that, neither hides it nor cascades again;
 //   - a second delivery finds the child DELETED by this very cascade
 //     (Last.MsgID == m, source CASCADE) and is a replay, so the effect
 //     happens once.
 func applyCascade(s *State, t Transition) Result {
-	if s == nil {
+	if s == nil || s.IsPlaceholder() {
 		return Result{Outcome: OutcomeNoMatch}
 	}
 	if s.State == StateDeleted {
@@ -284,7 +314,11 @@ func applyCascade(s *State, t Transition) Result {
 		return Result{State: s.Clone(), Outcome: OutcomeDeletedFlight}
 	}
 	if masterOf(s) != t.Fields["MAID"] || s.LinkSince > t.MsgID {
-		return Result{State: s.Clone(), Outcome: OutcomeNotLinked}
+		r := Result{State: s.Clone(), Outcome: OutcomeNotLinked}
+		if n := linkOf(s); n.master == t.Fields["MAID"] {
+			r.Derived = []Transition{linkTransition(s, n.master, n, Transition{MsgID: s.LinkSince, At: s.UpdatedAt})}
+		}
+		return r
 	}
 	next := s.Clone()
 	next.State = StateDeleted
@@ -295,32 +329,76 @@ func applyCascade(s *State, t Transition) Result {
 // idempotent by the child's version, not by message id (several LINKs can
 // carry one message id, and they reach the master after its own later
 // messages).
+//
+// A LINK may arrive before its master exists (the child came first, or
+// listed first in one package, or the master's partition is behind): it is
+// kept on a placeholder, which the master's creation turns into the flight
+// (applyUpdate). A placeholder whose last live child left is dropped from
+// the table, so that placeholders are bounded by the live children naming
+// them; a report that a child left a master that is not a flight is
+// nothing to remember.
+//
+// A live LINK may also arrive after its master's deletion (it was still on
+// the loop topic when the master was deleted, so the deletion's cascade did
+// not know the child): when the link began at or before that deletion, the
+// cascade for this child is derived now, carrying the deletion's message,
+// so that applyCascade's LinkSince guard spares a child that linked later.
 func applyLink(s *State, t Transition) Result {
-	if s == nil {
-		return Result{Outcome: OutcomeNoMatch}
-	}
 	l := *t.Link
-	if rec, ok := s.Links[l.Child]; ok && l.ChildVersion <= rec.Version {
+	if s == nil {
+		if !l.Live {
+			return Result{Outcome: OutcomeNoMatch}
+		}
+		s = &State{FLID: t.FLID, State: StatePlaceholder}
+	}
+	if rec, ok := s.Links[l.Child]; ok && !newer(l, rec) {
 		// A redelivery (or a replayed child re-reporting): the master's
 		// current event is re-emitted in case it was lost with the crash
-		// that caused the redelivery.
-		return replay(s, OutcomeStaleLink, withoutDerived)
+		// that caused the redelivery, and so is the cascade the record
+		// implies.
+		r := replay(s, OutcomeStaleLink, withoutDerived)
+		if doomed(s, rec) {
+			r.Derived = []Transition{cascadeTo(s, l.Child, t.At)}
+		}
+		return r
 	}
 	next := s.Clone()
 	if next.Links == nil {
 		next.Links = map[string]ChildLink{}
 	}
-	next.Links[l.Child] = ChildLink{FLNO: l.FLNO, Live: l.Live, Version: l.ChildVersion}
+	rec := ChildLink{FLNO: l.FLNO, Live: l.Live, Version: l.ChildVersion}
+	if l.Live {
+		rec.Since = l.Since
+	}
+	next.Links[l.Child] = rec
+	if next.IsPlaceholder() {
+		for _, c := range next.Links {
+			if c.Live {
+				return Result{State: next, Outcome: OutcomePlaceholder}
+			}
+		}
+		return Result{Drop: true, Outcome: OutcomePlaceholder}
+	}
 	if t.Source == "" {
 		t.Source = SourceLink
 	}
 	r := commit(s, next, t, linkMsg)
 	if !r.Applied && s.State == StateDeleted {
-		// Recorded, so that a revived master shows the child, but a deleted
-		// flight has no MAFL to change.
+		// Recorded, so that a revived master shows the child if it linked
+		// after the deletion, but a deleted flight has no MAFL to change.
 		r.Outcome = OutcomeDeletedFlight
 	}
+	if doomed(next, rec) {
+		r.Derived = append(r.Derived, cascadeTo(next, l.Child, t.At))
+	}
 	return r
+}
+
+// newer reports whether report l is newer than the record rec: a higher
+// child version, or the same live link with a later start (a child answering
+// a cascade, applyCascade).
+func newer(l Link, rec ChildLink) bool {
+	return l.ChildVersion > rec.Version || l.ChildVersion == rec.Version && l.Live && rec.Live && l.Since > rec.Since
 }
 
 // replayOption tunes replay.
@@ -334,6 +412,10 @@ const withoutDerived replayOption = 1
 // again. Consumers de-duplicate by (FLID, stateVersion), masters by child
 // version, children by their cascade guard.
 func replay(s *State, outcome string, opts ...replayOption) Result {
+	if s.IsPlaceholder() {
+		// Not a flight: no event, and it tells no other flight anything.
+		return Result{State: s.Clone(), Replay: true, Outcome: outcome}
+	}
 	r := Result{State: s.Clone(), Replay: true, Event: eventOf(s), Outcome: outcome}
 	if !slices.Contains(opts, withoutDerived) {
 		r.Derived = impliedDerived(s)
@@ -351,6 +433,25 @@ func commit(before, next *State, t Transition, policy lastMsgPolicy) Result {
 	// FLID → day index does.
 	if next.OperationDay == "" && policy != linkMsg {
 		next.OperationDay = t.OperationDay
+	}
+	// The flight's own link and deletion bookkeeping, kept even when
+	// nothing visible changes. A SCHEDULE or ADFT states the flight and its
+	// link anew: a cascade from a deletion before it must not undo it,
+	// whichever reaches the flight first (applyCascade).
+	b, n := linkOf(before), linkOf(next)
+	restated := t.Kind == KindSchedule || t.Kind == KindADFT
+	switch {
+	case n.master == "":
+		next.LinkSince = 0
+	case n.live && (b.master != n.master || !b.live || restated):
+		next.LinkSince = t.MsgID
+	}
+	if n.live {
+		n.since = next.LinkSince
+	}
+	deleting := next.State == StateDeleted && (before == nil || before.State != StateDeleted)
+	if deleting {
+		next.DeletedBy = t.MsgID
 	}
 	projectMAFL(next)
 	changed := diff(before, next)
@@ -377,7 +478,6 @@ func commit(before, next *State, t Transition, policy lastMsgPolicy) Result {
 	}
 
 	// Child side of MAFL: tell the old and the new master.
-	b, n := linkOf(before), linkOf(next)
 	var derived []Transition
 	unlinked := ""
 	if before != nil && before.Last != nil && policy == linkMsg {
@@ -398,14 +498,8 @@ func commit(before, next *State, t Transition, policy lastMsgPolicy) Result {
 			derived = append(derived, linkTransition(next, n.master, n, t))
 		}
 	}
-	switch {
-	case n.master == "":
-		next.LinkSince = 0
-	case n.live && (b.master != n.master || !b.live):
-		next.LinkSince = t.MsgID
-	}
-	if next.State == StateDeleted && (before == nil || before.State != StateDeleted) {
-		derived = append(derived, cascades(next, t.MsgID, t.At)...)
+	if deleting {
+		derived = append(derived, cascades(next, t.At)...)
 	}
 
 	next.Last = &Provenance{MsgID: t.MsgID, Source: t.Source, Changed: changed, Unlinked: unlinked}
@@ -664,6 +758,7 @@ type childLink struct {
 	master string
 	flno   string
 	live   bool
+	since  int64 // LinkSince, live links only
 }
 
 // masterOf returns the flight's master FLID; a MAID naming the flight
@@ -679,7 +774,11 @@ func linkOf(s *State) childLink {
 	if s == nil {
 		return childLink{}
 	}
-	return childLink{master: masterOf(s), flno: s.Fields["FLNO"], live: s.State == StateActive}
+	l := childLink{master: masterOf(s), flno: s.Fields["FLNO"], live: s.State == StateActive}
+	if l.live {
+		l.since = s.LinkSince
+	}
+	return l
 }
 
 func linkTransition(child *State, master string, l childLink, t Transition) Transition {
@@ -689,34 +788,44 @@ func linkTransition(child *State, master string, l childLink, t Transition) Tran
 		Kind:   KindLink,
 		FLID:   master,
 		At:     t.At,
-		Link:   &Link{Child: child.FLID, FLNO: l.flno, Live: l.live, ChildVersion: child.StateVersion},
+		Link:   &Link{Child: child.FLID, FLNO: l.flno, Live: l.live, ChildVersion: child.StateVersion, Since: l.since},
 	}
 }
 
-// cascades returns a cascade DELETE for every child the flight records as
-// live, ordered by FLID.
-func cascades(s *State, msgID int64, at time.Time) []Transition {
+// doomed reports whether the child record l of flight s is a live child
+// that the flight's last deletion deletes: its link began at or before it.
+func doomed(s *State, l ChildLink) bool {
+	return l.Live && s.DeletedBy > 0 && l.Since <= s.DeletedBy
+}
+
+// cascades returns the cascade DELETE of every doomed child, ordered by
+// FLID.
+func cascades(s *State, at time.Time) []Transition {
 	var out []Transition
 	for _, child := range sortedFLIDs(s.Links) {
-		if !s.Links[child].Live {
-			continue
+		if doomed(s, s.Links[child]) {
+			out = append(out, cascadeTo(s, child, at))
 		}
-		out = append(out, Transition{
-			MsgID:   msgID,
-			Source:  SourceCascade,
-			Kind:    KindDelete,
-			FLID:    child,
-			At:      at,
-			Fields:  map[string]string{"MAID": s.FLID},
-			Cascade: true,
-		})
 	}
 	return out
 }
 
+// cascadeTo is the cascade DELETE of child from the last deletion of s.
+func cascadeTo(s *State, child string, at time.Time) Transition {
+	return Transition{
+		MsgID:   s.DeletedBy,
+		Source:  SourceCascade,
+		Kind:    KindDelete,
+		FLID:    child,
+		At:      at,
+		Fields:  map[string]string{"MAID": s.FLID},
+		Cascade: true,
+	}
+}
+
 // impliedDerived is what the flight's current state tells other flights: its
-// link to its master, the master it left in its last own change, and, when
-// deleted, the cascade to its children still live.
+// link to its master, the master it left in its last own change, and the
+// cascade to the children its last deletion deletes that still report live.
 func impliedDerived(s *State) []Transition {
 	var out []Transition
 	n := linkOf(s)
@@ -730,21 +839,20 @@ func impliedDerived(s *State) []Transition {
 	if n.master != "" {
 		out = append(out, linkTransition(s, n.master, n, Transition{MsgID: msgID, At: s.UpdatedAt}))
 	}
-	if s.State == StateDeleted {
-		out = append(out, cascades(s, msgID, s.UpdatedAt)...)
-	}
-	return out
+	return append(out, cascades(s, s.UpdatedAt)...)
 }
 
 // projectMAFL recomputes the MAFL of a flight from its link records: the
-// live children of an ACTIVE master (MAID empty), ordered by FLID.
+// live children of an ACTIVE master (MAID empty), ordered by FLID. A
+// revived master does not list the children its deletion deletes (their
+// cascade may still be on its way): only those linked since.
 func projectMAFL(s *State) {
 	s.MAFL = nil
 	if s.State != StateActive || masterOf(s) != "" {
 		return
 	}
 	for _, child := range sortedFLIDs(s.Links) {
-		if l := s.Links[child]; l.Live {
+		if l := s.Links[child]; l.Live && !doomed(s, l) {
 			s.MAFL = append(s.MAFL, MAFLEntry{FLID: child, FLNO: l.FLNO})
 		}
 	}
@@ -796,11 +904,18 @@ func diff(before, next *State) []string {
 
 // applyPurge takes a flight of a past operation day out of the table. A
 // flight that was never deleted gets a last version, DELETED, whose
-// TOMBSTONE event consumers see before it disappears; a deleted one already
-// had its tombstone. A flight whose day is not (yet) past, or that has no
-// day, stays.
+// TOMBSTONE event consumers see before it disappears (and, if it is a live
+// child, a LINK that takes it out of its master's MAFL or placeholder); a
+// deleted one already had its tombstone. A flight whose day is not (yet)
+// past, or that has no day, stays; so does a placeholder, which has neither
+// a day nor a row the sweep could find.
+//
+// The LINK is derived only here: a PURGE delivered again after the entry is
+// gone finds nothing. A crash between the table delete and the loop emit
+// therefore leaves the purged child in its master's MAFL, or a placeholder
+// in the table, for good: a window the daily sweep accepts.
 func applyPurge(s *State, t Transition) Result {
-	if s == nil {
+	if s == nil || s.IsPlaceholder() {
 		return Result{Outcome: OutcomeNoMatch}
 	}
 	if s.OperationDay == "" || s.OperationDay >= t.PurgeBefore {
@@ -814,6 +929,10 @@ func applyPurge(s *State, t Transition) Result {
 		last.UpdatedAt = t.At
 		last.Last = &Provenance{MsgID: last.LastMsgID, Source: SourceHistory, Changed: []string{ChangedState}}
 		res.Applied, res.Changed, res.Event = true, []string{ChangedState}, eventOf(last)
+		if m := masterOf(s); m != "" {
+			gone := childLink{flno: s.Fields["FLNO"]}
+			res.Derived = []Transition{linkTransition(last, m, gone, Transition{MsgID: last.LastMsgID, At: t.At})}
+		}
 	}
 	return res
 }

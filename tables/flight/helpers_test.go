@@ -29,9 +29,21 @@ func del(msg int64, flid string) Transition {
 	return Transition{MsgID: msg, Source: "FDEL", Kind: KindDelete, FLID: flid, At: at(msg)}
 }
 
+// link is a child's LINK of message msg; a live one reports a link that
+// began at msg.
 func link(msg int64, master, child, flno string, live bool, version int64) Transition {
-	return Transition{MsgID: msg, Source: SourceLink, Kind: KindLink, FLID: master, At: at(msg),
+	l := Transition{MsgID: msg, Source: SourceLink, Kind: KindLink, FLID: master, At: at(msg),
 		Link: &Link{Child: child, FLNO: flno, Live: live, ChildVersion: version}}
+	if live {
+		l.Link.Since = msg
+	}
+	return l
+}
+
+// since sets the start of a LINK's live link.
+func since(l Transition, msg int64) Transition {
+	l.Link.Since = msg
+	return l
 }
 
 func mustApply(t *testing.T, s *State, tr Transition, o Options) Result {

@@ -36,7 +36,7 @@ func checkLinks(t *testing.T, derived []Transition, want []wantLink, msg int64) 
 // reported to the master(s) concerned, with the child's new version.
 func TestChildDerivesLinks(t *testing.T) {
 	r := mustApply(t, nil, sched(10, "C", map[string]string{"FLNO": "MU1", "MAID": "M1"}, nil), Options{})
-	checkLinks(t, r.Derived, []wantLink{{"M1", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 1}}}, 10)
+	checkLinks(t, r.Derived, []wantLink{{"M1", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 1, Since: 10}}}, 10)
 	c := r.State
 
 	tests := []struct {
@@ -45,12 +45,12 @@ func TestChildDerivesLinks(t *testing.T) {
 		want []wantLink
 	}{
 		{"FLNO change", flop(20, "C", "FLNO", map[string]string{"FLNO": "MU2"}, nil),
-			[]wantLink{{"M1", Link{Child: "C", FLNO: "MU2", Live: true, ChildVersion: 2}}}},
+			[]wantLink{{"M1", Link{Child: "C", FLNO: "MU2", Live: true, ChildVersion: 2, Since: 10}}}},
 		{"unrelated change", flop(20, "C", "ESTT", map[string]string{"ESTT": "1"}, nil), nil},
 		{"move to another master", flop(20, "C", "MAID", map[string]string{"MAID": "M2"}, nil),
 			[]wantLink{
 				{"M1", Link{Child: "C", FLNO: "MU1", Live: false, ChildVersion: 2}},
-				{"M2", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 2}}}},
+				{"M2", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 2, Since: 20}}}},
 		{"MAID cleared", flop(20, "C", "MAID", map[string]string{"MAID": ""}, nil),
 			[]wantLink{{"M1", Link{Child: "C", FLNO: "MU1", Live: false, ChildVersion: 2}}}},
 		{"MAID naming itself is no link", flop(20, "C", "MAID", map[string]string{"MAID": "C"}, nil),
@@ -68,7 +68,7 @@ func TestChildDerivesLinks(t *testing.T) {
 	t.Run("revive", func(t *testing.T) {
 		d := mustApply(t, c, del(20, "C"), Options{}).State
 		r := mustApply(t, d, sched(30, "C", map[string]string{"FLNO": "MU1", "MAID": "M1"}, nil), Options{})
-		checkLinks(t, r.Derived, []wantLink{{"M1", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 3}}}, 30)
+		checkLinks(t, r.Derived, []wantLink{{"M1", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 3, Since: 30}}}, 30)
 		if r.State.LinkSince != 30 {
 			t.Fatalf("linkSince %d", r.State.LinkSince)
 		}
@@ -116,7 +116,8 @@ func TestLinkOnMaster(t *testing.T) {
 	}{
 		{"FLNO update", link(22, "M", "10", "MU2", true, 2), OutcomeApplied, []MAFLEntry{{"9", "MU0"}, {"10", "MU2"}}},
 		{"removal", link(22, "M", "10", "MU1", false, 2), OutcomeApplied, []MAFLEntry{{"9", "MU0"}}},
-		{"stale: same version", link(22, "M", "10", "MU2", true, 1), OutcomeStaleLink, []MAFLEntry{{"9", "MU0"}, {"10", "MU1"}}},
+		{"stale: same version", since(link(22, "M", "10", "MU2", true, 1), 20), OutcomeStaleLink, []MAFLEntry{{"9", "MU0"}, {"10", "MU1"}}},
+		{"stale: same version, older start", since(link(22, "M", "10", "MU2", true, 1), 19), OutcomeStaleLink, []MAFLEntry{{"9", "MU0"}, {"10", "MU1"}}},
 		{"stale: older version", link(22, "M", "10", "MU2", false, 0), OutcomeStaleLink, []MAFLEntry{{"9", "MU0"}, {"10", "MU1"}}},
 		{"newer report without visible change", link(22, "M", "10", "MU1", true, 5), OutcomeNoChange, []MAFLEntry{{"9", "MU0"}, {"10", "MU1"}}},
 	}
@@ -151,9 +152,15 @@ func TestLinkOnMaster(t *testing.T) {
 			t.Fatalf("%s %v", r.Outcome, r.State.MAFL)
 		}
 	})
-	t.Run("unknown master", func(t *testing.T) {
+	t.Run("unknown master: a placeholder keeps the link", func(t *testing.T) {
 		r := mustApply(t, nil, link(22, "X", "10", "MU1", true, 1), Options{})
-		if r.Outcome != OutcomeNoMatch || r.State != nil {
+		if r.Outcome != OutcomePlaceholder || !r.State.IsPlaceholder() || r.Event != nil || r.Derived != nil || r.Applied ||
+			r.State.StateVersion != 0 || r.State.Links["10"] != (ChildLink{FLNO: "MU1", Live: true, Version: 1, Since: 22}) {
+			t.Fatalf("%+v", r)
+		}
+		// A report that a child left a master that is not a flight is
+		// nothing to remember.
+		if r := mustApply(t, nil, link(22, "X", "10", "MU1", false, 1), Options{}); r.Outcome != OutcomeNoMatch || r.State != nil || r.Drop {
 			t.Fatalf("%+v", r)
 		}
 	})
@@ -170,13 +177,20 @@ func TestLinkOnMaster(t *testing.T) {
 		}
 	})
 	t.Run("deleted master records but shows nothing until revived", func(t *testing.T) {
-		d := mustApply(t, m, del(60, "M"), Options{}).State
+		dr := mustApply(t, m, del(60, "M"), Options{})
+		if len(dr.Derived) != 2 || dr.Derived[0].FLID != "9" || dr.Derived[1].FLID != "10" || dr.State.DeletedBy != 60 {
+			t.Fatalf("cascades %+v", dr.Derived)
+		}
+		d := dr.State
+		// 11 linked after the deletion: recorded, not deleted.
 		r := mustApply(t, d, link(61, "M", "11", "MU3", true, 1), Options{})
-		if r.Outcome != OutcomeDeletedFlight || r.Event != nil || len(r.State.MAFL) != 0 || r.State.StateVersion != d.StateVersion {
+		if r.Outcome != OutcomeDeletedFlight || r.Event != nil || r.Derived != nil || len(r.State.MAFL) != 0 || r.State.StateVersion != d.StateVersion {
 			t.Fatalf("%s %+v", r.Outcome, r.State)
 		}
+		// The revived master lists 11 but not 9 and 10: the deletion's
+		// cascade deletes them (their removal reports are still on the way).
 		rev := mustApply(t, r.State, sched(62, "M", map[string]string{"FLNO": "MU9"}, nil), Options{})
-		want := []MAFLEntry{{"9", "MU0"}, {"10", "MU1"}, {"11", "MU3"}}
+		want := []MAFLEntry{{"11", "MU3"}}
 		if !slices.Equal(rev.State.MAFL, want) || !slices.Equal(rev.Changed, []string{ChangedMAFL, ChangedState}) {
 			t.Fatalf("%v %v", rev.State.MAFL, rev.Changed)
 		}
@@ -242,26 +256,35 @@ func TestCascadeOnChild(t *testing.T) {
 		}
 	})
 
+	// answer is the LINK a child left alone sends to the master that still
+	// has it: its link to the master began at msg 41, after the deletion.
+	answer := []wantLink{{"M", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 3, Since: 41}}}
 	tests := []struct {
 		name    string
 		s       *State
 		outcome string
+		answer  []wantLink
 	}{
-		{"unknown child", nil, OutcomeNoMatch},
-		{"moved to another master", mustApply(t, child, flop(41, "C", "MAID", map[string]string{"MAID": "M2"}, nil), Options{}).State, OutcomeNotLinked},
-		{"MAID cleared", mustApply(t, child, flop(41, "C", "MAID", map[string]string{"MAID": ""}, nil), Options{}).State, OutcomeNotLinked},
+		{"unknown child", nil, OutcomeNoMatch, nil},
+		{"moved to another master", mustApply(t, child, flop(41, "C", "MAID", map[string]string{"MAID": "M2"}, nil), Options{}).State, OutcomeNotLinked, nil},
+		{"MAID cleared", mustApply(t, child, flop(41, "C", "MAID", map[string]string{"MAID": ""}, nil), Options{}).State, OutcomeNotLinked, nil},
 		{"relinked after the deletion", mustApply(t, mustApply(t, child, flop(30, "C", "MAID", map[string]string{"MAID": "M2"}, nil), Options{}).State,
-			flop(41, "C", "MAID", map[string]string{"MAID": "M"}, nil), Options{}).State, OutcomeNotLinked},
+			flop(41, "C", "MAID", map[string]string{"MAID": "M"}, nil), Options{}).State, OutcomeNotLinked, answer},
 		{"revived after the deletion", mustApply(t, mustApply(t, child, del(30, "C"), Options{}).State,
-			sched(41, "C", map[string]string{"FLNO": "MU1", "MAID": "M"}, nil), Options{}).State, OutcomeNotLinked},
-		{"already deleted by its own FDEL", mustApply(t, child, del(30, "C"), Options{}).State, OutcomeDeletedFlight},
+			sched(41, "C", map[string]string{"FLNO": "MU1", "MAID": "M"}, nil), Options{}).State, OutcomeNotLinked, answer},
+		// A schedule after the deletion states the child anew, as it would
+		// have revived it had the cascade come first.
+		{"restated by a schedule after the deletion", mustApply(t, child, sched(41, "C", map[string]string{"FLNO": "MU1", "MAID": "M", "ESTT": "1"}, nil), Options{}).State,
+			OutcomeNotLinked, []wantLink{{"M", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 2, Since: 41}}}},
+		{"already deleted by its own FDEL", mustApply(t, child, del(30, "C"), Options{}).State, OutcomeDeletedFlight, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := mustApply(t, tc.s, cascade, Options{})
-			if got.Outcome != tc.outcome || got.Applied || got.Event != nil || got.Derived != nil || !sameState(got.State, tc.s) {
+			if got.Outcome != tc.outcome || got.Applied || got.Event != nil || !sameState(got.State, tc.s) {
 				t.Fatalf("%+v", got)
 			}
+			checkLinks(t, got.Derived, tc.answer, 41)
 		})
 	}
 }
@@ -274,7 +297,7 @@ func TestReplayRederivesLinks(t *testing.T) {
 	r := mustApply(t, moved, flop(20, "C", "MAID", map[string]string{"MAID": "M2"}, nil), Options{})
 	checkLinks(t, r.Derived, []wantLink{
 		{"M1", Link{Child: "C", FLNO: "MU1", Live: false, ChildVersion: 2}},
-		{"M2", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 2}},
+		{"M2", Link{Child: "C", FLNO: "MU1", Live: true, ChildVersion: 2, Since: 20}},
 	}, 20)
 }
 

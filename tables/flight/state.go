@@ -15,18 +15,29 @@ const (
 	// delete or a cascade; it is physically removed only by the history
 	// sweep.
 	StateDeleted = "DELETED"
+	// StatePlaceholder is a table entry that is not a flight: the links of
+	// children that name a master the table does not hold (yet), so that
+	// the master's MAFL is complete the moment it is created, whichever
+	// arrives first (see IsPlaceholder).
+	StatePlaceholder = "PLACEHOLDER"
 )
 
 // State is the value of the msgx-flights goka table for one FLID (JSON). Its
-// first nine keys are the flight JSON (docs/design.md#events); LinkSince, Links
-// and Last are bookkeeping that View strips before a flight leaves the
-// processor.
+// first nine keys are the flight JSON (docs/design.md#events); LinkSince,
+// DeletedBy, Links and Last are bookkeeping that View strips before a flight
+// leaves the processor.
+//
+// An entry whose State is StatePlaceholder is not a flight but the Links of a
+// master that children named before it existed: it has no version, fields or
+// operation day, Apply never derives an event from it, and the processor
+// never writes it to PostgreSQL (IsPlaceholder).
 type State struct {
 	// FLID is AODB's flight id.
 	FLID string `json:"flid"`
 	// OperationDay (YYYY-MM-DD) is fixed once set; "" when unknown.
 	OperationDay string `json:"operationDay"`
-	// State is StateActive or StateDeleted.
+	// State is StateActive or StateDeleted (StatePlaceholder for an entry
+	// that is not a flight).
 	State string `json:"state"`
 	// StateVersion grows by exactly one with every visible change.
 	StateVersion int64 `json:"stateVersion"`
@@ -46,9 +57,15 @@ type State struct {
 	MAFL []MAFLEntry `json:"mafl"`
 
 	// LinkSince is the message at which the flight's current live link to
-	// its master began (creation, revival or a MAID change); a cascade from
-	// an older master deletion must not delete it. Bookkeeping.
+	// its master began (creation, revival or a MAID change) or was last
+	// restated (SCHEDULE, ADFT); a cascade from an older master deletion
+	// must not delete it. Bookkeeping.
 	LinkSince int64 `json:"linkSince,omitempty"`
+	// DeletedBy is the message of the flight's last deletion (its own, or
+	// the cascade of its master), kept when it is revived: a child whose
+	// link began at or before it is deleted by that deletion, whenever its
+	// LINK arrives. Bookkeeping.
+	DeletedBy int64 `json:"deletedBy,omitempty"`
 	// Links records, per child FLID, the last LINK report accepted, removed
 	// children included, so that stale reports are ignored. Bookkeeping.
 	Links map[string]ChildLink `json:"links,omitempty"`
@@ -73,6 +90,8 @@ type ChildLink struct {
 	Live bool `json:"live"`
 	// Version is the child's StateVersion of the report.
 	Version int64 `json:"version"`
+	// Since is the child's LinkSince of the report (live links only).
+	Since int64 `json:"since,omitempty"`
 }
 
 // Provenance identifies the change that produced a flight's current
@@ -119,7 +138,39 @@ func (s *State) View() *State {
 	if v == nil {
 		return nil
 	}
-	v.LinkSince, v.Links, v.Last = 0, nil, nil
+	v.LinkSince, v.DeletedBy, v.Links, v.Last = 0, 0, nil, nil
+	return v
+}
+
+// IsPlaceholder reports whether s is a placeholder: link bookkeeping for a
+// master that is not a flight yet. It is false for nil.
+func (s *State) IsPlaceholder() bool { return s != nil && s.State == StatePlaceholder }
+
+// PlaceholderView is what an operator sees of a placeholder.
+type PlaceholderView struct {
+	// FLID is the master the children name.
+	FLID string `json:"flid"`
+	// State is StatePlaceholder.
+	State string `json:"state"`
+	// Note says why there is no flight.
+	Note string `json:"note"`
+	// PendingMAFL is the MAFL the flight will have when it is created.
+	PendingMAFL []MAFLEntry `json:"pendingMafl"`
+}
+
+// Inspect returns what an operator sees of a table entry (`msgx table get
+// flights`): the View of a flight, or a PlaceholderView.
+func (s *State) Inspect() any {
+	if !s.IsPlaceholder() {
+		return s.View()
+	}
+	v := PlaceholderView{FLID: s.FLID, State: s.State, PendingMAFL: []MAFLEntry{},
+		Note: "not a flight yet: shared flights name it as their master (MAID); its MAFL will list them when it is created"}
+	for _, child := range sortedFLIDs(s.Links) {
+		if l := s.Links[child]; l.Live {
+			v.PendingMAFL = append(v.PendingMAFL, MAFLEntry{FLID: child, FLNO: l.FLNO})
+		}
+	}
 	return v
 }
 

@@ -105,8 +105,13 @@ type Link struct {
 	// Live is true while the child is ACTIVE and points at this master.
 	Live bool `json:"live"`
 	// ChildVersion is the child's StateVersion after the change; the master
-	// ignores reports that are not newer than the last one it recorded.
+	// ignores reports that are not newer than the last one it recorded (a
+	// higher version, or the same one with a later Since).
 	ChildVersion int64 `json:"childVersion"`
+	// Since is the message at which the child's live link began (its
+	// LinkSince; live reports only): a master deleted at or after it
+	// cascades to the child whenever the report arrives.
+	Since int64 `json:"since,omitempty"`
 }
 
 // SupportedFLOP reports whether Apply handles the FLOP subtype styp: every
