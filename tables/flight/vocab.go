@@ -51,8 +51,8 @@ type CollectionSpec struct {
 // ROUT and ERUT are separate collections, each capped at 4 entries
 // (seeds 001 §11.3, US-05 AC3).
 //
-// PSHT (push-back events, keyed by PSHN) and TIPT (taxi-in points, no
-// sequence attribute, message order) come from the AODB's samples.
+// PSHT (PSTM PSID PUST, keyed by PSHN) and TIPT (TRTM TRST, no sequence
+// attribute: message order) come from the AODB's samples.
 var Collections = []CollectionSpec{
 	{Name: "GTDT", SeqAttr: "GTNO", Max: 99, Times: []string{"PGOT", "PGCT", "GOTM", "GCTM"}},
 	{Name: "CKDT", SeqAttr: "CKNO", Max: 99, Times: []string{"PCOT", "PCCT", "COTM", "CCTM"}},
