@@ -120,12 +120,12 @@ func (r *ingestRig) run(b *testing.B, cfg ingest.Config, want int64, limit time.
 	return got, elapsed
 }
 
-// BenchmarkIngest measures MySQL → msgx.inbox throughput over a backlog of
-// 100k SIS messages (persistent, synced embedded Kafka; real MariaDB and
+// BenchmarkIngest measures MySQL → msgx.inbox throughput over a backlog of 100k
+// SIS messages (persistent, synced embedded Kafka; real MariaDB and
 // PostgreSQL): msgx's defaults (claim-batch 1000, next poll at once while
-// behind) and claim-batch 50 back to back, beside the seeds' defaults
-// (claim-batch 50 with one poll per second: at most 50 rows/s whatever a
-// poll costs).
+// behind) and claim-batch 50 back to back, beside the original design's
+// defaults (claim-batch 50 with one poll per second: at most 50 rows/s whatever
+// a poll costs).
 func BenchmarkIngest(b *testing.B) {
 	const rows = 100_000
 	for i := 0; i < b.N; i++ {

@@ -324,7 +324,8 @@ func (b *Bridge) release(ctx context.Context, cur *Cursor, g Gap, reason string)
 	return nil
 }
 
-// produce sends rows synchronously, in order, with the D3 producer.
+// produce sends rows synchronously, in order, with the producer of
+// docs/design.md#kafka-settings.
 func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 	if b.producer == nil {
 		p, err := kafka.NewSyncProducer(b.d.Kafka, b.d.Brokers, "msgx-ingest")

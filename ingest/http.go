@@ -43,12 +43,12 @@ func (c HTTPConfig) Validate() error {
 	return nil
 }
 
-// SendHandler serves POST /cminmsgs/send (000 §4.4): the body is one raw SIS
-// XML message, inserted as a new inbox row. It answers 200 text/plain with
-// the new CMINMSGS_ID only after the insert committed, so a 200 always means
-// "durably received"; any failure is a 4xx/5xx and the sender retries
-// (seed 002). The row then reaches the pipeline through the bridge like any
-// other, in ID order.
+// SendHandler serves POST /cminmsgs/send (docs/design.md#compat-endpoint): the
+// body is one raw SIS XML message, inserted as a new inbox row. It answers 200
+// text/plain with the new CMINMSGS_ID only after the insert committed, so a 200
+// always means "durably received"; any failure is a 4xx/5xx and the sender
+// retries. The row then reaches the pipeline through the bridge like any other,
+// in ID order.
 type SendHandler struct {
 	Inbox *Inbox
 	Cfg   HTTPConfig

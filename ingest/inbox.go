@@ -40,7 +40,8 @@ func NewInbox(db, probe *sql.DB, table string, timeout time.Duration) *Inbox {
 }
 
 // ReadAfter returns up to limit rows with ID > w in ID order. The processed
-// mark is never used as the scan predicate (SPEC §4, §11).
+// mark is never used as the scan predicate (docs/design.md#ingest,
+// docs/design.md#decisions).
 func (in *Inbox) ReadAfter(ctx context.Context, w int64, limit int) ([]Row, error) {
 	ctx, cancel := context.WithTimeout(ctx, in.timeout)
 	defer cancel()

@@ -1,4 +1,4 @@
--- The ingest bridge's durable state (SPEC §4).
+-- The ingest bridge's durable state (docs/design.md#ingest).
 
 -- inbox_cursor is the single-row watermark W of the MySQL inbox: every ID in
 -- (start, watermark] has been produced to msgx.inbox. hole_since is when the

@@ -1,5 +1,5 @@
--- Message-level state owned by the router (SPEC §3, §5) and completion
--- written by the applying processors.
+-- Message-level state owned by the router (docs/design.md#router) and
+-- completion written by the applying processors.
 
 -- proc_state holds one row per inbox message: where it is, why, and whether
 -- the processed mark still has to be written back to the inbox (backfill).

@@ -1,13 +1,13 @@
--- The flight read model (SPEC §6, seeds 001 §11): one flight_schd row per
+-- The flight read model (docs/design.md#flight-state): one flight_schd row per
 -- FLID with every scalar as its own column and the full flight JSON in doc,
 -- plus one detail table per collection. sink.WriteFlight is the only writer;
 -- it replaces a flight's detail rows (delete then insert, message order) on
 -- every write and never lets a row go back to an older state.
 
--- flight_schd is one row per FLID. doc is State.View() marshalled (SPEC §6's
--- flight JSON): the read API and the schd topic serve it as stored. The
--- scalar columns are the same values, lower-cased SIS tag names, for SQL
--- readers; a cleared scalar is NULL.
+-- flight_schd is one row per FLID. doc is State.View() marshalled (the flight
+-- JSON of docs/design.md#events): the read API and the schd topic serve it as
+-- stored. The scalar columns are the same values, lower-cased SIS tag names,
+-- for SQL readers; a cleared scalar is NULL.
 CREATE TABLE flight_schd (
     flid               text        PRIMARY KEY,
     operation_day      date,
@@ -39,7 +39,7 @@ CREATE TABLE flight_schd (
 );
 
 CREATE INDEX flight_schd_operation_day ON flight_schd (operation_day);
--- Master/shared lookups (seeds 001 §11.4: MAID must be indexed).
+-- Master/shared lookups (MAID must be indexed, docs/design.md#codeshare).
 CREATE INDEX flight_schd_maid ON flight_schd (maid) WHERE maid IS NOT NULL;
 -- What the schd flusher still owes, oldest change first. The predicate keeps
 -- the index as small as the backlog.
@@ -72,7 +72,7 @@ CREATE TABLE flight_cldt (
     PRIMARY KEY (flid, ordinal)
 );
 
--- CHDT's class and type are CCLS/CTYP (seeds 001 §11.3; not CHCLS/CHTYP).
+-- CHDT's class and type are CCLS/CTYP (not CHCLS/CHTYP).
 CREATE TABLE flight_chdt (
     flid text NOT NULL, ordinal integer NOT NULL, source_seq text,
     chut text, ccls text, pcbt text, pcet text, cbtm text, cetm text, ctyp text,

@@ -1,4 +1,4 @@
--- Outbound requests to the AODB (SPEC §9, seeds 000/001 §7.2): RQRD and RQFD
+-- Outbound requests to the AODB (docs/design.md#requests): RQRD and RQFD
 -- messages that msgx writes into the shared outbox COUTMSGS, and how each one
 -- ended. The rules live in tables/request; emitters/outbound owns the SQL.
 --
@@ -63,8 +63,9 @@ CREATE TABLE req_track (
     CHECK (state <> 'DONE' OR response_msg_id IS NOT NULL)
 );
 
--- One open request per slot (SPEC §9): a new request must close the open one
--- of its slot in the same transaction, or its insert fails here.
+-- One open request per slot (docs/design.md#request-slots): a new request must
+-- close the open one of its slot in the same transaction, or its insert fails
+-- here.
 CREATE UNIQUE INDEX req_track_open_slot ON req_track (kind, styp) WHERE state IN ('PENDING', 'SENT');
 -- The daily reference schedule asks "was this type requested since HH:MM?".
 CREATE INDEX req_track_slot_created ON req_track (kind, styp, created_at);

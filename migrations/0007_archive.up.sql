@@ -1,4 +1,4 @@
--- Maintenance (SPEC §7; seeds 004 G-PROC-HST, US-11; 000 §9.3).
+-- Maintenance (docs/design.md#maintenance).
 
 -- proc_state_hst keeps every column of an archived proc_state row as it was
 -- when archived, plus the time it was archived. The main table keeps an
@@ -37,16 +37,16 @@ CREATE TABLE proc_state_hst (
     archived_at               timestamptz NOT NULL
 );
 
--- Archive candidates, oldest settled first: terminal, processed mark
--- confirmed, not on the abandoned list (C-16). The partial index holds only
--- the few days of rows between settlement and archive, so the job's scan
+-- Archive candidates, oldest settled first: terminal, processed mark confirmed,
+-- not on the abandoned list (docs/design.md#archive). The partial index holds
+-- only the few days of rows between settlement and archive, so the job's scan
 -- does not grow with the shadow rows it leaves behind.
 CREATE INDEX proc_state_archive ON proc_state (updated_at, msg_id)
     WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NOT NULL AND backfill_abandoned_at IS NULL;
 
 -- schd_snap_log is an append-only trace of the schedule packages (SCHD
--- DNLD/RESP) the router decided (000 §9.2, §9.3). It is written outside any
--- business transaction: a crash may lose a line, never state.
+-- DNLD/RESP) the router decided (docs/design.md#schedule-merge). It is written
+-- outside any business transaction: a crash may lose a line, never state.
 CREATE TABLE schd_snap_log (
     id             bigserial   PRIMARY KEY,
     msg_id         bigint      NOT NULL,
@@ -58,5 +58,5 @@ CREATE TABLE schd_snap_log (
     -- future day is kept until that day is past the retention too.
     scope_end      date        NOT NULL
 );
--- Retention deletes by (scope_end, recv_at) (000 §9.3).
+-- Retention deletes by (scope_end, recv_at) (docs/design.md#snaplog-retention).
 CREATE INDEX schd_snap_log_retention ON schd_snap_log (scope_end, recv_at);

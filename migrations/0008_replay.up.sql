@@ -1,5 +1,5 @@
--- Replay of failed, dead and unsupported messages (SPEC §7; seeds 000 §9.1,
--- US-10): the operator's audit trail, and what makes a replay re-runnable
+-- Replay of failed, dead and unsupported messages (docs/design.md#replay):
+-- the operator's audit trail, and what makes a replay re-runnable
 -- after a crash. sink/replay.go owns the SQL.
 --
 -- Nothing here is derived from msgx.inbox: a rebuild must never truncate it.

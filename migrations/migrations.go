@@ -1,7 +1,3 @@
-// Package migrations embeds the numbered golang-migrate SQL pairs of msgx's own
-// PostgreSQL schema. The daemon (`msgx run`, `msgx migrate up`) and the tests
-// apply the same files through sink.Migrate. The shared MySQL inbox is never
-// migrated by msgx (SPEC §4, C-14).
 package migrations
 
 import "embed"

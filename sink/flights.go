@@ -16,14 +16,6 @@ import (
 	"msgx/tables/flight"
 )
 
-// The flight read model (migrations/0003_flights.up.sql): flight_schd holds
-// one row per FLID with every scalar in its own column and the full flight
-// JSON in doc; each collection has a detail table keyed (flid, ordinal).
-//
-// WriteFlight and WriteFlights are the only writers. They run inside the
-// flights processor's transaction, next to MarkApplied, so the read model
-// and the message's completion commit together (SPEC §3 I4, I6).
-
 // DefaultFlightWriteTimeout bounds a flight write whose context has no
 // deadline of its own (every database call runs under a timeout; the
 // processor normally passes its MSGX_DB_TIMEOUT context).
@@ -50,8 +42,9 @@ type detailTable struct {
 	raw bool
 }
 
-// detailTables lists the detail tables in flight.Collections order (seeds
-// 001 §11.3). Their index is their bit in a statement's shape.
+// detailTables lists the detail tables in flight.Collections order
+// (docs/design.md#flight-state). Their index is their bit in a statement's
+// shape.
 var detailTables = []detailTable{
 	{table: "flight_gtdt", colls: []string{"GTDT"}, seq: "GTNO", keys: []string{"GATE", "PGOT", "PGCT", "GOTM", "GCTM", "GTYP"}},
 	{table: "flight_ckdt", colls: []string{"CKDT"}, seq: "CKNO", keys: []string{"CHKC", "CCLS", "PCOT", "PCCT", "COTM", "CCTM", "CTYP"}},
@@ -155,9 +148,10 @@ var flightColumns, flightTypes = func() (cols, types []string) {
 //     than that (versions were skipped: a batch, a rebuild, a lost write),
 //     the write falls back to the full statement in a second round trip.
 //     A typical FLOP changes scalars only: the statement is the upsert alone.
-//     This relies on processing being deterministic (SPEC §2): version v of
-//     a flight is the same state whichever run wrote it. A rebuild under a
-//     different configuration must empty FlightTables first.
+//     This relies on processing being deterministic
+//     (docs/design.md#determinism): version v of a flight is the same state
+//     whichever run wrote it. A rebuild under a different configuration
+//     must empty FlightTables first.
 type writeShape struct {
 	many        bool
 	incremental bool

@@ -1,7 +1,3 @@
-// Package sink is msgx's access to its databases: the PostgreSQL pool and
-// migrations of msgx's own schema, and the connection to the shared MySQL
-// inbox. Components above it (ingest, processors, jobs) own their SQL; sink owns
-// how connections are opened, timed out and migrated.
 package sink
 
 import (

@@ -38,7 +38,7 @@ func dateOnly(t time.Time) time.Time {
 // AppendSnapLog appends e to schd_snap_log. The router calls it after it
 // decided a SCHD DNLD/RESP, on its own, outside any business transaction:
 // the log is a trace, and losing a line in a crash must not touch state
-// (000 §9.2).
+// (docs/design.md#schedule-merge).
 func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, e SnapLogEntry) error {
 	if e.MsgID <= 0 || e.STYP == "" || e.RecvAt.IsZero() || e.Flights < 0 {
 		return fmt.Errorf("appending schd_snap_log for message %d: incomplete entry (styp %q, recv_at %v, flights %d)",

@@ -1,6 +1,3 @@
-// Command msgx is the airport message gateway: one binary, one subcommand per
-// role and per operator action. It only wires the packages together; the
-// behaviour lives in ingest/, processors/, tables/, emitters/ and sink/.
 package main
 
 import (
@@ -21,7 +18,7 @@ Usage:
   msgx ingest               the ingest role only: inbox → msgx.inbox, plus POST /cminmsgs/send
   msgx process              the processing role only: the goka processors (router, …)
   msgx table get messages <MSG_ID>    a message's record from the router table (JSON)
-  msgx table get flights <FLID>       a flight from the flights table (JSON, SPEC §6)
+  msgx table get flights <FLID>       a flight from the flights table (JSON)
   msgx table list refdata <RTYPE>     a reference category from the refdata table (JSON)
   msgx status [--json]                 is it keeping up, is anything stuck, what must a human look at
   msgx replay (--class C | --reason-prefix P | --ids 1,2 | --pending) [--dry-run]

@@ -25,8 +25,9 @@ import (
 
 // runRebuild serves `msgx rebuild`: it rebuilds every goka table and every
 // derived PostgreSQL table by rewinding msgx.inbox, the source of truth
-// (SPEC §2, §7). Processing is deterministic given the inbox records and the
-// configuration, so the result equals the state before (a test proves it).
+// (docs/design.md#rebuild). Processing is deterministic given the inbox records
+// and the configuration, so the result equals the state before (a test proves
+// it).
 //
 // Sequence: refuse while another instance processes (the process lock and
 // the goka groups' members) → delete the processors' consumer groups →

@@ -18,9 +18,9 @@ import (
 )
 
 // runReplay serves `msgx replay`: re-inject replayable messages so the router
-// processes them again (SPEC §7). --dry-run lists what would move and records
-// an audit row; a real run resets the messages (keeping their identity),
-// records the audit row and produces them to msgx.inbox again.
+// processes them again (docs/design.md#replay). --dry-run lists what would move
+// and records an audit row; a real run resets the messages (keeping their
+// identity), records the audit row and produces them to msgx.inbox again.
 func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

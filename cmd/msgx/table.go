@@ -26,7 +26,8 @@ var tables = map[string]struct {
 	view func(any) any
 }{
 	"messages": {router.Table, router.EntryCodec{}, nil},
-	// The flight as SPEC §6 shows it, without the table's bookkeeping.
+	// The flight JSON of docs/design.md#events, without the table's
+	// bookkeeping.
 	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).View() }},
 	"refdata": {refdataproc.Table, refdata.StateCodec{}, func(v any) any { return v.(*refdata.State).List() }},
 }

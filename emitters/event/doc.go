@@ -2,7 +2,8 @@
 // (and the schd tombstones of purged flights) that the flights processor
 // writes into PostgreSQL's event_outbox in the same transaction as the state
 // they announce (docs/design.md#outbox). The [Publisher] produces them in
-// commit order with a D3 producer and deletes what Kafka acknowledged.
+// commit order with the producer settings of docs/design.md#kafka-settings
+// and deletes what Kafka acknowledged.
 //
 // Sequence and crash windows: read the oldest rows → produce them → delete
 // them. A crash after the produce and before the delete produces those rows

@@ -17,13 +17,13 @@ type Config struct {
 	// RefdataAt is the optional daily time, HH:MM in the airport time zone,
 	// at which Run requests every reference category. Empty: no schedule.
 	RefdataAt string `env:"MSGX_REQUEST_REFDATA_AT"`
-	// Shadow forbids every write to MySQL (SPEC §7): requests are refused
-	// with ErrShadow.
+	// Shadow forbids every write to MySQL (docs/design.md#shadow): requests are
+	// refused with ErrShadow.
 	Shadow bool `env:"MSGX_SHADOW" envDefault:"false"`
 	// ClockSkew is the tolerated difference between the AODB's clock (a
 	// response's META DTTM) and ours (the request's SentAt): a RESP dated up
 	// to this much before SentAt still completes the request (Go duration,
-	// default 2m, at most 1h). The seeds leave the tolerance open (Q5).
+	// default 2m, at most 1h); docs/design.md#requests.
 	ClockSkew time.Duration `env:"MSGX_REQUEST_CLOCK_SKEW" envDefault:"2m"`
 	// CheckInterval is the pause between Run's rounds of recovery, expiry and
 	// schedule (Go duration, default 30s). An expiry is late by at most this.

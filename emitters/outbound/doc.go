@@ -1,5 +1,5 @@
 // Package outbound sends msgx's requests to the AODB and tracks their answers
-// (SPEC §9, seeds 000/001 §7.2). It is the I/O around the pure state machine
+// (docs/design.md#requests). It is the I/O around the pure state machine
 // of tables/request: the request rows live in PostgreSQL (req_track, migration
 // 0006), the requests themselves are rows of the shared MySQL outbox COUTMSGS,
 // which the AODB reads.
@@ -62,7 +62,7 @@
 // (SENT, and META DTTM not before SentAt − MSGX_REQUEST_CLOCK_SKEW), and it
 // does so inside the transaction that applies the RESP's data, so a request is
 // DONE only if its data is. An EROR naming one of our SEQNs closes the request
-// as FAILED and is logged as a warning (the alert of seeds 001 §7.2). Closed
+// as FAILED and is logged as a warning (the operator's alert). Closed
 // requests never change again: late and repeated answers are no-ops.
 //
 // # Schedule

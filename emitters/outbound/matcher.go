@@ -114,14 +114,14 @@ func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, s
 	if err := saveReq(ctx, tx, done); err != nil {
 		return r, false, fmt.Errorf("completing request %d: %w", r.ID, err)
 	}
-	// Audit of the degraded match (seeds C-23): the answer carries no
-	// request id; this line records which message closed which request.
+	// Audit of the degraded match (docs/design.md#requests): the answer carries
+	// no request id; this line records which message closed which request.
 	log.Info("request completed", "seqn", done.SEQN, "request_id", done.ID, "resp_dttm", respDTTM, "sent_at", done.SentAt)
 	return done, true, nil
 }
 
-// FailByEror implements Matcher. The EROR is logged as a warning: the seeds
-// ask for an alert (001 §7.2, US-09 AC3).
+// FailByEror implements Matcher. The EROR is logged as a warning, the
+// operator's alert (docs/design.md#requests).
 func (s *Requests) FailByEror(ctx context.Context, seqnRef string, now time.Time) error {
 	_, _, err := s.failByEror(ctx, seqnRef, now)
 	return err

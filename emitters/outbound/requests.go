@@ -21,7 +21,7 @@ import (
 	"msgx/tables/request"
 )
 
-// Sender is META/SNDR of every request msgx writes (SPEC §9).
+// Sender is META/SNDR of every request msgx writes (docs/design.md#requests).
 const Sender = "MSGX"
 
 // ErrShadow is returned by the request methods in shadow mode.

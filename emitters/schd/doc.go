@@ -1,10 +1,10 @@
-// Package schd publishes the schd topic (SPEC §6, §11; seeds 000 §8.2): the
-// latest full state of every flight, keyed by FLID, aggregated over a flush
-// period. A record's value is the flight JSON of SPEC §6 exactly as stored
-// in flight_schd.doc (what GET /flights/{flid} serves); a DELETED flight is
-// a tombstone, a record with a null value, so that compaction forgets it.
-// Every record carries the headers stateVersion and state: consumers
-// de-duplicate by (FLID, stateVersion), tombstones included.
+// Package schd publishes the schd topic (docs/design.md#schd-topic): the latest
+// full state of every flight, keyed by FLID, aggregated over a flush period. A
+// record's value is the flight JSON (docs/design.md#events) exactly as stored
+// in flight_schd.doc (what GET /flights/{flid} serves); a DELETED flight is a
+// tombstone, a record with a null value, so that compaction forgets it. Every
+// record carries the headers stateVersion and state: consumers de-duplicate by
+// (FLID, stateVersion), tombstones included.
 //
 // # Where the state is
 //
@@ -24,8 +24,9 @@
 //     flush (another instance is flushing: two flushers could otherwise
 //     interleave an older read with a newer send);
 //  2. read up to FlushLimit due rows, oldest updated_at first;
-//  3. produce them synchronously with the D3 producer (acks=all,
-//     idempotent, max.in.flight=1), in that order;
+//  3. produce them synchronously with the producer of
+//     docs/design.md#kafka-settings (acks=all, idempotent, max.in.flight=1), in
+//     that order;
 //  4. mark each row schd_sent_version = GREATEST(schd_sent_version, the
 //     version sent), skipping rows a writer holds locked at that moment;
 //  5. commit.

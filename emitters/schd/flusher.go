@@ -36,7 +36,8 @@ type Deps struct {
 	DBTimeout time.Duration
 	// Brokers are the Kafka bootstrap addresses.
 	Brokers []string
-	// Kafka gives the D3 producer configuration; its Timeout bounds a send.
+	// Kafka gives the producer configuration (docs/design.md#kafka-settings);
+	// its Timeout bounds a send.
 	Kafka kafka.Config
 	// Clock paces the flushes and stamps the records.
 	Clock clock.Clock
@@ -81,7 +82,8 @@ type Flusher struct {
 }
 
 // NewFlusher checks the configuration and returns a flusher; Run starts it.
-// A producer configuration that is not D3 is refused here, at start-up.
+// A producer configuration other than docs/design.md#kafka-settings is
+// refused here, at start-up.
 func NewFlusher(cfg Config, d Deps) (*Flusher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -268,9 +270,10 @@ func (f *Flusher) read(ctx context.Context, tx pgx.Tx) ([]due, error) {
 	return out, nil
 }
 
-// produce sends the records synchronously, in order, with the D3 producer.
-// It gives up when ctx ends (shutdown): the flush then fails and marks
-// nothing, while the send finishes in the background.
+// produce sends the records synchronously, in order, with the producer of
+// docs/design.md#kafka-settings. It gives up when ctx ends (shutdown): the
+// flush then fails and marks nothing, while the send finishes in the
+// background.
 func (f *Flusher) produce(ctx context.Context, rows []due) error {
 	if f.producer == nil {
 		p, err := kafka.NewSyncProducer(f.d.Kafka, f.d.Brokers, "msgx-schd")

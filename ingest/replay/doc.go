@@ -1,13 +1,10 @@
 // Package replay puts failed, dead and unsupported messages back through the
-// router, with a dry run first and an audit row for every replay.
-//
-// Replay puts failed, dead and unsupported messages back through the router
-// (SPEC §7; seeds 000 §9.1, US-10). The operator first looks at what would
-// move (DryRun, the dry run), then replays (Run); every replay leaves
-// an audit row (replay_audit) and a before-image of each message it reset
+// router (docs/design.md#replay). The operator first looks at what would move
+// ([DryRun], the dry run), then replays ([Run]); every replay leaves an audit
+// row (replay_audit) and a before-image of each message it reset
 // (replay_audit_msg, migration 0008).
 //
-// What is replayable (SPEC §5, 000 §3): FAILED or DEAD with error class
+// What is replayable: FAILED or DEAD with error class
 // CODEC_ERROR, INFRA or EXHAUSTED, and SKIPPED with reason unsupported:…
 // (class UNSUPPORTED). MALFORMED and PROTOCOL never are: the message itself
 // is wrong, and deciding it again gives the same verdict.
@@ -21,7 +18,7 @@
 // msgx.inbox as an ingest record with the same MSG_ID. The router finds the
 // message PENDING and decides it as if it were new; it lands behind every
 // message already on the topic, so a replay does not restore historical
-// order (000 §9.1, CLM-3): a flight that later messages already changed
+// order: a flight that later messages already changed
 // treats the old message's transition as a replay of the past and keeps its
 // newer state — the message still completes.
 //
@@ -29,21 +26,22 @@
 // row may already carry CMINMSGS_DATE_PROCESSED. The mark is monotonic and
 // stays; the replay clears the backfill columns, and once the message is
 // terminal again the sweeper finds the row "already marked" and settles it
-// without overwriting. The inbox owner may purge a marked row (C-1), which
+// without overwriting. The inbox owner may purge a marked row, which
 // is why Run checks that every inbox row still exists, and holds its raw
 // text, before it resets anything.
 //
 // One batch of Run (at most Batch messages; a replay runs as many
 // batches as its selector needs, in MSG_ID order):
 //
-//  1. One PostgreSQL transaction holding the backfill lock (BackfillLock):
+//  1. One PostgreSQL transaction holding the backfill lock ([sink.LockBackfill]):
 //     select the candidates; read their raw XML and received time from the
 //     MySQL inbox (a missing row is reported and its message left as it
 //     is); reset each message with a conditional UPDATE that re-checks it is
 //     still replayable (a row the router decided meanwhile is skipped and
 //     reported as changed); delete its transition_applied marks; write its
 //     before-image and append it to the audit row; commit.
-//  2. Produce the records to msgx.inbox, in MSG_ID order, with a D3 producer.
+//  2. Produce the records to msgx.inbox, in MSG_ID order, with the producer
+//     settings of docs/design.md#kafka-settings.
 //  3. Mark the before-images produced.
 //
 // Crash windows, walked through:

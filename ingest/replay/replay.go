@@ -28,7 +28,7 @@ const Batch = 500
 
 // ClassUnsupported is the replay class of SKIPPED unsupported:…
 // messages. It is not an error_class (the router records those as SKIPPED
-// with a reason, SPEC §11), so it selects by reason prefix.
+// with a reason, docs/design.md#decisions), so it selects by reason prefix.
 const ClassUnsupported = "UNSUPPORTED"
 
 // unsupportedPrefix is the reason prefix of ClassUnsupported.
@@ -44,10 +44,10 @@ var ErrNotReplayable = errors.New("not replayable")
 // see Result); run the replay again.
 var ErrBackfillBusy = errors.New("backfill lock busy")
 
-// replayableSQL is the replay whitelist (SPEC §5, 000 §3) as a condition on
-// proc_state p. It is the only definition: the reason-prefix and ID
-// selectors, the re-check of the reset and the refusals of explicit IDs use
-// it; a class selector is one of its classes (normalized admits no other).
+// replayableSQL is the replay whitelist (docs/design.md#replay) as a condition
+// on proc_state p. It is the only definition: the reason-prefix and ID
+// selectors, the re-check of the reset and the refusals of explicit IDs use it;
+// a class selector is one of its classes (normalized admits no other).
 const replayableSQL = `((p.state IN ('FAILED', 'DEAD') AND p.error_class IN ('CODEC_ERROR', 'INFRA', 'EXHAUSTED'))
 	OR (p.state = 'SKIPPED' AND starts_with(p.reason, 'unsupported:')))`
 
@@ -82,7 +82,7 @@ type Selector struct {
 	IDs []int64
 	// PendingReplayed selects every message an earlier replay reset but
 	// never confirmed re-injecting (crash or Kafka failure between reset and
-	// produce; see the file comment): the recovery run.
+	// produce; see the package comment): the recovery run.
 	PendingReplayed bool
 }
 
@@ -392,7 +392,8 @@ type Deps struct {
 	MySQL *sql.DB
 	// Table is the inbox table (MSGX_INBOX_TABLE).
 	Table string
-	// Brokers and Kafka reach the cluster; the producer is D3 (CheckD3).
+	// Brokers and Kafka reach the cluster; the producer must have the settings
+	// of docs/design.md#kafka-settings (CheckD3).
 	Brokers []string
 	Kafka   kafka.Config
 	// Topic is msgx.inbox (MSGX_TOPIC_INBOX). It must exist with one
@@ -460,7 +461,7 @@ type Result struct {
 }
 
 // Run resets the messages sel names and re-injects them into msgx.inbox
-// (see the file comment for the steps, the crash windows and concurrency).
+// (see the package comment for the steps, the crash windows and concurrency).
 // who is recorded in the audit row; now is the time of the audit row, of
 // updated_at and of the records' EnqueuedAt.
 //
@@ -559,7 +560,7 @@ type batchResult struct {
 	last    int64 // the last candidate's MSG_ID
 }
 
-// batch runs step 1 of the file comment for the candidates after `after`
+// batch runs step 1 of the package comment for the candidates after `after`
 // (keyset selectors) or among ids (IDs selector). auditID 0 creates the
 // audit row.
 func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after int64) (batchResult, error) {
@@ -740,7 +741,7 @@ func (r *replayer) commit(ctx context.Context, tx pgx.Tx, b *batchResult) error 
 	return nil
 }
 
-// reinject runs steps 2 and 3 of the file comment for a committed batch.
+// reinject runs steps 2 and 3 of the package comment for a committed batch.
 func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("replay interrupted before re-injecting %d messages: %w", len(b.reset), err)
@@ -849,11 +850,11 @@ func (r *replayer) logBatch(b batchResult) {
 	}
 }
 
-// newReplayProducer builds the D3 producer and checks the topic before
-// anything is reset: it must exist with one partition (global FIFO).
-// Automatic topic creation is off — a msgx.inbox created by a produce would
-// get the broker's defaults (partitions, retention) instead of those of the
-// source of truth.
+// newReplayProducer builds the producer (docs/design.md#kafka-settings) and
+// checks the topic before anything is reset: it must exist with one partition
+// (global FIFO). Automatic topic creation is off — a msgx.inbox created by a
+// produce would get the broker's defaults (partitions, retention) instead of
+// those of the source of truth.
 func newReplayProducer(d Deps) (sarama.SyncProducer, func(), error) {
 	sc := d.Kafka.Sarama("msgx-replay")
 	if err := kafka.CheckD3(sc); err != nil {

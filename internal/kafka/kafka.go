@@ -1,8 +1,3 @@
-// Package kafka configures msgx's Kafka clients: the D3 producer settings
-// (acks=all, idempotence, max.in.flight=1) enforced at start-up, consumers that
-// start from the oldest offset, topic creation with explicit partitions,
-// replication and cleanup policy, the goka options every processor shares, and
-// the embedded broker (kfake) used when no cluster is configured.
 package kafka
 
 import (
@@ -31,11 +26,12 @@ type Config struct {
 	// Replication is the replication factor of every topic msgx creates
 	// (1 on the embedded single broker; 3 is typical on a real cluster).
 	Replication int `env:"MSGX_KAFKA_REPLICATION" envDefault:"1"`
-	// Acks must be "all" (decision D3).
+	// Acks must be "all" (docs/design.md#kafka-settings).
 	Acks string `env:"MSGX_KAFKA_ACKS" envDefault:"all"`
-	// Idempotent must be true (D3).
+	// Idempotent must be true (docs/design.md#kafka-settings).
 	Idempotent bool `env:"MSGX_KAFKA_IDEMPOTENT" envDefault:"true"`
-	// MaxInFlight must be 1 (D3: per-partition order even across retries).
+	// MaxInFlight must be 1: per-partition order even across retries
+	// (docs/design.md#kafka-settings).
 	MaxInFlight int `env:"MSGX_KAFKA_MAX_IN_FLIGHT" envDefault:"1"`
 	// Timeout bounds a produce or admin round trip.
 	Timeout time.Duration `env:"MSGX_KAFKA_TIMEOUT" envDefault:"10s"`
@@ -59,17 +55,18 @@ type Config struct {
 // Embedded reports whether msgx must run its own broker.
 func (c Config) Embedded() bool { return len(c.Brokers) == 0 }
 
-// Validate refuses anything but the D3 producer settings and bad values.
+// Validate refuses anything but the producer settings of
+// docs/design.md#kafka-settings, and bad values.
 func (c Config) Validate() error {
 	var errs []error
 	if !strings.EqualFold(c.Acks, "all") && c.Acks != "-1" {
-		errs = append(errs, fmt.Errorf("MSGX_KAFKA_ACKS=%q: Kafka producers must use acks=all (D3)", c.Acks))
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_ACKS=%q: Kafka producers must use acks=all (docs/design.md#kafka-settings)", c.Acks))
 	}
 	if !c.Idempotent {
-		errs = append(errs, errors.New("MSGX_KAFKA_IDEMPOTENT=false: Kafka producers must be idempotent (D3)"))
+		errs = append(errs, errors.New("MSGX_KAFKA_IDEMPOTENT=false: Kafka producers must be idempotent (docs/design.md#kafka-settings)"))
 	}
 	if c.MaxInFlight != 1 {
-		errs = append(errs, fmt.Errorf("MSGX_KAFKA_MAX_IN_FLIGHT=%d: Kafka producers must use max.in.flight=1 (D3)", c.MaxInFlight))
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_MAX_IN_FLIGHT=%d: Kafka producers must use max.in.flight=1 (docs/design.md#kafka-settings)", c.MaxInFlight))
 	}
 	if _, err := sarama.ParseKafkaVersion(c.Version); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_VERSION: %w", err))
@@ -100,9 +97,10 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Sarama returns a client configuration with the D3 producer settings and
-// consumers starting at the oldest offset. goka's default (newest) silently
-// skips every record written before a group first starts.
+// Sarama returns a client configuration with the producer settings of
+// docs/design.md#kafka-settings and consumers starting at the oldest offset.
+// goka's default (newest) silently skips every record written before a group
+// first starts.
 func (c Config) Sarama(clientID string) *sarama.Config {
 	sc := sarama.NewConfig()
 	sc.ClientID = clientID
@@ -137,8 +135,8 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest
-	// A callback may block for minutes while the head of the queue is
-	// retried; the group keeps its partition meanwhile (SPEC §2 goka facts).
+	// A callback may block for minutes while the head of the queue is retried;
+	// the group keeps its partition meanwhile (docs/design.md#goka-facts).
 	sc.Consumer.MaxProcessingTime = 10 * time.Minute
 	sc.Consumer.Offsets.AutoCommit.Interval = 200 * time.Millisecond
 	if c.SessionTimeout > 0 {
@@ -163,8 +161,9 @@ func (c Config) instanceID() string {
 	return "msgx-" + host
 }
 
-// CheckD3 verifies a built sarama configuration really carries the D3
-// settings; start-up calls it on every producer configuration it creates.
+// CheckD3 verifies a built sarama configuration really carries the producer
+// settings of docs/design.md#kafka-settings (the original design's decision
+// D3); start-up calls it on every producer configuration it creates.
 func CheckD3(sc *sarama.Config) error {
 	if sc.Producer.RequiredAcks != sarama.WaitForAll || !sc.Producer.Idempotent || sc.Net.MaxOpenRequests != 1 {
 		return fmt.Errorf("kafka producer %q is not D3 (acks=%d idempotent=%v max.in.flight=%d)",
@@ -193,10 +192,11 @@ func (a SlogAdapter) emit(msg string) {
 	a.Log.Log(context.Background(), a.Level, strings.TrimSpace(msg))
 }
 
-// NewSyncProducer returns a synchronous producer with the D3 settings
-// (acks=all, idempotent, one request in flight), checked before it is built.
-// clientID names it to the brokers (msgx-ingest, msgx-publisher, …). An
-// unreachable cluster is an outage (retry.IsOutage): callers retry it.
+// NewSyncProducer returns a synchronous producer with the settings of
+// docs/design.md#kafka-settings (acks=all, idempotent, one request in flight),
+// checked before it is built. clientID names it to the brokers (msgx-ingest,
+// msgx-publisher, …). An unreachable cluster is an outage (retry.IsOutage):
+// callers retry it.
 func NewSyncProducer(c Config, brokers []string, clientID string) (sarama.SyncProducer, error) {
 	sc := c.Sarama(clientID)
 	if err := CheckD3(sc); err != nil {

@@ -59,7 +59,7 @@ func (s TopicSpec) configEntries() map[string]*string {
 // EnsureTopics creates every missing topic with its partitions, replication and
 // cleanup policy, and refuses an existing topic whose partition count differs:
 // goka does not create output topics, and an emit to a missing topic stops the
-// whole processor (SPEC §2).
+// whole processor (docs/design.md#goka-facts).
 func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logger) error {
 	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
 	if err != nil {
@@ -91,10 +91,10 @@ func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logge
 	return nil
 }
 
-// GokaOptions returns the options every msgx goka processor is built with:
-// the D3 producer, consumers from the oldest offset, topic replication from
-// the configuration (goka's default of 2 fails on a one-broker cluster), the
-// given local storage, and logs through slog.
+// GokaOptions returns the options every msgx goka processor is built with: the
+// producer of docs/design.md#kafka-settings, consumers from the oldest offset,
+// topic replication from the configuration (goka's default of 2 fails on a
+// one-broker cluster), the given local storage, and logs through slog.
 func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.ProcessorOption {
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = c.Replication

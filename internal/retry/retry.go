@@ -1,7 +1,3 @@
-// Package retry holds the one backoff helper of msgx and the one place where
-// errors are classified: an outage of a dependency (PostgreSQL, MySQL, Kafka)
-// pauses work without counting against a message (SPEC I7); a permanent error
-// never succeeds on retry; everything else is a failure of the message itself.
 package retry
 
 import (
@@ -191,7 +187,7 @@ func IsOutage(err error) bool {
 // UntilAvailable calls fn until it succeeds, returns an error that is not an
 // outage, or ctx ends. Outages are retried with backoff and reported through
 // onOutage (for logs and readiness); they never count as failures of the work
-// itself (SPEC I7).
+// itself (docs/design.md#i7-outage-is-not-poison).
 func UntilAvailable(ctx context.Context, c clock.Clock, b Backoff, onOutage func(err error, wait time.Duration), fn func(context.Context) error) error {
 	for failures := 1; ; failures++ {
 		err := fn(ctx)

@@ -1,6 +1,7 @@
 -- The legacy shared mailbox tables (from sis-samples/aodbinterface_db.sql),
--- idempotent. msgx never creates them in production (SPEC §4, C-14); tests and
--- `make devdb` create them in a local MariaDB for development.
+-- idempotent. msgx never creates them in production
+-- (docs/design.md#inbox-schema); tests and `make devdb` create them in a local
+-- MariaDB for development.
 CREATE TABLE IF NOT EXISTS `coutmsgs`
 (
   `COUTMSGS_ID`               bigint(20) NOT NULL AUTO_INCREMENT,

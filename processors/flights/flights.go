@@ -1,9 +1,3 @@
-// Package flights is the goka group msgx-flights: it applies flight
-// transitions (input msgx.flight-transitions, key FLID) to the flight state
-// in its table with the pure flight.Apply and writes the result through to
-// PostgreSQL — the flight, the message's completion and the change's msg
-// event (into the outbox the publisher produces) in one transaction — all
-// before the offset is committed.
 package flights
 
 import (
@@ -37,8 +31,8 @@ var Table = goka.GroupTable(goka.Group(Group))
 type Config struct {
 	// MsgTopic receives one event per applied change (key FLID).
 	MsgTopic string `env:"MSGX_TOPIC_MSG" envDefault:"msgx.msg"`
-	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
-	// ("keep", 004 Q13) or cleared ("clear", 001 §12.1).
+	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept ("keep",
+	// the default) or cleared ("clear"); docs/design.md#schedule-merge.
 	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
 	// SchdTopic is the latest-state topic; the processor writes the
 	// tombstone of a flight the history sweep removes (the schd flusher

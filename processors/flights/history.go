@@ -43,13 +43,13 @@ func (c HistoryConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// History is the daily flight history sweep (SPEC §7): flights whose
-// operation day is older than the retention are archived to flight_hist and
-// removed. The sweep only decides *which* flights; it hands each one to the
-// flights processor as a PURGE transition on msgx.flight-transitions, so a
-// purge is serialised with every other change of that FLID and never touches
-// a flight the processor is updating. The processor emits the tombstone of a
-// flight that was never deleted before removing it.
+// History is the daily flight history sweep (docs/design.md#history-sweep):
+// flights whose operation day is older than the retention are archived to
+// flight_hist and removed. The sweep only decides *which* flights; it hands
+// each one to the flights processor as a PURGE transition on
+// msgx.flight-transitions, so a purge is serialised with every other change of
+// that FLID and never touches a flight the processor is updating. The processor
+// emits the tombstone of a flight that was never deleted before removing it.
 type History struct {
 	cfg     HistoryConfig
 	topic   string

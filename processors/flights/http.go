@@ -13,9 +13,9 @@ import (
 	"msgx/sink"
 )
 
-// Handler serves the read-only flight endpoints of SPEC §10 from
-// flight_schd.doc, the flight JSON of SPEC §6 exactly as stored (the schd
-// topic carries the same document):
+// Handler serves the read-only flight endpoints from flight_schd.doc, the
+// flight JSON of docs/design.md#events exactly as stored (the schd topic
+// carries the same document):
 //
 //   - GET /flights/{flid}: one flight (ACTIVE or DELETED), 200
 //     application/json; 404 when the FLID is unknown.

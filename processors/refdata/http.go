@@ -18,7 +18,7 @@ import (
 
 // Handler serves the read-only reference-data inspection endpoints
 // from ref_master, PostgreSQL being the read model other systems query
-// (SPEC §2, §8):
+// (docs/design.md#truth):
 //
 //   - GET /refdata/{rtype}: the category's records as a JSON array sorted by
 //     key. A supported RTYPE without rows answers 200 with [] (an emptied or

@@ -1,9 +1,3 @@
-// Package router is the goka group msgx-router: it reads msgx.inbox strictly
-// in MSG_ID order and gives every message a decision (SPEC §5): decode,
-// ignore rules, business identity, whole-package validation, then one
-// transition per flight on msgx.flight-transitions and one per reference type
-// on msgx.refdata-transitions. The head of the queue is retried in place;
-// nothing behind it moves until it is terminal.
 package router
 
 import (

@@ -157,7 +157,8 @@ func malformedPayload(format string, args ...any) *Verdict {
 	return &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.Clip(d, 200), Detail: d}
 }
 
-// dispatch routes by MsgKind and validates the whole package (SPEC §5, I3).
+// dispatch routes by MsgKind and validates the whole package
+// (docs/design.md#dispatch, docs/design.md#whole-package).
 func (p *Plan) dispatch(s Settings) {
 	m := p.Msg
 	switch m.Kind {

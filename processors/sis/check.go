@@ -10,8 +10,8 @@ import (
 )
 
 // timeFormat is the SIS format of a time-valued tag. Every format is one the
-// AODB's samples use (SPEC §11: a time in any other shape is a CODEC_ERROR,
-// never stored or published).
+// AODB's samples use (docs/design.md#time-values: a time in any other shape
+// is a CODEC_ERROR, never stored or published).
 type timeFormat int
 
 const (

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Class is the error class of a decoding failure (SPEC §5).
+// Class is the error class of a decoding failure (docs/design.md#outcomes).
 type Class string
 
 const (

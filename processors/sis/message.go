@@ -160,7 +160,7 @@ type RefData struct {
 	Records []RefRecord
 	// FirstChild is the name of the first child element of the first record
 	// (e.g. ABCD for ABDG): the key tag of reference types that have no fixed
-	// key (SPEC §8). Empty when there is no record.
+	// key (docs/design.md#refdata). Empty when there is no record.
 	FirstChild string
 }
 

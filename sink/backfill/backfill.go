@@ -40,18 +40,19 @@ type Config struct {
 	// UPDATE with that many IDs.
 	Batch int `env:"MSGX_BACKFILL_BATCH" envDefault:"500"`
 	// Backoff is the wait after the first failed attempt of a row; it
-	// doubles with every further failure (G-BACKFILL-BACKOFF).
+	// doubles with every further failure (docs/design.md#backfill).
 	Backoff time.Duration `env:"MSGX_BACKFILL_BACKOFF" envDefault:"30s"`
 	// BackoffCap is the longest wait between two attempts of a row.
 	BackoffCap time.Duration `env:"MSGX_BACKFILL_BACKOFF_CAP" envDefault:"15m"`
-	// Overdue is R (000 §6.3), measured from the row's local enqueued_at:
-	// a terminal row older than R is tried on every pass regardless of its
-	// backoff, and a transient failure of a row older than R abandons it
-	// (TRANSIENT_DEADLINE). Before R a row is never abandoned for failing.
+	// Overdue is R (docs/design.md#backfill), measured from the row's local
+	// enqueued_at: a terminal row older than R is tried on every pass
+	// regardless of its backoff, and a transient failure of a row older than R
+	// abandons it (TRANSIENT_DEADLINE). Before R a row is never abandoned for
+	// failing.
 	Overdue time.Duration `env:"MSGX_OVERDUE_BACKFILL" envDefault:"720h"`
 	// MaxAttemptsAlarm is the attempt count at which a still failing row is
 	// logged at ERROR (an alarm). It never abandons a row: abandonment is by
-	// time (Overdue), not by count (000 §6.3).
+	// time (Overdue), not by count.
 	MaxAttemptsAlarm int `env:"MSGX_BACKFILL_MAX_ATTEMPTS" envDefault:"20"`
 	// Shadow runs msgx beside the legacy system: the sweeper writes nothing
 	// to MySQL (and records nothing in PostgreSQL), so every terminal row
@@ -291,7 +292,7 @@ const (
 	outcomeMissing                    // no inbox row
 )
 
-// Sweep does one pass (see the file comment) and returns what it did. The
+// Sweep does one pass (see the package comment) and returns what it did. The
 // error reports a pass that could not complete, with an empty result:
 // PostgreSQL unreachable, or the results not saved (the marks written
 // meanwhile are found "already marked" next time). A failed inbox write is not an error of the pass: it
@@ -335,11 +336,11 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
-// scanSQL is the predicate and order of 000 §6.1, word for word. The states
-// and IS NULL conditions are literals so the planner matches the partial
-// index proc_state_backfill (backfill_attempts, msg_id), which also yields
-// the ORDER BY. ARCHIVED shadow rows are excluded by the explicit list of
-// terminal states (004 G-PROC-HST).
+// scanSQL is the predicate and order of docs/design.md#backfill-predicate, word
+// for word. The states and IS NULL conditions are literals so the planner
+// matches the partial index proc_state_backfill (backfill_attempts, msg_id),
+// which also yields the ORDER BY. ARCHIVED shadow rows are excluded by the
+// explicit list of terminal states (docs/design.md#archive).
 const scanSQL = `SELECT msg_id, enqueued_at, backfill_attempts FROM proc_state
 	WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 	  AND backfill_at IS NULL
@@ -566,7 +567,7 @@ func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims [
 	batch := &pgx.Batch{}
 	if len(done) > 0 {
 		// updated_at moves when backfill is settled: it is the archive
-		// job's baseline (004 G-PROC-HST).
+		// job's baseline (docs/design.md#archive).
 		batch.Queue(`UPDATE proc_state SET backfill_at = $2, backfill_error = NULL, updated_at = $2
 			WHERE msg_id = ANY($1)`+owed, done, now)
 	}
@@ -664,7 +665,7 @@ func (b *Sweeper) refreshPending(ctx context.Context) {
 
 // AbandonedRow is a terminal message whose mark the sweeper stopped trying
 // to write. It is not marked: the inbox owner must not purge it on that
-// basis until it has been reconciled by hand (000 §6.2).
+// basis until it has been reconciled by hand (docs/design.md#backfill).
 type AbandonedRow struct {
 	MsgID       int64     `json:"msgId"`
 	State       string    `json:"state"`
@@ -717,7 +718,7 @@ func Abandoned(ctx context.Context, pool *pgxpool.Pool, limit int) ([]AbandonedR
 // A reopened row older than R is tried on the next pass and, if the inbox
 // write still fails, abandoned again at once (TRANSIENT_DEADLINE): reopen
 // buys one more attempt per call, not a new R window, because the deadline
-// is measured from enqueued_at (000 §6.1). Reopen takes the backfill lock,
+// is measured from enqueued_at. Reopen takes the backfill lock,
 // so it never interleaves with a pass.
 func Reopen(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time) (int, error) {
 	if len(ids) == 0 {

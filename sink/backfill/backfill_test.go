@@ -231,8 +231,9 @@ func TestBackfillNewRejectsBadDeps(t *testing.T) {
 	}
 }
 
-// Result 1 of 000 §6.2: the mark is written (the pass's time as an airport
-// DATETIME) and backfill_at recorded, for every terminal state.
+// Result 1 of docs/design.md#backfill-results: the mark is written (the pass's
+// time as an airport DATETIME) and backfill_at recorded, for every terminal
+// state.
 func TestBackfillMarksTerminalRows(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1, 2, 3)
@@ -481,8 +482,8 @@ func TestBackfillMySQLOutageThenRecovery(t *testing.T) {
 	}
 }
 
-// R (000 §6.3): a row older than R is tried on every pass, whatever its
-// backoff says.
+// R (docs/design.md#backfill): a row older than R is tried on every pass,
+// whatever its backoff says.
 func TestBackfillOverdueIgnoresBackoff(t *testing.T) {
 	e := newBF(t)
 	e.inbox(1, 2)

@@ -1,25 +1,24 @@
-// Package backfill is the sweeper that writes the processed mark back into the
-// shared MySQL inbox, and the operator's view of the marks it gave up on
-// (Abandoned, Reopen).
+// Package backfill is the sweeper that writes the processed mark
+// (CMINMSGS_DATE_PROCESSED) back into the shared MySQL inbox for every
+// message that is terminal in proc_state, and the operator's view of the
+// marks it gave up on ([Abandoned], [Reopen]). The [Sweeper] is the only
+// writer of the mark and runs on its own goroutine: it never reads or blocks
+// the message FIFO. The rules are docs/design.md#backfill.
 //
-// The backfill sweeper writes the processed mark (CMINMSGS_DATE_PROCESSED)
-// back into the shared MySQL inbox for every message that is terminal in
-// proc_state (SPEC §3 I6, §7; seeds 000 §6). It is the only writer of the
-// mark and runs on its own goroutine: it never reads or blocks the message
-// FIFO.
+// One pass ([Sweeper.Sweep]), all inside one PostgreSQL transaction that
+// holds the backfill advisory lock ([sink.LockBackfill]):
 //
-// One pass (Sweep), all inside one PostgreSQL transaction that holds the
-// backfill advisory lock (see BackfillLock):
-//
-//  1. scan up to Batch due rows with the predicate of 000 §6.1, in fair
-//     order (backfill_attempts, msg_id);
+//  1. scan up to Batch due rows with the predicate of
+//     docs/design.md#backfill-predicate, in fair order (backfill_attempts,
+//     msg_id);
 //  2. in one MySQL transaction: one UPDATE … WHERE ID IN (…) AND
 //     DATE_PROCESSED IS NULL, then — only when it changed fewer rows than
 //     asked — one SELECT that tells the 0-row IDs apart (already marked or
 //     missing);
-//  3. record the four results of 000 §6.2 in one batch of UPDATEs and commit.
+//  3. record the four results (docs/design.md#backfill-results) in one batch
+//     of UPDATEs and commit.
 //
-// Crash windows, walked through (000 §9.2):
+// Crash windows, walked through:
 //   - Crash before the MySQL commit: nothing was marked; the rows are still
 //     due and the next pass writes them.
 //   - Crash (or PostgreSQL failure) after the MySQL commit, before the

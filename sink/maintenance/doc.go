@@ -1,11 +1,7 @@
 // Package maintenance runs the background jobs on msgx's own PostgreSQL that
 // keep it small without touching the message FIFO: the proc_state archive and
-// the schd_snap_log retention.
-//
-// Maintenance jobs on msgx's own PostgreSQL (SPEC §7; seeds 004 G-PROC-HST,
-// US-11; 000 §9.3): the proc_state archive and the schd_snap_log retention.
-// They run on their own goroutine (Runner.Run) and never take part in
-// the message FIFO.
+// the schd_snap_log retention (docs/design.md#maintenance). They run on their
+// own goroutine ([Runner.Run]) and never take part in the message FIFO.
 //
 // # The proc_state archive
 //
@@ -15,7 +11,7 @@
 // (updated_at: the terminal decision and the settled backfill both move it,
 // nothing moves it afterwards — the threshold counts from the end of the
 // message's life, not from its enqueue, 004 "time-constant ordering" 4).
-// Abandoned rows stay until an operator reopens them (C-16: the abandoned
+// Abandoned rows stay until an operator reopens them (the abandoned
 // list is the inbox owner's evidence for purging and must stay queryable).
 //
 // Archiving a batch is one statement, hence one transaction:
@@ -33,7 +29,7 @@
 // re-read and re-checked when it is locked, so "replayed meanwhile" cannot
 // slip through either.
 //
-// Why no lock, not even the backfill lock: the seeds are explicit that a
+// Why no lock, not even the backfill lock (docs/design.md#archive): a
 // pipeline lock is false protection here and that holding one across a bulk
 // job would block the FIFO; mutual exclusion comes from the conditional
 // write. SKIP LOCKED means the job never waits for a row the router or a
@@ -43,13 +39,14 @@
 // without locks and never wait.
 //
 // The shadow row keeps msg_id, identity_key and the NOT NULL enqueued_at;
-// updated_at becomes the archive time; everything else is cleared. Keeping
-// the row (instead of deleting it) is what keeps de-duplication: the UNIQUE
-// identity_key stays in proc_state, so a later message with the same
-// business identity is still SKIPPED duplicate-of:<archived msg> (I5,
-// INV-9), and a re-delivered message (an ingest duplicate, a rewind) finds
-// its msg_id finished instead of being processed again. Shadow rows are
-// kept for good, so de-duplication memory is unbounded (≥ R_keep).
+// updated_at becomes the archive time; everything else is cleared. Keeping the
+// row (instead of deleting it) is what keeps de-duplication: the UNIQUE
+// identity_key stays in proc_state, so a later message with the same business
+// identity is still SKIPPED duplicate-of:<archived msg> (I5,
+// docs/design.md#archive), and a re-delivered message (an ingest duplicate, a
+// rewind) finds its msg_id finished instead of being processed again. Shadow
+// rows are kept for good, so de-duplication memory is unbounded (it outlives
+// the inbox owner's retention, docs/design.md#time-constants).
 //
 // ARCHIVED rows are invisible to every other job because every predicate
 // on proc_state lists the states it wants (open: PENDING, FAILED, ROUTED;

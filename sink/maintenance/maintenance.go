@@ -20,7 +20,7 @@ import (
 type Config struct {
 	// ArchiveAfter is how long a terminal, backfill-settled proc_state row
 	// stays unchanged (updated_at) before it is archived
-	// (PARAM msgx.proc-state.archive-after; the seeds suggest 1 to 7 days).
+	// (the original design suggests 1 to 7 days; docs/design.md#archive).
 	// An archived DEAD message can no longer be replayed, so keep it above
 	// the time operators take to replay.
 	ArchiveAfter time.Duration `env:"MSGX_ARCHIVE_AFTER" envDefault:"24h"`
@@ -284,7 +284,7 @@ func prefixed(a string, cols []string) string {
 	return strings.Join(out, ", ")
 }
 
-// archiveSQL builds the one-statement batch described in the file comment.
+// archiveSQL builds the one-statement batch described in the package comment.
 // $1 cutoff, $2 now (archive time), $3 batch size, $4 (byIDs only) the IDs
 // to restrict the batch to.
 func archiveSQL(byIDs bool) string {
@@ -430,10 +430,10 @@ func (m *Runner) Archive(ctx context.Context, ids []int64) (ArchiveResult, error
 	return res, nil
 }
 
-// snapLogRetention deletes expired schd_snap_log rows in batches: received
-// more than MSGX_SNAP_LOG_RETENTION ago and covering no day after the day of
-// that cutoff (000 §9.3: by (scope_end, recv_at)). Both must hold: a
-// package about a far future day stays until that day is old too.
+// snapLogRetention deletes expired schd_snap_log rows in batches: received more
+// than MSGX_SNAP_LOG_RETENTION ago and covering no day after the day of that
+// cutoff (by (scope_end, recv_at), docs/design.md#snaplog-retention). Both must
+// hold: a package about a far future day stays until that day is old too.
 func (m *Runner) snapLogRetention(ctx context.Context, now time.Time) (int, error) {
 	cutoff := now.Add(-m.cfg.SnapLogRetention)
 	local := cutoff.In(m.loc)

@@ -261,7 +261,7 @@ func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
 		r(4, message.StateSucceeded, func(r *arRow) { r.updated = recent }),                               // not old enough
 		r(5, message.StateSucceeded, func(r *arRow) { r.updated = cutoff }),                               // exactly at the threshold: not yet
 		r(6, message.StateDead, func(r *arRow) { r.settled = nil }),                                       // still owes the mark
-		r(7, message.StateDead, func(r *arRow) { r.settled = nil; r.abandoned = &arOld }),                 // abandoned (C-16)
+		r(7, message.StateDead, func(r *arRow) { r.settled = nil; r.abandoned = &arOld }),                 // abandoned (docs/design.md#archive)
 		r(8, message.StateSucceeded, func(r *arRow) { r.abandoned = &arOld }),                             // never both, but never archived
 		r(9, message.StatePending, nil), r(10, message.StateFailed, nil), r(11, message.StateRouted, nil), // never, even "settled"
 	)

@@ -1,12 +1,8 @@
-// Package status is the msgx status report: is it keeping up, is anything
-// stuck, and what must a human look at. It is read by msgx status, GET
-// /status and the metrics.
+// Package status is the msgx status report: one report that answers,
+// without any other tool, "is it keeping up, is anything stuck, and what must
+// a human look at". It is read by msgx status, GET /status and the metrics.
 //
-// msgx status (SPEC §10; seeds 000 §4.1 "costs to observe", §5.1): one
-// report that answers, without any other tool, "is it keeping up, is
-// anything stuck, and what must a human look at".
-//
-// Collect reads three independent sources — PostgreSQL (cursor, holes,
+// [Collect] reads three independent sources — PostgreSQL (cursor, holes,
 // late rows, proc_state), the MySQL inbox (MAX(CMINMSGS_ID)) and Kafka
 // (consumer group offsets) — concurrently, each call under its own timeout.
 // A source that fails degrades its own section (an error field, counts of -1,

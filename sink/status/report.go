@@ -75,8 +75,8 @@ type Report struct {
 	th Thresholds
 }
 
-// InboxStatus is the ingest side of the report (SPEC §4; 000 §4.1 asks to
-// observe permanent holes and watermark lag).
+// InboxStatus is the ingest side of the report: permanent holes and
+// watermark lag must be observable (docs/design.md#holes).
 type InboxStatus struct {
 	// Seeded is false when the bridge has no cursor yet (first start
 	// without MSGX_CUTOVER_WATERMARK): nothing is being read.
@@ -148,7 +148,7 @@ type ReleasedHole struct {
 	Reason     string    `json:"reason"`
 }
 
-// MessageStatus is proc_state (SPEC §5).
+// MessageStatus is proc_state (docs/design.md#outcomes).
 type MessageStatus struct {
 	// ByState counts messages by state; every state is present. null when
 	// unknown; when only the terminal counts failed, the unfinished states
@@ -202,12 +202,12 @@ type DeadMessage struct {
 	LastError string `json:"lastError,omitempty"`
 }
 
-// BackfillStatus is the processed marks still owed to the inbox (SPEC §7,
-// 000 §6). It counts from proc_state, so it is right whether or not this
-// process runs the sweeper.
+// BackfillStatus is the processed marks still owed to the inbox
+// (docs/design.md#backfill). It counts from proc_state, so it is right whether
+// or not this process runs the sweeper.
 type BackfillStatus struct {
 	// Pending is the number of terminal messages whose mark is not written
-	// and not abandoned — the sweeper's predicate (000 §6.1).
+	// and not abandoned — the sweeper's predicate.
 	Pending int64 `json:"pending"`
 	// Overdue is the part of Pending enqueued more than R
 	// (MSGX_OVERDUE_BACKFILL) ago.
@@ -539,10 +539,11 @@ const (
 			WHEN reason = 'no-match' THEN 'no-match'
 			ELSE 'other' END, count(*)
 		FROM proc_state WHERE state = 'SKIPPED' GROUP BY 1`
-	// proc_state_backfill: exactly the sweeper's predicate (000 §6.1).
+	// proc_state_backfill: exactly the sweeper's predicate
+	// (docs/design.md#backfill-predicate).
 	sqlBackfillPending = `SELECT count(*), count(*) FILTER (WHERE enqueued_at < $1), min(enqueued_at) FROM proc_state
 		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
-	// No index: a sequential scan (see the file comment).
+	// No index: a sequential scan (see the package comment).
 	sqlAbandoned = `SELECT COALESCE(backfill_abandoned_reason, 'UNKNOWN'), count(*) FROM proc_state
 		WHERE backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
 		GROUP BY 1`

@@ -872,7 +872,7 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
-// The status queries use the indexes the file comment promises on a
+// The status queries use the indexes the package comment promises on a
 // proc_state large enough for the planner to care.
 func TestStatusQueryPlans(t *testing.T) {
 	t.Parallel()

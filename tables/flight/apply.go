@@ -15,7 +15,7 @@ import (
 type Options struct {
 	// ScheduleMissing says what a SCHEDULE does with tags its FLTR does not
 	// carry: ScheduleMissingKeep ("" too) or ScheduleMissingClear
-	// (MSGX_SCHEDULE_MISSING, SPEC §6, §11).
+	// (MSGX_SCHEDULE_MISSING, docs/design.md#schedule-merge).
 	ScheduleMissing string
 }
 
@@ -90,8 +90,8 @@ type Result struct {
 	Purge bool
 }
 
-// Event is one msg-topic record (SPEC §6), keyed by FLID. Consumers
-// de-duplicate by (FLID, StateVersion).
+// Event is one msg-topic record (docs/design.md#msg-topic), keyed by FLID.
+// Consumers de-duplicate by (FLID, StateVersion).
 type Event struct {
 	// EventType is EventUpsert or EventTombstone.
 	EventType string `json:"eventType"`
@@ -484,7 +484,7 @@ func setOnly(s *State, t Transition) {
 }
 
 // clearMissing implements ScheduleMissingClear: what the FLTR does not carry
-// is cleared (seeds 001 §12.1, C-6).
+// is cleared (docs/design.md#schedule-merge).
 func clearMissing(s *State, t Transition) {
 	for _, tag := range Scalars {
 		if _, ok := t.Fields[tag]; !ok {
@@ -506,9 +506,9 @@ func clearMissing(s *State, t Transition) {
 	}
 }
 
-// flopSpecials applies the FLOP rules that go beyond one tag (seeds 001
-// §12.2). TAOP/TAFL/TAID describe one onward connection: any of them
-// present but empty means the connection is broken, so all three go.
+// flopSpecials applies the FLOP rules that go beyond one tag
+// (docs/design.md#flop). TAOP/TAFL/TAID describe one onward connection: any of
+// them present but empty means the connection is broken, so all three go.
 func flopSpecials(s *State, t Transition) {
 	group := FLOPGroups["TAOP"]
 	for _, tag := range group {
@@ -536,7 +536,7 @@ func deriveFlags(s *State) {
 var attributedNames = []string{"FDIV", "FRET", "FLAB"}
 
 // attributedClearKey names the attribute whose emptiness alone clears the
-// element: DDES="" clears a diversion (SIS 3.30).
+// element: DDES="" clears a diversion (docs/design.md#flop).
 var attributedClearKey = map[string]string{"FDIV": "DDES"}
 
 func attributedPresent(fields map[string]string, name string) bool {
@@ -577,7 +577,8 @@ func normalize(spec CollectionSpec, elems []Element) []Element {
 	out := make([]Element, 0, len(elems))
 	for _, e := range elems {
 		if spec.Max > 0 && len(out) == spec.Max {
-			// Keep the first Max in message order (ROUT/ERUT: 4, US-05 AC3).
+			// Keep the first Max in message order (ROUT/ERUT: 4,
+			// docs/design.md#flight-state).
 			break
 		}
 		var c Element

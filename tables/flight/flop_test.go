@@ -9,7 +9,7 @@ import (
 
 func TestSupportedFLOP(t *testing.T) {
 	supported := []string{
-		// The SIS FLOP set (SPEC §6) ...
+		// The SIS FLOP set (docs/design.md#flop) ...
 		"ABTM", "DELY", "ACFT", "ACTT", "BOTM", "CHOT", "FLTY", "CKDT", "CLDT", "CHDT", "CNCL", "ESTT", "FDEL",
 		"FDIV", "FINT", "FLIN", "FRET", "GTDT", "LACL", "MAXP", "HNAG", "PSDT", "RENO", "ROUT", "TAOP", "TRML", "VIPP",
 		// ... the legacy ones and the other modeled samples.
@@ -80,7 +80,7 @@ func TestFLOPEveryScalar(t *testing.T) {
 	}
 }
 
-// TestFLOPSpecials covers the per-STYP rules of seeds 001 §12.2, using the
+// TestFLOPSpecials covers the per-STYP rules of docs/design.md#flop, using the
 // payload shapes of testdata/sis-samples.
 func TestFLOPSpecials(t *testing.T) {
 	full := map[string]string{

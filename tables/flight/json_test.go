@@ -58,12 +58,13 @@ func TestStateJSON(t *testing.T) {
 		t.Fatalf("JSON not stable:\n%s\n%s", b, b2)
 	}
 
-	// The table value is SPEC §6's flight plus bookkeeping keys only.
+	// The table value is the flight JSON (docs/design.md#events) plus
+	// bookkeeping keys only.
 	want := slices.Sorted(slices.Values(append(slices.Clone(specFlightKeys), "lastChange", "linkSince", "links")))
 	if got := keysOf(t, s); !slices.Equal(got, want) && !slices.Equal(got, without1(want, "linkSince")) {
 		t.Fatalf("table value keys %v", got)
 	}
-	// The view (the event's flight) is exactly SPEC §6's flight.
+	// The view (the event's flight) is exactly the flight JSON.
 	if got := keysOf(t, s.View()); !slices.Equal(got, specFlightKeys) {
 		t.Fatalf("view keys %v, want %v", got, specFlightKeys)
 	}

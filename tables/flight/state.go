@@ -18,8 +18,9 @@ const (
 )
 
 // State is the value of the msgx-flights goka table for one FLID (JSON). Its
-// first nine keys are SPEC §6's flight JSON; LinkSince, Links and Last are
-// bookkeeping that View strips before a flight leaves the processor.
+// first nine keys are the flight JSON (docs/design.md#events); LinkSince, Links
+// and Last are bookkeeping that View strips before a flight leaves the
+// processor.
 type State struct {
 	// FLID is AODB's flight id.
 	FLID string `json:"flid"`
@@ -56,7 +57,7 @@ type State struct {
 	Last *Provenance `json:"lastChange,omitempty"`
 }
 
-// MAFLEntry is one child in a master's MAFL (seeds 001 §11.4).
+// MAFLEntry is one child in a master's MAFL (docs/design.md#codeshare).
 type MAFLEntry struct {
 	// FLID is the child's flight id.
 	FLID string `json:"FLID"`
@@ -111,8 +112,8 @@ func (s *State) Clone() *State {
 	return &c
 }
 
-// View returns a deep copy of s without bookkeeping: exactly SPEC §6's
-// flight JSON, as carried by events and served to readers.
+// View returns a deep copy of s without bookkeeping: exactly the flight JSON of
+// docs/design.md#events, as carried by events and served to readers.
 func (s *State) View() *State {
 	v := s.Clone()
 	if v == nil {

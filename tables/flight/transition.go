@@ -112,7 +112,7 @@ type Link struct {
 // SupportedFLOP reports whether Apply handles the FLOP subtype styp: every
 // scalar and collection tag of the vocabulary, the grouped STYPs of
 // FLOPGroups (HNAG, TAOP, VIPP, EXSS, FDIV, FRET) and FDEL. The router skips
-// other STYPs as unsupported:FLOP-<STYP> (SPEC §5, §6).
+// other STYPs as unsupported:FLOP-<STYP> (docs/design.md#flop).
 func SupportedFLOP(styp string) bool {
 	styp = strings.ToUpper(strings.TrimSpace(styp))
 	if styp == STYPDelete || IsScalar(styp) {

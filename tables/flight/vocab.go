@@ -1,12 +1,6 @@
-// Package flight holds the flight state of the msgx-flights group table and
-// the pure transition function that applies SIS flight messages to it.
-//
-// Nothing in this package performs I/O: the processor in processors/flights
-// reads the current state from its goka table, calls Apply, and writes the
-// result to PostgreSQL and Kafka.
 package flight
 
-// Scalars lists the scalar SIS tags of a flight (SPEC §6, seeds 001 §11.3).
+// Scalars lists the scalar SIS tags of a flight (docs/design.md#flight-state).
 // A scalar that is present in a message overwrites the stored value; present
 // but empty clears it. COBT CTOT EOBT TOBT IEST are the A-CDM times, RUNW
 // the runway, POTM and POID the parts of the PORT element (Grouped).
@@ -22,9 +16,10 @@ var Scalars = []string{
 
 // TimeScalars are the scalars whose value is a SIS time, ddMMMyyHHmm
 // (e.g. 23JAN210535), or empty: the router refuses any other value as a
-// CODEC_ERROR before anything is stored or published (SPEC §11). The list is
-// what the AODB's samples and seeds 001 §11.3 show to be times; FTSS, listed
-// with the times there, carries a source name ("RCFLOP") in the samples.
+// CODEC_ERROR before anything is stored or published
+// (docs/design.md#time-values). The list is what the AODB's samples and the
+// original field groups show to be times; FTSS, grouped with the times
+// there, carries a source name ("RCFLOP") in the samples.
 var TimeScalars = []string{
 	"SODT", "ESTT", "ACTT", "BOTM", "LACL", "FINT", "APPT", "EGSR", "EGST", "PADT", "NAAT", "NEAT", "PEDT",
 	"COBT", "CTOT", "EOBT", "TOBT", "IEST", "CNCL", "POTM",
@@ -49,7 +44,7 @@ type CollectionSpec struct {
 
 // Collections lists the flight collections in their canonical order.
 // ROUT and ERUT are separate collections, each capped at 4 entries
-// (seeds 001 §11.3, US-05 AC3).
+// (docs/design.md#flight-state).
 //
 // PSHT (PSTM PSID PUST, keyed by PSHN) and TIPT (TRTM TRST, no sequence
 // attribute: message order) come from the AODB's samples.
@@ -75,10 +70,10 @@ var Collections = []CollectionSpec{
 const TextKey = "TEXT"
 
 // Attributed lists the single-valued elements that carry attributes plus text
-// (seeds 001 §12.2): FDIV (DDES, DDIR), FRET (REID) and FLAB (ARES, from the
-// AODB's samples). They are stored as scalars named after their SIS parts:
-// the element's text under the element name (FDIV, FRET, FLAB) and each
-// attribute under its own name (DDES, DDIR, REID, ARES).
+// (docs/design.md#flop): FDIV (DDES, DDIR), FRET (REID) and FLAB (ARES, from
+// the AODB's samples). They are stored as scalars named after their SIS
+// parts: the element's text under the element name (FDIV, FRET, FLAB) and
+// each attribute under its own name (DDES, DDIR, REID, ARES).
 var Attributed = map[string][]string{
 	"FDIV": {"DDES", "DDIR"},
 	"FRET": {"REID"},
@@ -124,7 +119,7 @@ var AttributedTags = []string{"FDIV", "DDES", "DDIR", "FRET", "REID", "FLAB", "A
 // DerivedScalars are status flags that Apply computes and no message sets.
 // BDST ("boarding status") is "Y" while BOTM (boarding time) is set and
 // absent otherwise; LCST ("last-call status") follows LACL the same way
-// (seeds 001 §12.2: a non-empty BOTM/LACL sets its status, an empty one
+// (docs/design.md#flop: a non-empty BOTM/LACL sets its status, an empty one
 // clears the time and resets the status). Keeping them in fields lets every
 // reader (PG columns, msg/schd consumers) see the status without knowing
 // the rule.
@@ -161,9 +156,9 @@ var ChangeOrder = func() []string {
 	return append(order, ChangedMAFL, ChangedState, ChangedOperationDay)
 }()
 
-// FLOPGroups lists the FLOP STYPs whose payload is a group of tags rather
-// than the single tag named by the STYP (SIS 3.30, 3.33, 3.37, 3.41, 3.43
-// and the EXSS, FLAB and PORT samples). STYPs equal to a scalar or
+// FLOPGroups lists the FLOP STYPs whose payload is a group of tags rather than
+// the single tag named by the STYP (docs/design.md#flop: FDIV, FRET, HNAG,
+// TAOP, VIPP and the EXSS, FLAB and PORT samples). STYPs equal to a scalar or
 // collection tag carry just that tag.
 var FLOPGroups = map[string][]string{
 	"HNAG": {"FHAG", "PHAG", "MHAG"},
@@ -183,5 +178,5 @@ var FLOPGroups = map[string][]string{
 // is DEAD MALFORMED.
 var OptionalPayload = map[string]bool{"COBT": true, "CTOT": true, "EOBT": true, "TOBT": true, "IEST": true}
 
-// STYPDelete is the FLOP STYP that deletes a flight (SIS 3.29).
+// STYPDelete is the FLOP STYP that deletes a flight (docs/design.md#fdel).
 const STYPDelete = "FDEL"

@@ -98,7 +98,7 @@ type Result struct {
 }
 
 // Reason classifies a *RecordError so that the router can map it to an
-// error class (SPEC §5).
+// error class (docs/design.md#outcomes).
 type Reason string
 
 // Reasons of a *RecordError.

@@ -1,18 +1,3 @@
-// Package refdata holds the reference-data state of the msgx-refdata goka
-// table (one value per RTYPE) and the pure transition function that applies
-// SIS reference messages to it (SPEC §8, seeds 001 §13).
-//
-// Nothing in this package performs I/O or reads a clock: every instant comes
-// in as an argument. The processor in processors/refdata reads the category
-// from its goka table, calls Apply, writes Result.Upserts/Result.Deletes to
-// PostgreSQL (ref_master) and stores the state back.
-//
-// Three kinds of category exist:
-//   - the 13 categories of SPEC §8, each with a fixed key tag (Categories);
-//   - RSTA, the resource status, keyed by RTYP and RSID (StatusKey);
-//   - other reference TYPEs seen in the SIS samples (FirstChildTypes), keyed
-//     by the first child element of each record, which the codec reports
-//     because a Record map has lost document order.
 package refdata
 
 import (
@@ -21,7 +6,8 @@ import (
 	"strings"
 )
 
-// Category describes one of the 13 reference categories of SPEC §8.
+// Category describes one of the 13 reference categories
+// (docs/design.md#refdata).
 type Category struct {
 	// RType is the SIS META.TYPE, e.g. "AIRL".
 	RType string
@@ -29,10 +15,10 @@ type Category struct {
 	KeyTag string
 }
 
-// Categories lists the 13 categories with a fixed key tag (SPEC §8, seeds
-// 001 §13.2). CLST and CHLT both key by CCOD and reuse CNMC/CTML/CCAT with a
-// different meaning: they are told apart only by RTYPE, which is why the
-// state is one value per RTYPE and never shared between them.
+// Categories lists the 13 categories with a fixed key tag
+// (docs/design.md#refdata). CLST and CHLT both key by CCOD and reuse
+// CNMC/CTML/CCAT with a different meaning: they are told apart only by RTYPE,
+// which is why the state is one value per RTYPE and never shared between them.
 var Categories = []Category{
 	{"COUL", "COUC"},
 	{"ARPT", "ITCD"},
@@ -49,17 +35,17 @@ var Categories = []Category{
 	{"CHLT", "CCOD"},
 }
 
-// RSTA is the resource-status TYPE (SIS:3.14). Its records are keyed by
-// StatusKey(RTYP, RSID); DNLD is a single status update, RESP may carry many,
-// and neither removes other statuses by absence (seeds 001 §13.3).
+// RSTA is the resource-status TYPE (docs/design.md#refdata). Its records are
+// keyed by StatusKey(RTYP, RSID); DNLD is a single status update, RESP may
+// carry many, and neither removes other statuses by absence.
 const RSTA = "RSTA"
 
-// FirstChildTypes lists the other reference TYPEs of testdata/sis-samples
-// that SPEC §8 lets us store "with their first child as key". Their key tag
-// is not fixed here but taken from the record (see KeyOf); in the samples it
-// is ABDG→ABCD, ABNR→ANRC, CITY→ITCD, DLYL→DCOD, HLTR→HLTC, PLST→PCOD,
-// REGL→REGC, SCHS→SNAM, STTS→STTC, VIPL→VPCD, VIPS→VSCD. SCHS (Season) is
-// stored by season and the router always keys it by SNAM.
+// FirstChildTypes lists the other reference TYPEs of testdata/sis-samples that
+// msgx stores "with their first child as key" (docs/design.md#refdata). Their
+// key tag is not fixed here but taken from the record (see KeyOf); in the
+// samples it is ABDG→ABCD, ABNR→ANRC, CITY→ITCD, DLYL→DCOD, HLTR→HLTC,
+// PLST→PCOD, REGL→REGC, SCHS→SNAM, STTS→STTC, VIPL→VPCD, VIPS→VSCD. SCHS
+// (Season) is stored by season and the router always keys it by SNAM.
 var FirstChildTypes = []string{
 	"ABDG", "ABNR", "CITY", "DLYL", "HLTR", "PLST", "REGL", "SCHS", "STTS", "VIPL", "VIPS",
 }
@@ -93,10 +79,10 @@ const (
 	StatusDisabled = "D"
 )
 
-// ResourceTypes lists the RTYP values RSTA accepts (seeds 001 §13.4).
+// ResourceTypes lists the RTYP values RSTA accepts.
 var ResourceTypes = []string{"BELT", "CNTR", "GATE", "STND"}
 
-// STYP values of reference messages (seeds 001 §13.1).
+// STYP values of reference messages.
 const (
 	// STYPDNLD is an unsolicited full download: replaces the category.
 	STYPDNLD = "DNLD"

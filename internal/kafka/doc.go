@@ -1,0 +1,7 @@
+// Package kafka configures msgx's Kafka clients: the producer settings
+// (acks=all, idempotence, max.in.flight=1; docs/design.md#kafka-settings)
+// enforced at start-up, consumers that start from the oldest offset, topic
+// creation with explicit partitions, replication and cleanup policy, the goka
+// options every processor shares, and the embedded broker (kfake) used when no
+// cluster is configured.
+package kafka

@@ -1,0 +1,11 @@
+// Package flights is the goka group msgx-flights: it applies flight
+// transitions (input msgx.flight-transitions, key FLID) to the flight state
+// in its table with the pure [flight.Apply] and writes the result through to
+// PostgreSQL — the flight, the message's completion and the change's msg
+// event (into the outbox the publisher produces) in one transaction — all
+// before the offset is committed.
+//
+// The package also holds the flight history sweep ([History]), which hands
+// old flights to the processor as PURGE transitions, and the read-only HTTP
+// endpoints GET /flights/{flid} and GET /flights?day=… ([Handler]).
+package flights
