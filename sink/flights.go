@@ -33,8 +33,8 @@ type detailTable struct {
 	// extra.
 	keys []string
 	// seq is the collection's sequence attribute stored in source_seq; ""
-	// for DELY (no attribute: source_seq stays NULL) and for route points
-	// (RTNO is a column of its own).
+	// for DELY and TIPT (no attribute: source_seq stays NULL) and for route
+	// points (RTNO is a column of its own).
 	seq string
 	// kind marks flight_route_point (a route_kind column, no source_seq).
 	kind bool
@@ -55,6 +55,8 @@ var detailTables = []detailTable{
 	{table: "flight_abtm", colls: []string{"ABTM"}, seq: "ASNO", keys: []string{"ABDG", "ABOP", "AOTM"}},
 	{table: "flight_dely", colls: []string{"DELY"}, keys: []string{"CODE", "STRT", "DURA", flight.TextKey}},
 	{table: "flight_route_point", colls: []string{"ROUT", "ERUT"}, kind: true, keys: []string{"RTNO", "APCD", "SCAT", "SCDT"}},
+	{table: "flight_psht", colls: []string{"PSHT"}, seq: "PSHN", keys: []string{"PSTM", "PSID", "PUST"}},
+	{table: "flight_tipt", colls: []string{"TIPT"}, keys: []string{"TRTM", "TRST"}},
 	{table: "flight_srvt", colls: []string{"SRVT"}, raw: true},
 	{table: "flight_vipf", colls: []string{"VIPF"}, raw: true},
 }

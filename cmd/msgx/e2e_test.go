@@ -85,7 +85,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	}
 	rows.Close()
 	for id, want := range map[int64]string{1: "SUCCEEDED", 2: "SUCCEEDED", 5: "SUCCEEDED", 6: "SKIPPED duplicate-of:2",
-		7: "SKIPPED ignored:LDM-*", 9: "SKIPPED unsupported:FLOP-COBT", 10: "SKIPPED no-match", 12: "SUCCEEDED", 13: "SUCCEEDED"} {
+		7: "SKIPPED ignored:LDM-*", 9: "SKIPPED unsupported:FLOP-BDPB", 10: "SKIPPED no-match", 12: "SUCCEEDED", 13: "SUCCEEDED"} {
 		if got[id] != want {
 			t.Errorf("message %d: %q, want %q", id, got[id], want)
 		}

@@ -22,7 +22,6 @@ import (
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
-	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
@@ -1088,17 +1087,8 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	head := testenv.InsertInbox(t, my, `<?xml version="1.0" encoding="UTF-8"?><MSG><META><SNDR>AODB</SNDR><SEQN>77</SEQN>`+
 		`<DTTM>20261130080000</DTTM><TYPE>SCHD</TYPE><STYP>DNLD</STYP></META><SCHD><RECS>1</RECS>`+
 		`<FLTR><FLID>666</FLID><SODT>23JAN210535</SODT><FLNO>CA666</FLNO></FLTR></SCHD></MSG>`)
-	var cobt string
-	all, err := sample.Load(sample.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range all {
-		if s.File == "INSERT_CMINMSGS_COBT.sql" && s.Index == 0 {
-			cobt = s.XML
-		}
-	}
-	unsupported := testenv.InsertInbox(t, my, cobt)
+	unsupported := testenv.InsertInbox(t, my, `<?xml version="1.0" encoding="UTF-8"?><MSG><META><SNDR>AODB</SNDR><SEQN>1243</SEQN>`+
+		`<DTTM>20180810090311</DTTM><TYPE>FLOP</TYPE><STYP>BDPB</STYP></META><FLOP><FLID>121112312</FLID><BDPB>Y</BDPB></FLOP></MSG>`)
 	if err := routerClock.BlockUntil(ctx, 1); err != nil { // the first backoff
 		t.Fatal(err)
 	}
@@ -1114,7 +1104,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 		t.Fatalf("dead head holds identity %s", *dead.IdentityKey)
 	}
 	skipped := waitFor(unsupported, "SKIPPED", func(m sink.Message) bool { return m.State == message.StateSkipped })
-	if str(skipped.Reason) != "unsupported:FLOP-COBT" || skipped.IdentityKey == nil {
+	if str(skipped.Reason) != "unsupported:FLOP-BDPB" || skipped.IdentityKey == nil {
 		t.Fatalf("unsupported message %+v", skipped)
 	}
 	identity := *skipped.IdentityKey
@@ -1161,7 +1151,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	// The unsupported message is decided again with its own identity: still
 	// unsupported (nothing changed about it), never duplicate-of itself.
 	again := waitFor(unsupported, "decided again", func(m sink.Message) bool { return m.State != message.StatePending })
-	if again.State != message.StateSkipped || str(again.Reason) != "unsupported:FLOP-COBT" || str(again.IdentityKey) != identity {
+	if again.State != message.StateSkipped || str(again.Reason) != "unsupported:FLOP-BDPB" || str(again.IdentityKey) != identity {
 		t.Fatalf("replayed unsupported message %+v", again)
 	}
 

@@ -91,7 +91,7 @@ func TestEverySampleReferenceFile(t *testing.T) {
 		}
 		applied[tr.RType] = true
 	}
-	for _, rt := range []string{"AIRC", "AIRL", "ARPT", "BLST", "CHLT", "CLST", "COUL", "FLTL", "GLST", "ORGN", "REGN", "SLST", "TLST", "ABDG", "CITY"} {
+	for _, rt := range []string{"AIRC", "AIRL", "ARPT", "BLST", "CHLT", "CLST", "COUL", "FLTL", "GLST", "ORGN", "REGN", "SLST", "TLST", "ABDG", "CITY", "SCHS"} {
 		if !applied[rt] {
 			t.Errorf("no sample of %s was applied", rt)
 		}
@@ -104,5 +104,14 @@ func TestEverySampleReferenceFile(t *testing.T) {
 	}
 	if strings.Join(keys, ",") != "AA,AB,CX,UA" {
 		t.Fatalf("AIRL keys %v", keys)
+	}
+	// SCHS: the DNLD and the RESP name the same season, Winter; the RESP
+	// replaced it (its first FLTR starts on 14NOV20, the DNLD's on 14NOV21).
+	season, ok, err := sink.RefRecord(ctx, pool, 10*time.Second, "SCHS", "Winter", t0, testenv.Shanghai)
+	if err != nil || !ok {
+		t.Fatalf("season Winter: %v %v", ok, err)
+	}
+	if !strings.Contains(string(season.Attributes), `"STDT": "14NOV20"`) || strings.Contains(string(season.Attributes), `"14NOV21"`) {
+		t.Fatalf("season Winter = %s", season.Attributes)
 	}
 }

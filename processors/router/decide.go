@@ -168,6 +168,8 @@ func (p *Plan) dispatch(s Settings) {
 		p.flightOp()
 	case sis.KindRefData:
 		p.refData()
+	case sis.KindSeason:
+		p.season()
 	default:
 		p.Invalid = unsupported(m)
 	}
@@ -223,6 +225,10 @@ func (p *Plan) schedule(s Settings) {
 			p.Invalid = protocol("FLTR %d (FLID %s) has no SODT", i+1, rec.FLID)
 			return
 		}
+		if err := rec.CheckTimes(); err != nil {
+			p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("FLTR %d (FLID %s) %w", i+1, rec.FLID, err)}
+			return
+		}
 		p.flights = append(p.flights, plannedFlight{kind: kind, flid: rec.FLID, day: day, rec: rec})
 		p.FLIDs = append(p.FLIDs, rec.FLID)
 	}
@@ -255,8 +261,12 @@ func (p *Plan) flightOp() {
 	kind := flight.KindFLOP
 	if styp == flight.STYPDelete {
 		kind = flight.KindDelete
-	} else if !carries(&op.FlightRecord, styp) {
+	} else if !carries(&op.FlightRecord, styp) && !flight.OptionalPayload[styp] {
 		p.Invalid = malformedPayload("FLOP-%s carries no %s payload", styp, styp)
+		return
+	} else if err := op.CheckTimes(); err != nil {
+		// A delete applies nothing it carries; a FLOP applies every tag.
+		p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("FLOP-%s (FLID %s) %w", styp, op.FLID, err)}
 		return
 	}
 	p.flights = []plannedFlight{{kind: kind, flid: op.FLID, rec: &op.FlightRecord, styp: styp}}
@@ -303,6 +313,37 @@ func (p *Plan) refData() {
 		t.Records = append(t.Records, rec)
 	}
 	p.refdata = t
+}
+
+// season validates a seasonal schedule (SCHS DNLD/RESP) as a whole and
+// makes it one reference transition: the season, keyed by SNAM, replaces
+// the stored season of that name (refdata.Season). It creates no flights.
+func (p *Plan) season() {
+	m := p.Msg
+	se := m.Season
+	if m.Meta.STYP != refdata.STYPDNLD && m.Meta.STYP != refdata.STYPRESP {
+		p.Invalid = unsupported(m)
+		return
+	}
+	// A season replaces the stored one as a whole, so like any full replace
+	// it must carry every record it declares (I3).
+	switch {
+	case se.Name() == "":
+		p.Invalid = protocol("SCHS-%s without SNAM", m.Meta.STYP)
+	case !se.DeclaredPresent:
+		p.Invalid = protocol("SCHS-%s without RECS", m.Meta.STYP)
+	case se.Declared != len(se.Records):
+		p.Invalid = protocol("SCHS-%s declares RECS=%d but carries %d FLTR", m.Meta.STYP, se.Declared, len(se.Records))
+	}
+	if p.Invalid != nil {
+		return
+	}
+	if err := se.CheckTimes(); err != nil {
+		p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("SCHS-%s %w", m.Meta.STYP, err)}
+		return
+	}
+	p.refdata = &refdata.Transition{MsgID: p.MsgID, RType: refdata.Season, STYP: m.Meta.STYP, FirstChild: sis.SeasonKey,
+		Records: []refdata.Record{refdata.Record(se.Record())}}
 }
 
 // Decide finishes a decision with what PostgreSQL knows: the identity's

@@ -43,6 +43,10 @@ func dnld(n int, fltrs ...string) string {
 	return msg("SCHD", "DNLD", "77", fmt.Sprintf("<SCHD><RECS>%d</RECS>%s</SCHD>", n, strings.Join(fltrs, "")))
 }
 
+func season(styp, body string) string {
+	return msg("SCHS", styp, "88", "<SCHS>"+body+"</SCHS>")
+}
+
 func day(s string) *time.Time {
 	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
@@ -69,6 +73,7 @@ func sampleXML(t *testing.T, file string, index int) string {
 func TestDecide(t *testing.T) {
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	known := message.Lookups{Days: map[string]message.FlightDay{"15": {FLID: "15", Day: day("2021-01-23"), FirstMsgID: 1}}}
+	known121 := message.Lookups{Days: map[string]message.FlightDay{"121112312": {FLID: "121112312", Day: day("2018-08-10"), FirstMsgID: 1}}}
 	for _, tc := range []struct {
 		name     string
 		raw      string
@@ -101,8 +106,49 @@ func TestDecide(t *testing.T) {
 			state: message.StateSkipped, reason: "no-match", identity: true},
 		{name: "FLOP without its payload", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID></FLOP>"), lookups: known,
 			state: message.StateDead, class: message.ClassMalformed, reason: "FLOP-ESTT carries no ESTT", identity: true},
-		{name: "unsupported FLOP STYP", raw: sampleXML(t, "INSERT_CMINMSGS_COBT.sql", 0), lookups: known,
-			state: message.StateSkipped, reason: "unsupported:FLOP-COBT", identity: true},
+		{name: "unsupported FLOP STYP", raw: msg("FLOP", "BDPB", "1", "<FLOP><FLID>15</FLID><BDPB>1</BDPB></FLOP>"), lookups: known,
+			state: message.StateSkipped, reason: "unsupported:FLOP-BDPB", identity: true},
+		{name: "A-CDM sample", raw: sampleXML(t, "INSERT_CMINMSGS_COBT.sql", 0), lookups: known121,
+			state: message.StateRouted, flights: 1, identity: true},
+		{name: "FLOP-TOBT without its element (the AODB's sample)", raw: sampleXML(t, "INSERT_CMINMSGS_TOBT.sql", 0), lookups: known121,
+			state: message.StateRouted, flights: 1, identity: true},
+		{name: "FLOP-PORT sample", raw: sampleXML(t, "INSERT_CMINMSGS_PORT.sql", 0), lookups: known121,
+			state: message.StateRouted, flights: 1, identity: true},
+		{name: "FLOP-FLAB empty sample", raw: sampleXML(t, "INSERT_CMINMSGS_FLAB.sql", 2), lookups: known,
+			state: message.StateRouted, flights: 1, identity: true},
+		// Time-valued tags (SPEC §11): a value in no SIS format is a
+		// CODEC_ERROR before anything is emitted.
+		{name: "a time in no SIS format", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>notadate</ESTT></FLOP>"), lookups: known,
+			failure: message.ClassCodecError, reason: `FLOP-ESTT (FLID 15) ESTT "notadate": unknown date format`},
+		{name: "any time the FLOP carries is checked", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT><ACTT>0600</ACTT></FLOP>"),
+			lookups: known, failure: message.ClassCodecError, reason: `ACTT "0600"`},
+		{name: "a time inside a collection element", raw: msg("FLOP", "GTDT", "1",
+			`<FLOP><FLID>15</FLID><GTDT GTNO="1"><GATE>G1</GATE><PGOT>15DEC031805</PGOT></GTDT><GTDT GTNO="2"><PGOT>18:05</PGOT></GTDT></FLOP>`),
+			lookups: known, failure: message.ClassCodecError, reason: `GTDT[2]/PGOT "18:05": unknown date format`},
+		{name: "a time in a FLTR", raw: dnld(2, fltr("2", "23JAN210535", ""), fltr("3", "23JAN210535", "<ROUT RTNO=\"1\"><SCAT>tomorrow</SCAT></ROUT>")),
+			failure: message.ClassCodecError, reason: `FLTR 2 (FLID 3) ROUT[1]/SCAT "tomorrow": unknown date format`},
+		{name: "a new A-CDM time is checked", raw: msg("FLOP", "TOBT", "1", "<FLOP><FLID>15</FLID><TOBT>32JAN211200</TOBT></FLOP>"),
+			lookups: known, failure: message.ClassCodecError, reason: "date or time out of range"},
+		{name: "an empty time clears", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT> </ESTT></FLOP>"), lookups: known,
+			state: message.StateRouted, flights: 1, identity: true},
+		{name: "a delete applies nothing it carries", raw: msg("FLOP", "FDEL", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT><FDEL/></FLOP>"),
+			lookups: known, state: message.StateRouted, flights: 1, identity: true},
+		{name: "an unsupported STYP is skipped whatever it carries", raw: msg("FLOP", "BDPB", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
+			lookups: known, state: message.StateSkipped, reason: "unsupported:FLOP-BDPB", identity: true},
+		{name: "an ignored message is ignored whatever it carries", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
+			set: settings(func(c *Config) { c.IgnoreRules = "FLOP-ESTT" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
+		// Seasonal schedules: stored as one reference record per season.
+		{name: "SCHS DNLD sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHS.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
+		{name: "SCHS RESP sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHS.sql", 1), state: message.StateRouted, refdata: 1, identity: true},
+		{name: "SCHS count mismatch", raw: season("DNLD", "<SNAM>W</SNAM><RECS>2</RECS><FLTR><FLNO>CA1</FLNO></FLTR>"),
+			state: message.StateDead, class: message.ClassProtocol, reason: "SCHS-DNLD declares RECS=2 but carries 1 FLTR", identity: true},
+		{name: "SCHS without RECS", raw: season("RESP", "<SNAM>W</SNAM><FLTR><FLNO>CA1</FLNO></FLTR>"),
+			state: message.StateDead, class: message.ClassProtocol, reason: "SCHS-RESP without RECS", identity: true},
+		{name: "SCHS without SNAM", raw: season("DNLD", "<SNAM> </SNAM><RECS>0</RECS>"),
+			state: message.StateDead, class: message.ClassProtocol, reason: "SCHS-DNLD without SNAM", identity: true},
+		{name: "SCHS time", raw: season("DNLD", "<SNAM>W</SNAM><RECS>1</RECS><FLTR><SCHT>10:23</SCHT></FLTR>"),
+			failure: message.ClassCodecError, reason: `SCHS-DNLD SCHS/FLTR[1]/SCHT "10:23": unknown date format`},
+		{name: "SCHS other STYP", raw: season("ADD", "<SNAM>W</SNAM><RECS>0</RECS>"), state: message.StateSkipped, reason: "unsupported:SCHS-ADD", identity: true},
 		{name: "FDEL", raw: sampleXML(t, "INSERT_CMINMSGS_FDEL.sql", 0), lookups: known, state: message.StateRouted, flights: 1, identity: true},
 		{name: "unsupported type", raw: msg("ZZZZ", "DNLD", "1", "<X/>"), state: message.StateSkipped, reason: "unsupported:ZZZZ-DNLD", identity: true},
 		{name: "DNLD sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0), state: message.StateRouted, flights: 2, index: 2, identity: true},
@@ -134,8 +180,8 @@ func TestDecide(t *testing.T) {
 			p := Prepare(100, tc.raw, set)
 			v, fail := Decide(p, tc.lookups, at)
 			if tc.failure != "" {
-				if fail == nil || fail.Class != tc.failure {
-					t.Fatalf("failure %v, want %s (verdict %+v)", fail, tc.failure, v)
+				if fail == nil || fail.Class != tc.failure || !strings.Contains(fail.Err.Error(), tc.reason) {
+					t.Fatalf("failure %v, want %s %q (verdict %+v)", fail, tc.failure, tc.reason, v)
 				}
 				return
 			}

@@ -118,7 +118,7 @@ func TestRouterOutcomes(t *testing.T) {
 	rg.consume(4, msg("LDM", "X", "1", "<LDM/>"))
 	rg.consume(5, "not xml at all")
 	rg.consume(6, flop("11", "404", "ESTT", "<ESTT>23JAN210600</ESTT>"))
-	rg.consume(7, sampleXML(t, "INSERT_CMINMSGS_COBT.sql", 0))
+	rg.consume(7, flop("12", "15", "BDPB", "<BDPB>1</BDPB>"))
 	rg.consume(8, dnld(2, fltr("16", "24JAN210535", ""), fltr("20", "23JAN210535", ""))) // 16 is on the 23rd
 	rg.consume(9, sampleXML(t, "INSERT_CMINMSGS_AIRL.sql", 0))
 	rg.consume(10, strings.Replace(dnld(0), "<SEQN>77<", "<SEQN>78<", 1))
@@ -136,7 +136,7 @@ func TestRouterOutcomes(t *testing.T) {
 		{4, message.StateSkipped, "", "ignored:LDM-*", 0},
 		{5, message.StateDead, message.ClassMalformed, "", 0},
 		{6, message.StateSkipped, "", "no-match", 0},
-		{7, message.StateSkipped, "", "unsupported:FLOP-COBT", 0},
+		{7, message.StateSkipped, "", "unsupported:FLOP-BDPB", 0},
 		{8, message.StateDead, message.ClassProtocol, "FLID 16: operation day 2021-01-24 conflicts with its indexed day 2021-01-23", 0},
 		{9, message.StateRouted, "", "", 1},
 		{10, message.StateSucceeded, "", "", 0},

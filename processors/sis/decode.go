@@ -9,9 +9,8 @@ import (
 )
 
 // notRefData lists the TYPEs that are never reference data, whatever their
-// shape: the flight and request families, the ignored ones, SCHS (a seasonal
-// schedule is flight data; as reference data it would be stored keyed by its
-// first child) and names that would collide with the envelope itself.
+// shape: the flight, season and request families, the ignored ones and
+// names that would collide with the envelope itself.
 var notRefData = map[string]bool{
 	"SCHD": true, "FLOP": true, "FDEL": true, "RQRD": true, "RQFD": true,
 	"EROR": true, "LDM": true, "SCHS": true, "META": true, "RECS": true, "MSG": true,
@@ -103,6 +102,9 @@ func decode(raw []byte, loc *time.Location) (*Message, *DecodeError) {
 	case "LDM":
 		m.Kind = KindLDM
 		m.Body = body(root)
+	case "SCHS":
+		m.Kind = KindSeason
+		m.Season, derr = decodeSeason(root)
 	default:
 		m.Kind = KindUnknown
 		if !notRefData[meta.TYPE] {

@@ -261,14 +261,16 @@ func TestDecodeFamilies(t *testing.T) {
 			<GTDT GTNO="0"/>
 			<CKDT CKNO = " 1 " > <CHKC> 01 </CHKC><NEST><X>1</X></NEST></CKDT>
 			<FDIV DDES="HKG">A</FDIV><FDIV DDIR="TO">B</FDIV>
-			<RUNW>36L</RUNW><FDEL/></FLOP>`
+			<PORT><POID>O</POID></PORT><PORT><POTM> 10AUG181855 </POTM></PORT>
+			<BDPB>36L</BDPB><FDEL/></FLOP>`
 		m, err := Decode([]byte(envelope(metaOf("FLOP", "GTDT"), body)), loc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := m.Flight
-		// The last ESTT wins; the second FDIV replaces the first entirely.
-		wantFields := map[string]string{"ESTT": "23JAN210535", "FDIV": "B", "DDIR": "TO"}
+		// The last ESTT wins; the second FDIV and PORT replace the first
+		// entirely (a part a PORT lacks is present and empty).
+		wantFields := map[string]string{"ESTT": "23JAN210535", "FDIV": "B", "DDIR": "TO", "POTM": "10AUG181855", "POID": ""}
 		wantColl := map[string][]map[string]string{
 			"GTDT": {{"GTNO": "0"}},
 			"CKDT": {{"CKNO": "1", "CHKC": "01"}},
@@ -278,7 +280,7 @@ func TestDecodeFamilies(t *testing.T) {
 		}
 		// FDEL outside STYP=FDEL is still the delete marker of a FLOP body;
 		// the router decides by STYP.
-		if !f.Delete || !reflect.DeepEqual(f.Other, []string{"RUNW"}) {
+		if !f.Delete || !reflect.DeepEqual(f.Other, []string{"BDPB"}) {
 			t.Errorf("delete = %v, other = %v", f.Delete, f.Other)
 		}
 	})

@@ -48,6 +48,15 @@ func decodeFlight(n *Node, opBody bool, path string) (fr FlightRecord, del bool,
 			}
 			continue
 		}
+		if parts, ok := flight.Grouped[name]; ok {
+			// A part the element lacks is reported present and empty: the
+			// element replaces the whole group (a repeated element, the
+			// earlier one entirely).
+			for _, p := range parts {
+				fr.Fields[p] = c.Child(p).TrimmedText()
+			}
+			continue
+		}
 		if spec, ok := collectionSpecs[name]; ok {
 			var e map[string]string
 			if spec.Raw {

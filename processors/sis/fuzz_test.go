@@ -19,6 +19,7 @@ func FuzzDecode(f *testing.F) {
 		envelope(metaOf("RQRD", "AIRL"), "<RQRD><RTYP>AIRL</RTYP></RQRD>"),
 		envelope(metaOf("EROR", "X"), "<EROR><SEQN>1</SEQN></EROR>"),
 		envelope(metaOf("FDEL", "X"), "<FDEL><FLID>1</FLID></FDEL>"),
+		envelope(metaOf("SCHS", "DNLD"), "<SCHS><SNAM>S</SNAM><RECS>1</RECS><FLTR><SCHT>2400</SCHT><ROUT/></FLTR></SCHS>"),
 	} {
 		f.Add([]byte(s))
 	}
@@ -57,6 +58,11 @@ func FuzzDecode(f *testing.F) {
 			ok = m.FlightRequest != nil
 		case KindError:
 			ok = m.ErrorAnswer != nil
+		case KindSeason:
+			ok = m.Season != nil
+			// The time checks and the record never panic.
+			_ = m.Season.CheckTimes()
+			_ = m.Season.Record()
 		case KindLDM, KindUnknown:
 			ok = true
 		}
@@ -72,6 +78,7 @@ func FuzzDecode(f *testing.F) {
 			flights = append(flights, m.Flight.FlightRecord)
 		}
 		for _, fr := range flights {
+			_ = fr.CheckTimes()
 			for _, name := range []string{"SRVT", "VIPF"} {
 				for _, e := range fr.Collections[name] {
 					n, derr := parseTree([]byte(e[RawKey]))

@@ -27,7 +27,10 @@ const (
 	KindError Kind = "EROR"
 	// KindLDM is TYPE=LDM (ignored downstream): Message.Body only.
 	KindLDM Kind = "LDM"
-	// KindUnknown is any other TYPE without a recognisable shape (e.g. SCHS):
+	// KindSeason is TYPE=SCHS, a seasonal schedule, with any STYP:
+	// Message.Season.
+	KindSeason Kind = "SEASON"
+	// KindUnknown is any other TYPE without a recognisable shape:
 	// Message.Body only. It is not an error; the router skips it as
 	// unsupported.
 	KindUnknown Kind = "UNKNOWN"
@@ -77,6 +80,8 @@ type Message struct {
 	FlightRequest *FlightRequest
 	// ErrorAnswer is set for KindError.
 	ErrorAnswer *ErrorAnswer
+	// Season is set for KindSeason.
+	Season *Season
 	// Body holds the children of MSG other than META, for KindError,
 	// KindLDM and KindUnknown.
 	Body []*Node
@@ -105,9 +110,11 @@ type FlightRecord struct {
 	FLID string
 	// Fields maps every present scalar tag of flight.Scalars (including FFID)
 	// to its trimmed text. The attributed elements of flight.Attributed are
-	// stored here too: the element's text under its name (FDIV, FRET) and
-	// each present attribute under its own name (DDES, DDIR, REID). When a
-	// scalar is repeated, the last occurrence wins.
+	// stored here too: the element's text under its name (FDIV, FRET, FLAB)
+	// and each present attribute under its own name (DDES, DDIR, REID,
+	// ARES); so are the parts of the grouped elements of flight.Grouped, all
+	// of them once the element is present (<PORT></PORT> is POTM="" and
+	// POID=""). When a scalar is repeated, the last occurrence wins.
 	Fields map[string]string
 	// Collections maps every present collection of flight.Collections to its
 	// elements in document order. An element is flattened into its trimmed
@@ -116,8 +123,8 @@ type FlightRecord struct {
 	// map. Elements of Raw collections (SRVT, VIPF) are {"RAW": "<SRVT>…</SRVT>"}.
 	Collections map[string][]map[string]string
 	// Other names the present child tags that are neither scalars,
-	// attributed elements nor collections (e.g. COBT, RUNW), in document
-	// order without repeats.
+	// attributed or grouped elements nor collections (e.g. BDPB), in
+	// document order without repeats.
 	Other []string
 }
 

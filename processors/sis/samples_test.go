@@ -101,21 +101,43 @@ func TestAllSamples(t *testing.T) {
 			case m.Meta.TYPE == "FLOP":
 				want = KindFlightOp
 			case m.Meta.TYPE == "SCHS":
-				want = KindUnknown
+				want = KindSeason
 			default:
 				want = KindRefData
 			}
 			if m.Kind != want {
 				t.Fatalf("kind = %s, want %s", m.Kind, want)
 			}
+			// Every tag of a flight record is modelled, and every time it
+			// carries is in a format the router accepts.
+			checkRecord := func(fr *FlightRecord) {
+				t.Helper()
+				if len(fr.Other) != 0 {
+					t.Errorf("FLID %s: tags not modelled: %v", fr.FLID, fr.Other)
+				}
+				if err := fr.CheckTimes(); err != nil {
+					t.Errorf("FLID %s: %v", fr.FLID, err)
+				}
+			}
 			switch m.Kind {
 			case KindSchedule:
 				if len(m.Schedule.Flights) == 0 {
 					t.Error("schedule without flights")
 				}
+				for i := range m.Schedule.Flights {
+					checkRecord(&m.Schedule.Flights[i])
+				}
 			case KindFlightOp, KindFlightDelete:
 				if m.Flight.FLID == "" || m.Flight.Fields["FFID"] == "" {
 					t.Errorf("flight = %+v", m.Flight)
+				}
+				checkRecord(&m.Flight.FlightRecord)
+			case KindSeason:
+				if m.Season.Name() == "" || len(m.Season.Records) == 0 || len(m.Season.Other) != 0 {
+					t.Errorf("season = %+v", m.Season)
+				}
+				if err := m.Season.CheckTimes(); err != nil {
+					t.Error(err)
 				}
 			case KindRefData:
 				rd := m.RefData
@@ -253,11 +275,57 @@ func TestSampleFlightOps(t *testing.T) {
 			file: "INSERT_CMINMSGS_FDEL.sql", kind: KindFlightDelete, flid: "15", del: true,
 		},
 		{
-			file: "INSERT_CMINMSGS_COBT.sql", kind: KindFlightOp, flid: "121112312", other: []string{"COBT"},
+			file: "INSERT_CMINMSGS_COBT.sql", kind: KindFlightOp, flid: "121112312",
+			fields: map[string]string{"COBT": "10AUG181840"},
 		},
 		{
-			// Two TIPT elements, reported once.
-			file: "INSERT_CMINMSGS_TIPT.sql", kind: KindFlightOp, flid: "15", other: []string{"TIPT"},
+			file: "INSERT_CMINMSGS_CTOT.sql", kind: KindFlightOp, flid: "121112312",
+			fields: map[string]string{"CTOT": "10AUG181855"},
+		},
+		{
+			file: "INSERT_CMINMSGS_EOBT.sql", kind: KindFlightOp, flid: "121112312",
+			fields: map[string]string{"EOBT": "10AUG181335"},
+		},
+		{
+			file: "INSERT_CMINMSGS_IEST.sql", kind: KindFlightOp, flid: "121112312",
+			fields: map[string]string{"IEST": "10AUG181855"},
+		},
+		{
+			file: "INSERT_CMINMSGS_RUNW.sql", kind: KindFlightOp, flid: "121112312",
+			fields: map[string]string{"RUNW": "02L"},
+		},
+		{
+			file: "INSERT_CMINMSGS_FLAB.sql", kind: KindFlightOp, flid: "15",
+			fields: map[string]string{"FLAB": "POOR VISIBILITY", "ARES": "G"},
+		},
+		{
+			// ARES="" is present and empty.
+			file: "INSERT_CMINMSGS_FLAB.sql", index: 1, kind: KindFlightOp, flid: "15",
+			fields: map[string]string{"FLAB": "", "ARES": ""},
+		},
+		{
+			// <FLAB></FLAB>: ARES absent, not empty.
+			file: "INSERT_CMINMSGS_FLAB.sql", index: 2, kind: KindFlightOp, flid: "15",
+			fields: map[string]string{"FLAB": ""},
+		},
+		{
+			// PORT is stored by its parts.
+			file: "INSERT_CMINMSGS_PORT.sql", kind: KindFlightOp, flid: "121112312",
+			fields: map[string]string{"POTM": "10AUG181855", "POID": "O"},
+		},
+		{
+			file: "INSERT_CMINMSGS_PSHT.sql", kind: KindFlightOp, flid: "121112312",
+			collections: map[string][]map[string]string{"PSHT": {
+				{"PSHN": "1", "PSTM": "10AUG181346", "PSID": "IN", "PUST": "504"},
+			}},
+		},
+		{
+			// Two TIPT elements, in message order.
+			file: "INSERT_CMINMSGS_TIPT.sql", kind: KindFlightOp, flid: "15",
+			collections: map[string][]map[string]string{"TIPT": {
+				{"TRTM": "10AUG181350", "TRST": "503"},
+				{"TRTM": "10AUG181344", "TRST": "504"},
+			}},
 		},
 		{
 			// FLOP-TOBT without a TOBT element: nothing but the identity.
@@ -403,14 +471,153 @@ func TestSampleABDGInSCHDFile(t *testing.T) {
 	}
 }
 
-// TestSampleSCHS checks that a seasonal schedule is not taken for reference
-// data and keeps its body.
+// TestSampleSCHS checks the seasonal schedule: its header, its FLTR records
+// with their routes, and the reference record it is stored as.
 func TestSampleSCHS(t *testing.T) {
 	m := decodeSample(t, "INSERT_CMINMSGS_SCHS.sql", 0)
-	if m.Kind != KindUnknown || m.RefData != nil || len(m.Body) != 1 || m.Body[0].Name != "SCHS" {
+	if m.Kind != KindSeason || m.RefData != nil || m.Body != nil {
 		t.Fatalf("message = %+v", m)
 	}
-	if got := len(m.Body[0].ChildrenNamed("FLTR")); got != 2 {
-		t.Errorf("%d FLTR in body, want 2", got)
+	se := m.Season
+	wantHeader := map[string]string{"SNAM": "Winter", "APCD": "CTU", "SDAT": "10SEP20", "EDAT": "10JUN21"}
+	if !reflect.DeepEqual(se.Fields, wantHeader) || se.Name() != "Winter" || !se.DeclaredPresent || se.Declared != 2 || len(se.Records) != 2 {
+		t.Fatalf("season = %+v", se)
+	}
+	lh, ca := se.Records[0], se.Records[1]
+	wantLH := map[string]string{"ALCD": "LH", "FLNO": "LH724", "MVIN": "D", "STDT": "14NOV21", "EDDT": "14MAR21",
+		"DYOP": "1200560", "SCHT": "1023", "FLTY": "P", "FLIN": "I", "ACFT": "747", "RENO": "A56729", "TAOP": "LH",
+		"TAFL": "LH647", "TRML": "3", "MAXP": "320", "CSOP": "HK", "CSFT": "HK001"}
+	if !reflect.DeepEqual(lh.Fields, wantLH) {
+		t.Errorf("FLTR 1 fields = %v\nwant %v", lh.Fields, wantLH)
+	}
+	wantRoutes := map[string][]map[string]string{
+		"ROUT": {{"RTNO": "1", "APCD": "HKG", "SCAT": "1125", "SCDT": "1330"}, {"RTNO": "2", "APCD": "LON", "SCAT": "1125", "SCDT": ""}},
+		"ERUT": {
+			{"RTNO": "1", "APCD": "CTU", "SCAT": "14MAR211023", "SADC": "+1", "SCDT": "14MAR211023", "SDDC": "-2"},
+			{"RTNO": "2", "APCD": "HKG", "SCAT": "14MAR211023", "SADC": "+1", "SCDT": "14MAR211023", "SDDC": "-2"},
+			{"RTNO": "3", "APCD": "LON", "SCAT": "14MAR211023", "SADC": "+1", "SCDT": "14MAR211023", "SDDC": "-2"},
+		},
+	}
+	if !reflect.DeepEqual(lh.Collections, wantRoutes) {
+		t.Errorf("FLTR 1 routes = %v\nwant %v", lh.Collections, wantRoutes)
+	}
+	if len(ca.Collections["ROUT"]) != 1 || ca.Collections["ROUT"][0]["SCDT"] != "0730" || len(ca.Collections["ERUT"]) != 2 {
+		t.Errorf("FLTR 2 routes = %v", ca.Collections)
+	}
+	if err := se.CheckTimes(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The stored record: lists stay lists, one route point or many.
+	rec := se.Record()
+	if rec["SNAM"] != "Winter" || rec["SDAT"] != "10SEP20" {
+		t.Errorf("record header = %v", rec)
+	}
+	fltr, ok := rec["FLTR"].([]any)
+	if !ok || len(fltr) != 2 {
+		t.Fatalf("record FLTR = %#v", rec["FLTR"])
+	}
+	second := fltr[1].(map[string]any)
+	if rout, ok := second["ROUT"].([]any); !ok || len(rout) != 1 || rout[0].(map[string]any)["APCD"] != "CAN" {
+		t.Errorf("FLTR 2 ROUT = %#v", second["ROUT"])
+	}
+	if second["FLNO"] != "CA002" || second["STDT"] != "11OCT19" {
+		t.Errorf("FLTR 2 = %v", second)
+	}
+}
+
+// TestCheckTimes checks the time formats of flight records and seasons:
+// every time-valued tag parses in the format the samples use for it, or is
+// empty.
+func TestCheckTimes(t *testing.T) {
+	flightTests := []struct {
+		name   string
+		rec    FlightRecord
+		reason string // "" = valid
+	}{
+		{"valid", FlightRecord{Fields: map[string]string{"ESTT": "23JAN210600", "COBT": "", "RUNW": "02L"}}, ""},
+		{"not a date", FlightRecord{Fields: map[string]string{"ESTT": "notadate"}}, `ESTT "notadate": unknown date format`},
+		{"impossible date", FlightRecord{Fields: map[string]string{"ACTT": "31NOV210600"}}, `ACTT "31NOV210600": date or time out of range`},
+		{"hour 24", FlightRecord{Fields: map[string]string{"TOBT": "23JAN212400"}}, `TOBT "23JAN212400": date or time out of range`},
+		{"date only", FlightRecord{Fields: map[string]string{"POTM": "23JAN21"}}, `POTM "23JAN21": unknown date format`},
+		{"not a time tag", FlightRecord{Fields: map[string]string{"FTSS": "RCFLOP", "EXSR": "delay"}}, ""},
+		{"in a collection", FlightRecord{Collections: map[string][]map[string]string{"GTDT": {
+			{"GTNO": "1", "PGOT": "15DEC031805"}, {"GTNO": "2", "PGOT": "1805"}}}}, `GTDT[2]/PGOT "1805": unknown date format`},
+		{"in an attribute", FlightRecord{Collections: map[string][]map[string]string{"DELY": {{"STRT": "soon", "DURA": "0200"}}}},
+			`DELY[1]/STRT "soon": unknown date format`},
+		{"new collection", FlightRecord{Collections: map[string][]map[string]string{"TIPT": {{"TRTM": "10AUG18"}}}},
+			`TIPT[1]/TRTM "10AUG18": unknown date format`},
+		{"raw collection is not read", FlightRecord{Collections: map[string][]map[string]string{"SRVT": {{RawKey: "<SRVT><SRST>x</SRST></SRVT>"}}}}, ""},
+	}
+	for _, tc := range flightTests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.rec.CheckTimes()
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.reason || !(errors.Is(err, ErrTimeFormat) || errors.Is(err, ErrTimeRange)) {
+				t.Fatalf("err = %v, want %q", err, tc.reason)
+			}
+		})
+	}
+
+	season := func(header map[string]string, fields map[string]string, colls map[string][]map[string]string) *Season {
+		return &Season{Fields: header, Records: []SeasonRecord{{Fields: fields, Collections: colls}}}
+	}
+	seasonTests := []struct {
+		name   string
+		s      *Season
+		reason string
+	}{
+		{"valid", season(map[string]string{"SNAM": "W", "SDAT": "10SEP20"}, map[string]string{"STDT": "14NOV20", "SCHT": "0000"},
+			map[string][]map[string]string{"ROUT": {{"SCAT": "2359", "SADC": "+1"}}, "ERUT": {{"SCDT": "23NOV200325", "SDDC": "-2"}}}), ""},
+		{"header date", season(map[string]string{"EDAT": "2021-06-10"}, nil, nil), `SCHS/EDAT "2021-06-10": unknown date format`},
+		{"FLTR date", season(nil, map[string]string{"EDDT": "14MAR211023"}, nil), `SCHS/FLTR[1]/EDDT "14MAR211023": unknown date format`},
+		{"FLTR time of day", season(nil, map[string]string{"SCHT": "2460"}, nil), `SCHS/FLTR[1]/SCHT "2460": date or time out of range`},
+		{"ROUT takes times of day", season(nil, nil, map[string][]map[string]string{"ROUT": {{"SCAT": "14MAR211023"}}}),
+			`SCHS/FLTR[1]/ROUT[1]/SCAT "14MAR211023": unknown date format`},
+		{"ERUT takes full times", season(nil, nil, map[string][]map[string]string{"ERUT": {{"SCDT": "1023"}}}),
+			`SCHS/FLTR[1]/ERUT[1]/SCDT "1023": unknown date format`},
+		{"day offset", season(nil, nil, map[string][]map[string]string{"ERUT": {{"SADC": "next"}}}),
+			`SCHS/FLTR[1]/ERUT[1]/SADC "next": unknown date format`},
+	}
+	for _, tc := range seasonTests {
+		t.Run("season "+tc.name, func(t *testing.T) {
+			err := tc.s.CheckTimes()
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.reason {
+				t.Fatalf("err = %v, want %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+// TestDecodeSeasonErrors checks the broken seasonal schedules the codec
+// itself rejects.
+func TestDecodeSeasonErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		class      Class
+		reason     string
+	}{
+		{"no SCHS element", "<SCHD/>", Malformed, "TYPE=SCHS without <SCHS> element"},
+		{"SNAM twice", "<SCHS><SNAM>A</SNAM><SNAM>B</SNAM></SCHS>", Malformed, "SCHS/SNAM repeated"},
+		{"RECS not a number", "<SCHS><SNAM>A</SNAM><RECS>two</RECS></SCHS>", CodecError, `SCHS/RECS "two": not a non-negative integer`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode([]byte(envelope(metaOf("SCHS", "DNLD"), tc.body)), nil)
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Class != tc.class || de.Reason != tc.reason {
+				t.Fatalf("err = %v, want %s %q", err, tc.class, tc.reason)
+			}
+		})
 	}
 }

@@ -627,7 +627,7 @@ func deriveFlags(s *State) {
 }
 
 // attributedNames is Attributed's keys in canonical order.
-var attributedNames = []string{"FDIV", "FRET"}
+var attributedNames = []string{"FDIV", "FRET", "FLAB"}
 
 // attributedClearKey names the attribute whose emptiness alone clears the
 // element: DDES="" clears a diversion (docs/design.md#flop).

@@ -331,7 +331,7 @@ func TestApplyRejectsBadInput(t *testing.T) {
 		{"FLID mismatch", s, sched(20, "16", nil, nil), Options{}},
 		{"msgId zero", nil, sched(0, "15", nil, nil), Options{}},
 		{"unknown kind", nil, Transition{MsgID: 1, FLID: "15", Kind: "PATCH"}, Options{}},
-		{"unsupported STYP", s, flop(20, "15", "COBT", nil, nil), Options{}},
+		{"unsupported STYP", s, flop(20, "15", "BDPB", nil, nil), Options{}},
 		{"FLOP without STYP", s, flop(20, "15", "", nil, nil), Options{}},
 		{"LINK without link", s, Transition{MsgID: 20, FLID: "15", Kind: KindLink}, Options{}},
 		{"LINK to itself", s, link(20, "15", "15", "X", true, 1), Options{}},

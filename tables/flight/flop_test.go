@@ -33,8 +33,13 @@ func TestSupportedFLOP(t *testing.T) {
 			t.Errorf("collection %s not a supported FLOP STYP", c.Name)
 		}
 	}
-	unsupported := []string{"COBT", "CTOT", "EOBT", "IEST", "PORT", "PSHT", "RUNW", "TIPT", "TOBT", "FLAB", "BDPB",
-		"DDES", "REID", "BDST", "LCST", "MAFL", ""}
+	// The families of the AODB's sample files added later (issue 12).
+	for _, styp := range []string{"COBT", "CTOT", "EOBT", "TOBT", "IEST", "RUNW", "FLAB", "PORT", "PSHT", "TIPT"} {
+		if !SupportedFLOP(styp) {
+			t.Errorf("SupportedFLOP(%q) = false, want true", styp)
+		}
+	}
+	unsupported := []string{"BDPB", "SCHS", "DDES", "REID", "ARES", "BDST", "LCST", "MAFL", ""}
 	for _, styp := range unsupported {
 		if SupportedFLOP(styp) {
 			t.Errorf("SupportedFLOP(%q) = true, want false", styp)
@@ -83,6 +88,7 @@ func TestFLOPSpecials(t *testing.T) {
 		"BOTM": "15DEC031645", "LACL": "15DEC031755", "TAOP": "CA", "TAFL": "CA201", "TAID": "6213345",
 		"FHAG": "234523", "PHAG": "22313", "MHAG": "234523", "VIPP": "2", "VIPR": "3", "EXSC": "DELAY", "EXSR": "one hour",
 		"FDIV": "INCLEMENT WEATHER", "DDES": "HKG", "DDIR": "TO", "FRET": "EXIT DOOR FAULT", "REID": "G",
+		"FLAB": "POOR VISIBILITY", "ARES": "G", "POTM": "10AUG181855", "POID": "O",
 		"BDST": "Y", "LCST": "Y", // derived from BOTM and LACL
 	}
 	tests := []struct {
@@ -145,6 +151,22 @@ func TestFLOPSpecials(t *testing.T) {
 			without(full, "FRET"), []string{"FRET"}},
 		{"FRET empty clears the return", full, "FRET", map[string]string{"FRET": ""},
 			without(full, "FRET", "REID"), []string{"FRET", "REID"}},
+		// FLAB as the samples send it: set, ARES="" with no text, empty.
+		{"FLAB sets the label", nil, "FLAB", map[string]string{"FLAB": "POOR VISIBILITY", "ARES": "G"},
+			map[string]string{"FLAB": "POOR VISIBILITY", "ARES": "G"}, []string{"FLAB", "ARES"}},
+		{"FLAB with an empty ARES and no text clears", full, "FLAB", map[string]string{"FLAB": "", "ARES": ""},
+			without(full, "FLAB", "ARES"), []string{"FLAB", "ARES"}},
+		{"FLAB empty clears", full, "FLAB", map[string]string{"FLAB": ""}, without(full, "FLAB", "ARES"), []string{"FLAB", "ARES"}},
+		{"FLAB replaces the element: a missing ARES is cleared", full, "FLAB", map[string]string{"FLAB": "FOG"},
+			with(without(full, "ARES"), "FLAB", "FOG"), []string{"FLAB", "ARES"}},
+		// PORT reaches Apply by its parts, all present (the codec reports a
+		// missing part as empty).
+		{"PORT sets the group", nil, "PORT", map[string]string{"POTM": "10AUG181855", "POID": "O"},
+			map[string]string{"POTM": "10AUG181855", "POID": "O"}, []string{"POTM", "POID"}},
+		{"PORT empty clears the group", full, "PORT", map[string]string{"POTM": "", "POID": ""},
+			without(full, "POTM", "POID"), []string{"POTM", "POID"}},
+		{"A-CDM time set", nil, "TOBT", map[string]string{"TOBT": "10AUG181850"}, map[string]string{"TOBT": "10AUG181850"}, []string{"TOBT"}},
+		{"FLOP-TOBT without its element changes nothing", full, "TOBT", nil, full, nil},
 		{"VIPP sets both", nil, "VIPP", map[string]string{"VIPP": "2", "VIPR": "3"},
 			map[string]string{"VIPP": "2", "VIPR": "3"}, []string{"VIPP", "VIPR"}},
 		{"VIPP empty deletes VIPP", full, "VIPP", map[string]string{"VIPP": "", "VIPR": "3"}, without(full, "VIPP"), []string{"VIPP"}},
@@ -327,6 +349,62 @@ func TestRawEmpty(t *testing.T) {
 	for _, tc := range tests {
 		if got := rawEmpty(tc.e); got != tc.want {
 			t.Errorf("rawEmpty(%v) = %v, want %v", tc.e, got, tc.want)
+		}
+	}
+}
+
+// TestVocabularyConsistent checks that the lists describing one element
+// agree: every attributed and grouped part is a field tag, every FLOP group
+// names stored tags, every time is a field tag or an element key with a
+// column somewhere.
+func TestVocabularyConsistent(t *testing.T) {
+	fields := map[string]bool{}
+	for _, tag := range FieldTags {
+		if fields[tag] {
+			t.Errorf("%s twice in FieldTags", tag)
+		}
+		fields[tag] = true
+	}
+	if len(attributedNames) != len(Attributed) {
+		t.Errorf("attributedNames %v, Attributed %v", attributedNames, Attributed)
+	}
+	for _, name := range attributedNames {
+		for _, p := range append([]string{name}, Attributed[name]...) {
+			if !slices.Contains(AttributedTags, p) {
+				t.Errorf("attributed part %s not in AttributedTags", p)
+			}
+		}
+	}
+	for name, parts := range Grouped {
+		if IsScalar(name) {
+			t.Errorf("grouped element %s is a scalar too", name)
+		}
+		for _, p := range parts {
+			if !IsScalar(p) {
+				t.Errorf("grouped part %s.%s is not a scalar", name, p)
+			}
+		}
+	}
+	for styp, tags := range FLOPGroups {
+		for _, tag := range tags {
+			if !fields[tag] {
+				t.Errorf("FLOP group %s names %s, not a field tag", styp, tag)
+			}
+		}
+	}
+	for _, tag := range TimeScalars {
+		if !IsScalar(tag) {
+			t.Errorf("time %s is not a scalar", tag)
+		}
+	}
+	for styp := range OptionalPayload {
+		if !IsScalar(styp) {
+			t.Errorf("optional-payload STYP %s is not a scalar", styp)
+		}
+	}
+	for _, c := range Collections {
+		if c.Raw && len(c.Times) > 0 {
+			t.Errorf("raw collection %s lists times", c.Name)
 		}
 	}
 }

@@ -2,13 +2,27 @@ package flight
 
 // Scalars lists the scalar SIS tags of a flight (docs/design.md#flight-state).
 // A scalar that is present in a message overwrites the stored value; present
-// but empty clears it.
+// but empty clears it. COBT CTOT EOBT TOBT IEST are the A-CDM times, RUNW
+// the runway, POTM and POID the parts of the PORT element (Grouped).
 var Scalars = []string{
 	"ALCD", "ALSC", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT", "RENO",
 	"TAOP", "TAFL", "TAID", "TRML", "CSOP", "CSFT", "MAID",
 	"ESTT", "ACTT", "BOTM", "LACL", "FINT", "APPT", "EGSR", "EGST", "PADT", "NAAT", "NEAT", "PEDT", "FTSS",
+	"COBT", "CTOT", "EOBT", "TOBT", "IEST",
 	"STND", "PHAG", "FHAG", "MHAG", "CNCL", "REMC", "MAXP", "VIPP", "VIPR", "LBNO", "LBWT", "PAXC", "EXSC", "EXSR",
+	"RUNW", "POTM", "POID",
 	"FFID",
+}
+
+// TimeScalars are the scalars whose value is a SIS time, ddMMMyyHHmm
+// (e.g. 23JAN210535), or empty: the router refuses any other value as a
+// CODEC_ERROR before anything is stored or published
+// (docs/design.md#time-values). The list is what the AODB's samples and the
+// original field groups show to be times; FTSS, grouped with the times
+// there, carries a source name ("RCFLOP") in the samples.
+var TimeScalars = []string{
+	"SODT", "ESTT", "ACTT", "BOTM", "LACL", "FINT", "APPT", "EGSR", "EGST", "PADT", "NAAT", "NEAT", "PEDT",
+	"COBT", "CTOT", "EOBT", "TOBT", "IEST", "CNCL", "POTM",
 }
 
 // CollectionSpec describes one variable-length collection of a flight.
@@ -23,22 +37,30 @@ type CollectionSpec struct {
 	Max int
 	// Raw marks collections stored verbatim and never merged (SRVT, VIPF).
 	Raw bool
+	// Times are the element keys whose value is a SIS time, ddMMMyyHHmm, or
+	// empty (checked like TimeScalars). Raw collections are not read.
+	Times []string
 }
 
 // Collections lists the flight collections in their canonical order.
 // ROUT and ERUT are separate collections, each capped at 4 entries
 // (docs/design.md#flight-state).
+//
+// PSHT (PSTM PSID PUST, keyed by PSHN) and TIPT (TRTM TRST, no sequence
+// attribute: message order) come from the AODB's samples.
 var Collections = []CollectionSpec{
-	{Name: "GTDT", SeqAttr: "GTNO", Max: 99},
-	{Name: "CKDT", SeqAttr: "CKNO", Max: 99},
-	{Name: "CLDT", SeqAttr: "CLNO", Max: 99},
-	{Name: "CHDT", SeqAttr: "CHNO", Max: 99},
-	{Name: "PSDT", SeqAttr: "PSNO", Max: 9},
-	{Name: "CHOT", SeqAttr: "CSNO", Max: 99},
-	{Name: "ABTM", SeqAttr: "ASNO", Max: 99},
-	{Name: "DELY"},
-	{Name: "ROUT", SeqAttr: "RTNO", Max: 4},
-	{Name: "ERUT", SeqAttr: "RTNO", Max: 4},
+	{Name: "GTDT", SeqAttr: "GTNO", Max: 99, Times: []string{"PGOT", "PGCT", "GOTM", "GCTM"}},
+	{Name: "CKDT", SeqAttr: "CKNO", Max: 99, Times: []string{"PCOT", "PCCT", "COTM", "CCTM"}},
+	{Name: "CLDT", SeqAttr: "CLNO", Max: 99, Times: []string{"PCOT", "PCCT"}},
+	{Name: "CHDT", SeqAttr: "CHNO", Max: 99, Times: []string{"PCBT", "PCET", "CBTM", "CETM"}},
+	{Name: "PSDT", SeqAttr: "PSNO", Max: 9, Times: []string{"STST", "STET"}},
+	{Name: "CHOT", SeqAttr: "CSNO", Max: 99, Times: []string{"CHTM"}},
+	{Name: "ABTM", SeqAttr: "ASNO", Max: 99, Times: []string{"AOTM"}},
+	{Name: "DELY", Times: []string{"STRT"}},
+	{Name: "ROUT", SeqAttr: "RTNO", Max: 4, Times: []string{"SCAT", "SCDT"}},
+	{Name: "ERUT", SeqAttr: "RTNO", Max: 4, Times: []string{"SCAT", "SCDT"}},
+	{Name: "PSHT", SeqAttr: "PSHN", Max: 99, Times: []string{"PSTM"}},
+	{Name: "TIPT", Max: 99, Times: []string{"TRTM"}},
 	{Name: "SRVT", Raw: true},
 	{Name: "VIPF", Raw: true},
 }
@@ -48,12 +70,22 @@ var Collections = []CollectionSpec{
 const TextKey = "TEXT"
 
 // Attributed lists the single-valued elements that carry attributes plus text
-// (docs/design.md#flop): FDIV (DDES, DDIR) and FRET (REID). They are stored as
-// scalars named after their SIS parts: the element's text under the element
-// name (FDIV, FRET) and each attribute under its own name (DDES, DDIR, REID).
+// (docs/design.md#flop): FDIV (DDES, DDIR), FRET (REID) and FLAB (ARES, from
+// the AODB's samples). They are stored as scalars named after their SIS
+// parts: the element's text under the element name (FDIV, FRET, FLAB) and
+// each attribute under its own name (DDES, DDIR, REID, ARES).
 var Attributed = map[string][]string{
 	"FDIV": {"DDES", "DDIR"},
 	"FRET": {"REID"},
+	"FLAB": {"ARES"},
+}
+
+// Grouped lists the single-valued elements whose leaf children are scalars
+// of their own: <PORT><POTM>…</POTM><POID>…</POID></PORT> is stored as POTM
+// and POID. The element replaces the group as a whole: the codec reports a
+// part the element lacks as present and empty, so <PORT></PORT> clears both.
+var Grouped = map[string][]string{
+	"PORT": {"POTM", "POID"},
 }
 
 // IsScalar reports whether tag is a scalar flight tag.
@@ -82,7 +114,7 @@ var scalarSet = func() map[string]struct{} {
 
 // AttributedTags lists the scalar keys of the attributed elements in
 // canonical order: each element's text first, then its attributes.
-var AttributedTags = []string{"FDIV", "DDES", "DDIR", "FRET", "REID"}
+var AttributedTags = []string{"FDIV", "DDES", "DDIR", "FRET", "REID", "FLAB", "ARES"}
 
 // DerivedScalars are status flags that Apply computes and no message sets.
 // BDST ("boarding status") is "Y" while BOTM (boarding time) is set and
@@ -126,8 +158,8 @@ var ChangeOrder = func() []string {
 
 // FLOPGroups lists the FLOP STYPs whose payload is a group of tags rather than
 // the single tag named by the STYP (docs/design.md#flop: FDIV, FRET, HNAG,
-// TAOP, VIPP and the EXSS sample). STYPs equal to a scalar or collection tag
-// carry just that tag.
+// TAOP, VIPP and the EXSS, FLAB and PORT samples). STYPs equal to a scalar or
+// collection tag carry just that tag.
 var FLOPGroups = map[string][]string{
 	"HNAG": {"FHAG", "PHAG", "MHAG"},
 	"TAOP": {"TAOP", "TAFL", "TAID"},
@@ -135,7 +167,16 @@ var FLOPGroups = map[string][]string{
 	"EXSS": {"EXSC", "EXSR"},
 	"FDIV": {"FDIV", "DDES", "DDIR"},
 	"FRET": {"FRET", "REID"},
+	"FLAB": {"FLAB", "ARES"},
+	"PORT": {"POTM", "POID"},
 }
+
+// OptionalPayload lists the FLOP STYPs that may arrive without the element
+// they name: the AODB's own FLOP-TOBT sample carries nothing but FLID and
+// FFID. Such a message is applied and changes nothing (it does not clear
+// the time: an absent tag never does); any other FLOP without its payload
+// is DEAD MALFORMED.
+var OptionalPayload = map[string]bool{"COBT": true, "CTOT": true, "EOBT": true, "TOBT": true, "IEST": true}
 
 // STYPDelete is the FLOP STYP that deletes a flight (docs/design.md#fdel).
 const STYPDelete = "FDEL"

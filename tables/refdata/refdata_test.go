@@ -78,14 +78,22 @@ func rsta(rtyp, rsid, stat, strt, endt string) Record {
 	return r
 }
 
+// season is a seasonal-schedule record as the router builds it.
+func season(name, flno string) Record {
+	return Record{"SNAM": name, "SDAT": "10SEP20", "FLTR": []any{map[string]any{"FLNO": flno, "ROUT": []any{map[string]any{"APCD": "HKG"}}}}}
+}
+
 var t0 = time.Date(2026, 3, 14, 2, 0, 0, 0, time.UTC)
 
 // tr builds a transition; FirstChild is set from the sample convention for
 // FirstChildTypes (ABDG → ABCD).
 func tr(id int64, rtype, styp string, recs ...Record) Transition {
 	t := Transition{MsgID: id, RType: rtype, STYP: styp, At: t0.Add(time.Duration(id) * time.Minute), Records: recs}
-	if rtype == "ABDG" {
+	switch rtype {
+	case "ABDG":
 		t.FirstChild = "ABCD"
+	case Season:
+		t.FirstChild = "SNAM"
 	}
 	return t
 }
@@ -125,6 +133,17 @@ func TestApply(t *testing.T) {
 					want: Result{Upserts: []string{"ZZ"}, Deletes: []string{"CX", "UA"}, Changed: true}},
 			},
 			want: map[string]Record{"AA": airlAA(), "ZZ": {"ITOP": "ZZ", "ONAM": "ZED"}},
+		},
+		{
+			name:  "a seasonal schedule replaces the season it names, not the category",
+			rtype: Season,
+			steps: []step{
+				{t: tr(1, Season, STYPDNLD, season("Winter", "LH724")), want: Result{Upserts: []string{"Winter"}, Changed: true}},
+				{t: tr(2, Season, STYPDNLD, season("Summer", "CA002")), want: Result{Upserts: []string{"Summer"}, Changed: true}},
+				{t: tr(3, Season, STYPRESP, season("Winter", "LH725")), want: Result{Upserts: []string{"Winter"}, Changed: true}},
+				{t: tr(4, Season, STYPRESP, season("Winter", "LH725")), want: Result{}},
+			},
+			want: map[string]Record{"Summer": season("Summer", "CA002"), "Winter": season("Winter", "LH725")},
 		},
 		{
 			name:  "RESP replaces like DNLD; an identical package changes nothing",

@@ -167,6 +167,8 @@ func (e *RecordError) Unwrap() error {
 //   - RSTA never deletes by absence: DNLD, RESP, ADD and UPD upsert each
 //     status (a new event replaces the previous one of that resource) and DEL
 //     removes it, which restores the default E.
+//   - Season (SCHS) never deletes by absence either: a DNLD or RESP carries
+//     one season and replaces that season's record as a whole.
 //
 // A record equal to the stored one is not rewritten: it keeps its UpdatedAt
 // and LastMsgID and is not in Upserts. When one message carries a key twice,
@@ -201,7 +203,7 @@ func Apply(s *State, t Transition) (Result, error) {
 
 	// Validate the whole message before touching s.
 	keyTag := stateKeyTag(t)
-	replace := (t.STYP == STYPDNLD || t.STYP == STYPRESP) && t.RType != RSTA
+	replace := (t.STYP == STYPDNLD || t.STYP == STYPRESP) && t.RType != RSTA && t.RType != Season
 	if s.KeyTag != "" && s.KeyTag != keyTag && !replace {
 		return Result{}, &RecordError{RType: t.RType, Tag: t.FirstChild, Reason: ReasonKeyTag,
 			Detail: fmt.Sprintf("keyed by %s but the stored records are keyed by %s", t.FirstChild, s.KeyTag)}

@@ -44,10 +44,19 @@ const RSTA = "RSTA"
 // msgx stores "with their first child as key" (docs/design.md#refdata). Their
 // key tag is not fixed here but taken from the record (see KeyOf); in the
 // samples it is ABDG→ABCD, ABNR→ANRC, CITY→ITCD, DLYL→DCOD, HLTR→HLTC,
-// PLST→PCOD, REGL→REGC, SCHS→SNAM, STTS→STTC, VIPL→VPCD, VIPS→VSCD.
+// PLST→PCOD, REGL→REGC, SCHS→SNAM, STTS→STTC, VIPL→VPCD, VIPS→VSCD. SCHS
+// (Season) is stored by season and the router always keys it by SNAM.
 var FirstChildTypes = []string{
 	"ABDG", "ABNR", "CITY", "DLYL", "HLTR", "PLST", "REGL", "SCHS", "STTS", "VIPL", "VIPS",
 }
+
+// Season is the seasonal-schedule TYPE (SCHS). Its records are seasons,
+// keyed by SNAM (the first child, as for FirstChildTypes): the season's
+// header (SNAM APCD SDAT EDAT) and its FLTR records as one record. A DNLD or
+// RESP replaces the season it names and leaves the other seasons alone: a
+// season, not the category, is the unit a seasonal schedule downloads. It
+// creates no flights.
+const Season = "SCHS"
 
 // RSTA tag names and values. The SIS samples carry no RSTA message, so these
 // names (in particular the window tags STRT and ENDT) are an assumption kept
