@@ -1,6 +1,7 @@
 package sis
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,29 @@ func BenchmarkDecodeFLOP(b *testing.B) {
 		if _, err := Decode(raw, loc); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkHostileInputs times the inputs of TestHostileInputs that would
+// expose a quadratic path (150,000 distinct tags, 100,000 attributes).
+func BenchmarkHostileInputs(b *testing.B) {
+	var distinct, attrs strings.Builder
+	for i := range 150_000 {
+		fmt.Fprintf(&distinct, "<T%d/>", i)
+	}
+	for i := range 100_000 {
+		fmt.Fprintf(&attrs, ` a%d="%d"`, i, i)
+	}
+	for _, in := range []struct{ name, raw string }{
+		{"distinct-tags", envelope(metaOf("FLOP", "X"), "<FLOP><FLID>1</FLID>"+distinct.String()+"</FLOP>")},
+		{"attributes", envelope(metaOf("FLOP", "SRVT"), "<FLOP><FLID>1</FLID><SRVT"+attrs.String()+"/></FLOP>")},
+	} {
+		b.Run(in.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Decode([]byte(in.raw), nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
