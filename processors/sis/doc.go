@@ -6,8 +6,10 @@
 // reference data records, an outbound request echoed back, or a generic node
 // tree for types the gateway only passes by). Failures are *DecodeError values
 // classified MALFORMED (the message itself is broken; never retried) or
-// CODEC_ERROR (well-formed but not decodable by this version; retried and
-// replayable after a codec fix), matching SPEC §5.
+// CODEC_ERROR (well-formed but not decodable by this version; DEAD at once and
+// replayable after a codec fix), matching SPEC §5. DecodeHead decodes the META
+// header alone and Head.Decode the payload, so that the router can match its
+// ignore rules before the payload is decoded.
 //
 // The package does no I/O. Decoding is bounded in memory and time: input size,
 // element depth, element count and attribute count are capped.

@@ -93,6 +93,31 @@ type FlightDay struct {
 	FirstMsgID int64
 }
 
+// RefKey is an entry of the router's reference key-tag index: the tag the
+// records of a category keyed by their first child (refdata.FirstChildTypes)
+// are keyed by, as of the last message routed to it (refdata.KeyTagOf). The
+// router checks an incremental message against it as refdata.Apply will
+// (docs/design.md#reference-data).
+type RefKey struct {
+	RType  string
+	KeyTag string
+}
+
+// Query is what a routing decision must look up in the store
+// (router.Plan.Query).
+type Query struct {
+	// IdentityKey is the message's identity ("": none).
+	IdentityKey string
+	// FLIDs are the flights whose index entries are read.
+	FLIDs []string
+	// Days are the operation days whose earlier flights are listed
+	// (absent-flight deletion).
+	Days []time.Time
+	// RefType is the reference category whose indexed key tag is read
+	// ("": none).
+	RefType string
+}
+
 // Lookups are what a routing decision needs to know from the store
 // (router.Decide).
 type Lookups struct {
@@ -107,6 +132,8 @@ type Lookups struct {
 	// RequestOpen says an open request accepts this message as its answer
 	// (the RESP guard); filled from request tracking.
 	RequestOpen bool
+	// KeyTag is the indexed key tag of Query.RefType ("": none indexed).
+	KeyTag string
 }
 
 // Clip returns s cut to at most n bytes at a character boundary: reasons
