@@ -2,8 +2,9 @@
 // in MSG_ID order and gives every message a decision (SPEC §5): decode,
 // ignore rules, business identity, whole-package validation, then one
 // transition per flight on msgx.flight-transitions and one per reference type
-// on msgx.refdata-transitions. The head of the queue is retried in place;
-// nothing behind it moves until it is terminal.
+// on msgx.refdata-transitions. A head that fails for a reason of its own
+// (INFRA) is retried in place, and nothing behind it moves until it is
+// terminal; what the message carries is decided at once, never retried.
 package router
 
 import (

@@ -73,9 +73,9 @@ var Table = goka.GroupTable(goka.Group(Group))
 // Requests is what the router needs from outbound request tracking
 // (emitters/outbound implements it).
 type Requests interface {
-	OpenFor(ctx context.Context, kind request.Kind, styp string) (*request.ReqTrack, bool, error)
-	Accepts(r request.ReqTrack, respMsgID int64, respDTTM, now time.Time) error
-	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, styp string, respMsgID int64, respDTTM, now time.Time) error
+	OpenFor(ctx context.Context, kind request.Kind, rtype string) (*request.ReqTrack, bool, error)
+	Accepts(r request.ReqTrack, rtype string, respMsgID int64, respDTTM, now time.Time) error
+	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, rtype string, respMsgID int64, respDTTM, now time.Time) error
 	FailByEror(ctx context.Context, seqnRef string, now time.Time) error
 }
 
@@ -279,7 +279,7 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 		err := r.available(ctx, func(ctx context.Context) error {
 			req, ok, err := r.d.Requests.OpenFor(ctx, request.RQFD, request.STYPNone)
 			if err == nil && ok {
-				l.RequestOpen = r.d.Requests.Accepts(*req, rec.MsgID, p.Msg.Meta.DTTM, r.d.Clock.Now()) == nil
+				l.RequestOpen = r.d.Requests.Accepts(*req, request.STYPNone, rec.MsgID, p.Msg.Meta.DTTM, r.d.Clock.Now()) == nil
 			}
 			return err
 		})

@@ -35,8 +35,11 @@ const (
 	// once, nothing written, not replayable.
 	ClassProtocol = "PROTOCOL"
 	// ClassCodecError: a well-formed message the decoder cannot handle.
+	// DEAD at once (the same bytes through the same code cannot succeed),
+	// replayable once the codec is fixed.
 	ClassCodecError = "CODEC_ERROR"
-	// ClassInfra: a failure of this message while processing; retried.
+	// ClassInfra: a failure of this message while processing; the only
+	// class that is retried.
 	ClassInfra = "INFRA"
 	// ClassExhausted: the attempts are used up (the class it replaces is
 	// kept in the reason).
