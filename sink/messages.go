@@ -206,8 +206,8 @@ type Decision struct {
 
 // Record stores a decision: the message's state, its identity, the number of
 // transitions and the index entries (flights, reference key tag),
-// atomically, in one statement (one round trip). A terminal state carries its backfill intent
-// (backfill_next_at) in the same statement. Only a PENDING or FAILED message
+// atomically, in one statement (one round trip). A terminal state carries
+// its backfill intent (backfill_next_at) in the same statement. Only a PENDING or FAILED message
 // is decided; deciding it again is a no-op (false).
 func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -224,13 +224,14 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	for i, f := range d.Index {
 		flids[i], days[i] = f.FLID, f.Day
 	}
-	// The index entries are written only if the decision was: the INSERT
-	// reads the UPDATE's result. An entry that exists keeps its day unless it
-	// had none (an ADFT without SODT), as the router only ever adds a day.
 	var refType, keyTag string
 	if d.RefKey != nil {
 		refType, keyTag = d.RefKey.RType, d.RefKey.KeyTag
 	}
+	// The index entries are written only if the decision was: the INSERTs
+	// read the UPDATE's result. A flight entry that exists keeps its day
+	// unless it had none (an ADFT without SODT), as the router only ever
+	// adds a day; a key-tag entry takes the latest routed message's tag.
 	var decided int
 	err := s.pool.QueryRow(ctx, `WITH u AS (
 			UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),

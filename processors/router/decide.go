@@ -58,8 +58,9 @@ func (v Verdict) N() int { return len(v.Flights) + len(v.Refdata) }
 // PostgreSQL must tell before the decision can be made.
 type Plan struct {
 	MsgID int64
-	// Msg is the decoded message: META only for an ignored message (and
-	// for one whose payload does not decode); nil when META does not decode.
+	// Msg is the decoded message: META only for an ignored message (but an
+	// EROR) and for one whose payload does not decode; nil when META does
+	// not decode.
 	Msg *sis.Message
 	// Early is a verdict reached before identity (malformed, undecodable,
 	// ignored).

@@ -100,7 +100,7 @@ type FlightDay struct {
 // records of a category keyed by their first child (refdata.FirstChildTypes)
 // are keyed by, as of the last message routed to it (refdata.KeyTagOf). The
 // router checks an incremental message against it as refdata.Apply will
-// (docs/design.md#reference-data).
+// (docs/design.md#refdata).
 type RefKey struct {
 	RType  string
 	KeyTag string
