@@ -14,6 +14,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/processors/sis"
+	"msgx/sink"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
 )
@@ -844,4 +845,57 @@ func waitLockWait(t *testing.T, e *env) {
 		time.Sleep(150 * time.Millisecond)
 	}
 	t.Fatal("recovery never waited on the in-flight insert")
+}
+
+// Migration 0017 turns the open RQRDs of 0006 (one per category) into one:
+// the newest stays open, the others are closed as superseded by it; DONE
+// RQRDs count their category as answered.
+func TestMigrationMergesOpenRQRDs(t *testing.T) {
+	c := ctx(t)
+	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	for {
+		v, _, err := sink.MigrationVersion(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v < 17 {
+			break
+		}
+		if err := sink.MigrateDown(cfg, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := sink.OpenPG(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(c, `INSERT INTO req_track (id, kind, styp, rtypes, seqn, sndr, state, payload, attempts, outbox_floor,
+			outbox_id, created_at, sent_at, closed_at, close_reason, response_msg_id) VALUES
+		(1, 'RQRD', 'AIRL', ARRAY['AIRL'], 11, 'MSGX', 'DONE', '<x/>', 1, 0, 1, $1, $1, $2, 'RESPONSE', 500),
+		(2, 'RQRD', 'AIRL', ARRAY['AIRL'], 12, 'MSGX', 'SENT', '<x/>', 1, 1, 2, $2, $2, NULL, NULL, NULL),
+		(3, 'RQRD', 'COUL', ARRAY['COUL'], 13, 'MSGX', 'PENDING', '<x/>', 0, NULL, NULL, $3, NULL, NULL, NULL, NULL)`,
+		start, start.Add(time.Minute), start.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Migrate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]request.ReqTrack{}
+	rs, err := queryReqs(c, pool, `SELECT `+reqCols+` FROM req_track ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		got[r.ID] = r
+	}
+	if r := got[1]; r.State != request.StateDone || !slices.Equal(r.Answered, []string{"AIRL"}) {
+		t.Errorf("DONE request %+v", r)
+	}
+	if r := got[2]; r.State != request.StateExpired || r.CloseReason != "SUPERSEDED by SEQN 13" || !r.ClosedAt.Equal(start.Add(2*time.Minute)) {
+		t.Errorf("older open request %+v", r)
+	}
+	if r := got[3]; r.State != request.StatePending {
+		t.Errorf("newest open request %+v", r)
+	}
 }
