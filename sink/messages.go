@@ -80,7 +80,7 @@ func (s *Messages) Touch(ctx context.Context, msgID int64, receivedAt *time.Time
 // Load is Touch and Lookup in one round trip: the message's row (created
 // PENDING on its first delivery) and what routing needs to know.
 func (s *Messages) Load(ctx context.Context, msgID int64, receivedAt *time.Time, enqueuedAt, now time.Time,
-	identityKey string, flids []string, days []time.Time) (Message, message.Lookups, error) {
+	q message.Query) (Message, message.Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var m Message
@@ -93,7 +93,7 @@ func (s *Messages) Load(ctx context.Context, msgID int64, receivedAt *time.Time,
 		m, err = scanMessage(row)
 		return err
 	})
-	l := queueLookups(b, msgID, identityKey, flids, days)
+	l := queueLookups(b, msgID, q)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return Message{}, message.Lookups{}, fmt.Errorf("loading message %d: %w", msgID, err)
 	}
@@ -121,7 +121,7 @@ func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, 
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	b := &pgx.Batch{}
-	l := queueLookups(b, msgID, identityKey, flids, days)
+	l := queueLookups(b, msgID, message.Query{IdentityKey: identityKey, FLIDs: flids, Days: days})
 	if b.Len() == 0 {
 		return *l, nil
 	}
@@ -133,10 +133,10 @@ func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, 
 
 // queueLookups queues the routing lookups on b; the result is filled when
 // the batch has run.
-func queueLookups(b *pgx.Batch, msgID int64, identityKey string, flids []string, days []time.Time) *message.Lookups {
+func queueLookups(b *pgx.Batch, msgID int64, q message.Query) *message.Lookups {
 	out := &message.Lookups{Days: map[string]message.FlightDay{}, Earlier: map[string][]string{}}
-	if identityKey != "" {
-		b.Queue(`SELECT msg_id FROM proc_state WHERE identity_key = $1`, identityKey).QueryRow(func(row pgx.Row) error {
+	if q.IdentityKey != "" {
+		b.Queue(`SELECT msg_id FROM proc_state WHERE identity_key = $1`, q.IdentityKey).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&out.Owner)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
@@ -144,7 +144,16 @@ func queueLookups(b *pgx.Batch, msgID int64, identityKey string, flids []string,
 			return err
 		})
 	}
-	if len(flids) > 0 {
+	if q.RefType != "" {
+		b.Queue(`SELECT key_tag FROM refdata_key_index WHERE rtype = $1`, q.RefType).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&out.KeyTag)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
+	}
+	if flids := q.FLIDs; len(flids) > 0 {
 		b.Queue(`SELECT flid, operation_day, first_msg_id FROM flight_index WHERE flid = ANY($1)`, flids).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var d message.FlightDay
@@ -156,7 +165,7 @@ func queueLookups(b *pgx.Batch, msgID int64, identityKey string, flids []string,
 			return rows.Err()
 		})
 	}
-	if len(days) > 0 {
+	if days := q.Days; len(days) > 0 {
 		b.Queue(`SELECT flid, operation_day FROM flight_index WHERE operation_day = ANY($1) AND first_msg_id < $2 ORDER BY flid`, days, msgID).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var flid string
@@ -190,13 +199,15 @@ type Decision struct {
 	N int
 	// Index are flight_index entries to create (or whose unknown day to set).
 	Index []message.FlightDay
-	Now   time.Time
+	// RefKey is the refdata_key_index entry to set (nil: none).
+	RefKey *message.RefKey
+	Now    time.Time
 }
 
 // Record stores a decision: the message's state, its identity, the number of
-// transitions and the index entries, atomically, in one statement (one
-// round trip). A terminal state carries its backfill intent
-// (backfill_next_at) in the same statement. Only a PENDING or FAILED message
+// transitions and the index entries (flights, reference key tag),
+// atomically, in one statement (one round trip). A terminal state carries
+// its backfill intent (backfill_next_at) in the same statement. Only a PENDING or FAILED message
 // is decided; deciding it again is a no-op (false).
 func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -213,9 +224,14 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	for i, f := range d.Index {
 		flids[i], days[i] = f.FLID, f.Day
 	}
-	// The index entries are written only if the decision was: the INSERT
-	// reads the UPDATE's result. An entry that exists keeps its day unless it
-	// had none (an ADFT without SODT), as the router only ever adds a day.
+	var refType, keyTag string
+	if d.RefKey != nil {
+		refType, keyTag = d.RefKey.RType, d.RefKey.KeyTag
+	}
+	// The index entries are written only if the decision was: the INSERTs
+	// read the UPDATE's result. A flight entry that exists keeps its day
+	// unless it had none (an ADFT without SODT), as the router only ever
+	// adds a day; a key-tag entry takes the latest routed message's tag.
 	var decided int
 	err := s.pool.QueryRow(ctx, `WITH u AS (
 			UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
@@ -228,10 +244,14 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 			INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at)
 			SELECT f.flid, f.day, $1, $12 FROM unnest($15::text[], $16::date[]) AS f(flid, day)
 			WHERE EXISTS (SELECT 1 FROM u)
-			ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day))
+			ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day)),
+		rk AS (
+			INSERT INTO refdata_key_index (rtype, key_tag, msg_id)
+			SELECT $17, $18, $1 WHERE $17 <> '' AND EXISTS (SELECT 1 FROM u)
+			ON CONFLICT (rtype) DO UPDATE SET key_tag = EXCLUDED.key_tag, msg_id = EXCLUDED.msg_id)
 		SELECT COUNT(*) FROM u`,
 		d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
-		d.N, d.Now, routedAt, backfill, flids, days).Scan(&decided)
+		d.N, d.Now, routedAt, backfill, flids, days, refType, keyTag).Scan(&decided)
 	if err != nil {
 		return false, fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
 	}
@@ -239,15 +259,24 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 }
 
 // Fail records a failure that belongs to the message and returns its attempt
-// count: the message stays FAILED, at the head, until nextAt.
-func (s *Messages) Fail(ctx context.Context, msgID int64, class, lastError string, nextAt, now time.Time) (int, error) {
+// count: the message stays FAILED, at the head, until nextAt. The message's
+// identity (identityKey, "" when none was computed) is bound in the same
+// statement if no other message holds it, and stays bound when the message
+// is exhausted (000 §5.2 step 3): a resend of a failed or exhausted message
+// is its duplicate. When another message holds it, the decision after the
+// retry says duplicate-of.
+func (s *Messages) Fail(ctx context.Context, msgID int64, identityKey, class, lastError string, nextAt, now time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var attempts int
+	// The router is the only writer of identity keys, so the NOT EXISTS
+	// guard cannot race another binding of the same key.
 	err := s.pool.QueryRow(ctx, `UPDATE proc_state SET state = 'FAILED', attempts = attempts + 1, error_class = $2,
-			last_error = $3, next_attempt_at = $4, updated_at = $5
+			last_error = $3, next_attempt_at = $4, updated_at = $5,
+			identity_key = COALESCE(identity_key,
+				(SELECT NULLIF($6, '') WHERE NOT EXISTS (SELECT 1 FROM proc_state o WHERE o.identity_key = $6)))
 		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') RETURNING attempts`,
-		msgID, class, message.Clip(lastError, 1000), nextAt, now).Scan(&attempts)
+		msgID, class, message.Clip(lastError, 1000), nextAt, now, identityKey).Scan(&attempts)
 	if err != nil {
 		return 0, fmt.Errorf("recording failure of message %d: %w", msgID, err)
 	}
@@ -255,8 +284,8 @@ func (s *Messages) Fail(ctx context.Context, msgID int64, class, lastError strin
 }
 
 // Exhaust makes a message whose attempts are used up DEAD(EXHAUSTED): the
-// class is overwritten, last_error is kept, and the backfill intent is set in
-// the same statement.
+// class is overwritten, last_error and the identity bound by Fail are kept,
+// and the backfill intent is set in the same statement.
 func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

@@ -17,7 +17,7 @@ import (
 func DerivedTables() []string {
 	// flight_hist too: the flights it holds come back from the inbox and the
 	// next history sweep archives them again.
-	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "ref_master", "schd_snap_log", "flight_hist"}
+	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "refdata_key_index", "ref_master", "schd_snap_log", "flight_hist"}
 	return append(t, FlightTables...)
 }
 

@@ -37,6 +37,11 @@ import (
 // has caught up, printing progress. Processed marks already written to the
 // inbox stay (they are monotonic; the sweeper finds them already marked);
 // outbound request history and the ingest cursor are kept.
+//
+// Every message is decided again from scratch: proc_state is emptied, so no
+// recorded backoff (next_attempt_at) or attempt count survives, and bad
+// values (CODEC_ERROR, PROTOCOL) are DEAD at once as in the first run. The
+// rebuild waits only for INFRA failures it meets itself.
 func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

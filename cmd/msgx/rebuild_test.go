@@ -37,6 +37,7 @@ func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]strin
 		"flight_route":  `SELECT flid, route_kind, ordinal, apcd FROM flight_route_point ORDER BY 1, 2, 3`,
 		"ref_master":    `SELECT rtype, rkey, attributes, updated_at, last_msg_id FROM ref_master ORDER BY rtype, rkey`,
 		"flight_index":  `SELECT flid, operation_day, first_msg_id FROM flight_index ORDER BY flid`,
+		"refdata_keys":  `SELECT rtype, key_tag, msg_id FROM refdata_key_index ORDER BY rtype`,
 		"transitions":   `SELECT msg_id, kind, key FROM transition_applied ORDER BY 1, 2, 3`,
 		"schd_snap_log": `SELECT msg_id, styp, operation_days, flights FROM schd_snap_log ORDER BY msg_id`,
 	} {
@@ -101,10 +102,16 @@ func TestRebuildReproducesState(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range samples {
-		if strings.HasPrefix(s.File, "INSERT_CMINMSGS_AIRL") || strings.HasPrefix(s.File, "INSERT_CMINMSGS_CLST") {
+		if strings.HasPrefix(s.File, "INSERT_CMINMSGS_AIRL") || strings.HasPrefix(s.File, "INSERT_CMINMSGS_CLST") ||
+			strings.HasPrefix(s.File, "INSERT_CMINMSGS_ABDG") {
 			testenv.InsertInbox(t, my, strings.Replace(s.XML, "<SEQN>1243</SEQN>", fmt.Sprintf("<SEQN>%d</SEQN>", 800000+s.Index), 1))
 		}
 	}
+	// A message the codec cannot handle is DEAD at once, in the run and in
+	// the rebuild alike: neither sleeps through the backoffs it used to be
+	// retried with (1+2+4+8 s), and the row is the same.
+	codec := testenv.InsertInbox(t, my, `<MSG><META><SNDR>AODB</SNDR><SEQN>900001</SEQN><DTTM>2026-11-30</DTTM><TYPE>FLOP</TYPE><STYP>ESTT</STYP></META>`+
+		`<FLOP><FLID>1</FLID><ESTT>23JAN210600</ESTT></FLOP></MSG>`)
 	var total int
 	if err := my.QueryRow("SELECT COUNT(*) FROM cminmsgs").Scan(&total); err != nil {
 		t.Fatal(err)
@@ -119,6 +126,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	testenv.WaitCaughtUp(t, brokers, refdataproc.Group, []string{cfg.Router.RefdataTopic}, time.Minute)
 	testenv.WaitCaughtUp(t, brokers, router.Group, []string{cfg.Ingest.Topic}, time.Minute)
 	stop()
+	wantCodecDead(t, pool, codec)
 
 	// The embedded broker stopped with the daemon; read the tables with a
 	// broker on the same data.
@@ -149,9 +157,23 @@ func TestRebuildReproducesState(t *testing.T) {
 	}
 	defer b.Close()
 	after := rebuildState(t, cfg, pool)
+	wantCodecDead(t, pool, codec)
 	for name, want := range before {
 		if after[name] != want {
 			t.Errorf("%s differs after rebuild:\n before %.400s\n after  %.400s", name, want, after[name])
 		}
+	}
+}
+
+func wantCodecDead(t *testing.T, pool *pgxpool.Pool, id int64) {
+	t.Helper()
+	var state, class string
+	var attempts int
+	if err := pool.QueryRow(context.Background(), `SELECT state, error_class, attempts FROM proc_state WHERE msg_id = $1`, id).
+		Scan(&state, &class, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if state != "DEAD" || class != "CODEC_ERROR" || attempts != 0 {
+		t.Fatalf("codec error %d is %s %s after %d attempts, want DEAD CODEC_ERROR at once", id, state, class, attempts)
 	}
 }

@@ -13,11 +13,12 @@ import (
 	"msgx/sink"
 )
 
-// runRequest serves `msgx request refdata <RTYPE>` and
-// `msgx request flights --from <t> --to <t>`: it writes an RQRD / RQFD into
-// COUTMSGS through request tracking and prints the tracked request.
+// runRequest serves `msgx request refdata <RTYPE>…` and
+// `msgx request flights --from <t> --to <t>`: it writes an RQRD (one, for
+// every category named) / RQFD into COUTMSGS through request tracking and
+// prints the tracked request.
 func runRequest(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
-	usage := "usage: msgx request refdata <RTYPE> | msgx request flights --from <time> --to <time> (time: 2006-01-02T15:04 airport local, or RFC 3339)"
+	usage := "usage: msgx request refdata <RTYPE>… | msgx request flights --from <time> --to <time> (time: 2006-01-02T15:04 airport local, or RFC 3339)"
 	if len(args) == 0 {
 		return fmt.Errorf("%s", usage)
 	}
@@ -41,10 +42,10 @@ func runRequest(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	var res any
 	switch args[0] {
 	case "refdata":
-		if len(args) != 2 {
+		if len(args) < 2 {
 			return fmt.Errorf("%s", usage)
 		}
-		res, err = reqs.RequestRefdata(ctx, args[1])
+		res, err = reqs.RequestRefdata(ctx, args[1:]...)
 	case "flights":
 		fs := flag.NewFlagSet("request flights", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

@@ -15,7 +15,8 @@ type Config struct {
 	// closes it as EXPIRED (Go duration, default 10m).
 	Timeout time.Duration `env:"MSGX_REQUEST_TIMEOUT" envDefault:"10m"`
 	// RefdataAt is the optional daily time, HH:MM in the airport time zone,
-	// at which Run requests every reference category. Empty: no schedule.
+	// at which Run requests, in one RQRD, every reference category not
+	// requested since. Empty: no schedule.
 	RefdataAt string `env:"MSGX_REQUEST_REFDATA_AT"`
 	// Shadow forbids every write to MySQL (docs/design.md#shadow): requests are
 	// refused with ErrShadow.

@@ -16,7 +16,7 @@
 //
 //  1. reconcile the PENDING requests left behind (see Recovery);
 //  2. one PostgreSQL transaction: take a SEQN from req_seqn, encode the XML,
-//     close the open request of the slot as EXPIRED (superseded), insert the
+//     close the open request of its kind as EXPIRED (superseded), insert the
 //     new request as PENDING with its payload;
 //  3. read MAX(COUTMSGS_ID) (the floor) and record it with attempts+1;
 //  4. insert the payload into COUTMSGS (autocommit: the insert is committed
@@ -46,7 +46,7 @@
 // the search costs nothing on a large outbox) and COUTMSGS_CLOB_MSG LIKE
 // '%<SEQN>n</SEQN>%', each candidate decoded to confirm SNDR, TYPE and SEQN.
 // Recovery runs at start-up and on every tick of Run, and before every new
-// send. Before a new send, a PENDING request of the same slot is only looked
+// send. Before a new send, a PENDING request of the same kind is only looked
 // up, never sent: it is about to be superseded.
 //
 // What recovery assumes: the AODB's outbox reader does not delete rows it has
@@ -57,11 +57,14 @@
 //
 // # Answers
 //
-// Requests implements Matcher for the router and the applying processors. A
-// RESP completes the open request of its slot under the rule of tables/request
-// (SENT, and META DTTM not before SentAt − MSGX_REQUEST_CLOCK_SKEW), and it
-// does so inside the transaction that applies the RESP's data, so a request is
-// DONE only if its data is. An EROR naming one of our SEQNs closes the request
+// Requests implements Matcher for the router and the applying processors. One
+// RQRD (whatever categories it names) and one RQFD are open at a time
+// (docs/design.md#request-slots). A RESP answers the open request of its kind
+// under the rule of tables/request (for an RQRD a category it names, SENT,
+// and META DTTM not before SentAt − MSGX_REQUEST_CLOCK_SKEW), and it does so
+// inside the transaction that applies the RESP's data, so a request is DONE
+// only if its data is: an RQFD with its answer, an RQRD once every category
+// it names was answered. An EROR naming one of our SEQNs closes the request
 // as FAILED and is logged as a warning (the operator's alert). Closed
 // requests never change again: late and repeated answers are no-ops.
 //
@@ -69,10 +72,11 @@
 //
 // Run expires SENT requests that had no answer for MSGX_REQUEST_TIMEOUT and,
 // when MSGX_REQUEST_REFDATA_AT is set, requests every reference category
-// (refdata.Categories) once a day at that airport time. The schedule is
-// derived from req_track itself ("is there an RQRD of this type created since
-// the last HH:MM?"), so a restart neither repeats nor skips a day's requests,
-// and a manual request after HH:MM counts as that day's.
+// (refdata.Categories) once a day at that airport time, in one RQRD. The
+// schedule is derived from req_track itself ("which categories did an RQRD
+// created since the last HH:MM name?"), so a restart neither repeats nor skips
+// a day's requests, and a manual request after HH:MM counts as that day's for
+// its categories.
 //
 // # Shadow mode
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,24 +17,27 @@ import (
 // Matcher is what the router and the applying processors need from request
 // tracking. *Requests implements it.
 //
-// Slots: a reference RESP of TYPE T answers slot (request.RQRD, T); a SCHD
-// RESP answers (request.RQFD, request.STYPNone) ("" is accepted for it too).
+// Answers: a reference RESP of TYPE T answers the open RQRD if it names T,
+// (kind request.RQRD, rtype T); a SCHD RESP answers the open RQFD (kind
+// request.RQFD, rtype request.STYPNone or "").
 type Matcher interface {
-	// OpenFor returns the open (PENDING or SENT) request of the slot, if
-	// any: the RESP guard's question "is anything waiting for this?".
-	OpenFor(ctx context.Context, kind request.Kind, styp string) (*request.ReqTrack, bool, error)
-	// Accepts reports whether a RESP (message respMsgID dated respDTTM)
-	// would complete r: nil if it would, otherwise the tables/request
-	// reason (ErrNotSent, ErrNoDTTM, ErrStale, ErrClosed, …). Pure; the
-	// RESP guard uses it with the request OpenFor returned.
-	Accepts(r request.ReqTrack, respMsgID int64, respDTTM, now time.Time) error
-	// Complete closes the open request of the slot as DONE if the RESP
-	// answers it. It must run in tx, the PostgreSQL transaction that
-	// applies the RESP's data, so that the request is DONE exactly when the
-	// data is applied. A RESP that answers nothing (no open request, late,
-	// stale, already applied) is a no-op and returns nil; an error is a
-	// database failure and tx should be rolled back.
-	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, styp string, respMsgID int64, respDTTM, now time.Time) error
+	// OpenFor returns the open (PENDING or SENT) request of kind that a
+	// RESP of rtype would answer, if any: the RESP guard's question "is
+	// anything waiting for this?".
+	OpenFor(ctx context.Context, kind request.Kind, rtype string) (*request.ReqTrack, bool, error)
+	// Accepts reports whether a RESP of rtype (message respMsgID dated
+	// respDTTM) would answer r: nil if it would, otherwise the
+	// tables/request reason (ErrNotSent, ErrNoDTTM, ErrStale, ErrClosed,
+	// …). Pure; the RESP guard uses it with the request OpenFor returned.
+	Accepts(r request.ReqTrack, rtype string, respMsgID int64, respDTTM, now time.Time) error
+	// Complete records the RESP on the open request of kind if it answers
+	// it (DONE once every category of an RQRD is answered). It must run in
+	// tx, the PostgreSQL transaction that applies the RESP's data, so that
+	// the request is DONE exactly when the data is applied. A RESP that
+	// answers nothing (no open request, another category, late, stale,
+	// already applied) is a no-op and returns nil; an error is a database
+	// failure and tx should be rolled back.
+	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, rtype string, respMsgID int64, respDTTM, now time.Time) error
 	// FailByEror closes the open request whose SEQN is seqnRef (the EROR's
 	// reference, sis.ErrorAnswer.RefSEQN) as FAILED. An EROR that names no
 	// open request of ours is a no-op and returns nil.
@@ -43,42 +47,47 @@ type Matcher interface {
 var _ Matcher = (*Requests)(nil)
 
 // OpenFor implements Matcher.
-func (s *Requests) OpenFor(ctx context.Context, kind request.Kind, styp string) (*request.ReqTrack, bool, error) {
-	slot, err := request.SlotOf(kind, styp)
+func (s *Requests) OpenFor(ctx context.Context, kind request.Kind, rtype string) (*request.ReqTrack, bool, error) {
+	rtype, err := request.Answering(kind, rtype)
 	if err != nil {
 		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	open, err := openInSlot(ctx, s.pg, slot, false)
+	open, err := openOfKind(ctx, s.pg, kind, false)
 	if err != nil {
-		return nil, false, fmt.Errorf("reading the open request of %s: %w", slot, err)
+		return nil, false, fmt.Errorf("reading the open %s: %w", kind, err)
 	}
-	if len(open) == 0 {
+	if len(open) == 0 || (kind == request.RQRD && !slices.Contains(open[0].RTypes, rtype)) {
 		return nil, false, nil
 	}
 	return &open[0], true, nil
 }
 
 // Accepts implements Matcher with the configured clock skew.
-func (s *Requests) Accepts(r request.ReqTrack, respMsgID int64, respDTTM, now time.Time) error {
-	_, err := request.Complete(r, request.Response{Slot: r.Slot(), MsgID: respMsgID, DTTM: respDTTM, At: now}, s.cfg.ClockSkew)
+func (s *Requests) Accepts(r request.ReqTrack, rtype string, respMsgID int64, respDTTM, now time.Time) error {
+	rtype, err := request.Answering(r.Kind, rtype)
+	if err != nil {
+		return err
+	}
+	_, err = request.Complete(r, request.Response{Kind: r.Kind, RType: rtype, MsgID: respMsgID, DTTM: respDTTM, At: now}, s.cfg.ClockSkew)
 	return err
 }
 
 // Complete implements Matcher.
-func (s *Requests) Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, styp string, respMsgID int64, respDTTM, now time.Time) error {
-	_, _, err := s.complete(ctx, tx, kind, styp, respMsgID, respDTTM, now)
+func (s *Requests) Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, rtype string, respMsgID int64, respDTTM, now time.Time) error {
+	_, _, err := s.complete(ctx, tx, kind, rtype, respMsgID, respDTTM, now)
 	return err
 }
 
-// complete is Complete reporting the request and whether it closed it.
-func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, styp string, respMsgID int64, respDTTM, now time.Time) (request.ReqTrack, bool, error) {
-	slot, err := request.SlotOf(kind, styp)
+// complete is Complete reporting the request and whether it recorded the
+// answer on it.
+func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, rtype string, respMsgID int64, respDTTM, now time.Time) (request.ReqTrack, bool, error) {
+	rtype, err := request.Answering(kind, rtype)
 	if err != nil {
 		return request.ReqTrack{}, false, fmt.Errorf("completing a request: %w", err)
 	}
-	log := s.log.With("slot", slot.String(), "msg_id", respMsgID)
+	log := s.log.With("kind", string(kind), "rtype", rtype, "msg_id", respMsgID)
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
@@ -88,7 +97,7 @@ func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, s
 	var already bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM req_track WHERE response_msg_id = $1 AND state = 'DONE')`,
 		respMsgID).Scan(&already); err != nil {
-		return request.ReqTrack{}, false, fmt.Errorf("completing a %s request: %w", slot, err)
+		return request.ReqTrack{}, false, fmt.Errorf("completing an %s: %w", kind, err)
 	}
 	if already {
 		log.Debug("response already completed its request")
@@ -96,18 +105,18 @@ func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, s
 	}
 	// Locked until the caller's transaction ends: Run's expiry, an EROR or
 	// a second RESP for the same request wait, then see it closed.
-	open, err := openInSlot(ctx, tx, slot, true)
+	open, err := openOfKind(ctx, tx, kind, true)
 	if err != nil {
-		return request.ReqTrack{}, false, fmt.Errorf("completing a %s request: %w", slot, err)
+		return request.ReqTrack{}, false, fmt.Errorf("completing an %s: %w", kind, err)
 	}
 	if len(open) == 0 {
 		log.Info("response answers no open request")
 		return request.ReqTrack{}, false, nil
 	}
 	r := open[0]
-	done, err := request.Complete(r, request.Response{Slot: slot, MsgID: respMsgID, DTTM: respDTTM, At: now}, s.cfg.ClockSkew)
+	done, err := request.Complete(r, request.Response{Kind: kind, RType: rtype, MsgID: respMsgID, DTTM: respDTTM, At: now}, s.cfg.ClockSkew)
 	if err != nil {
-		log.Info("response does not complete the open request", "seqn", r.SEQN, "request_id", r.ID,
+		log.Info("response does not answer the open request", "seqn", r.SEQN, "request_id", r.ID,
 			"state", string(r.State), "reason", err.Error())
 		return r, false, nil
 	}
@@ -115,8 +124,13 @@ func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, s
 		return r, false, fmt.Errorf("completing request %d: %w", r.ID, err)
 	}
 	// Audit of the degraded match (docs/design.md#requests): the answer carries
-	// no request id; this line records which message closed which request.
-	log.Info("request completed", "seqn", done.SEQN, "request_id", done.ID, "resp_dttm", respDTTM, "sent_at", done.SentAt)
+	// no request id; this line records which message answered which request.
+	if done.State == request.StateDone {
+		log.Info("request completed", "seqn", done.SEQN, "request_id", done.ID, "resp_dttm", respDTTM, "sent_at", done.SentAt)
+	} else {
+		log.Info("request answered in part", "seqn", done.SEQN, "request_id", done.ID, "answered", done.Answered,
+			"asked", done.RTypes, "resp_dttm", respDTTM, "sent_at", done.SentAt)
+	}
 	return done, true, nil
 }
 
@@ -159,7 +173,7 @@ func (s *Requests) failByEror(ctx context.Context, seqnRef string, now time.Time
 	if err != nil {
 		return r, false, fmt.Errorf("failing request %d by EROR: %w", r.ID, err)
 	}
-	s.log.Warn("request FAILED: the AODB answered EROR", "slot", failed.Slot().String(), "seqn", seqn,
+	s.log.Warn("request FAILED: the AODB answered EROR", "kind", string(failed.Kind), "styp", failed.STYP, "seqn", seqn,
 		"request_id", failed.ID)
 	return failed, true, nil
 }

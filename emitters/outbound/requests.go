@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,25 +96,27 @@ func New(cfg Config, d Deps) (*Requests, error) {
 	}, nil
 }
 
-// RequestRefdata asks the AODB for the whole category rtype (an RQRD with
-// STYP = rtype). It supersedes the open request of that type and returns the
-// new request: SENT on success. On an error after registration the request
-// is returned PENDING with the error; it is recovered and sent exactly once
-// later (Reconcile), so the caller must not simply ask again to retry.
-func (s *Requests) RequestRefdata(ctx context.Context, rtype string) (request.ReqTrack, error) {
+// RequestRefdata asks the AODB for the whole categories rtypes (one RQRD
+// with STYP = the categories joined with ","; the AODB answers each with its
+// own RESP). It supersedes the open RQRD, whatever categories that one
+// names, and returns the new request: SENT on success. On an error after
+// registration the request is returned PENDING with the error; it is
+// recovered and sent exactly once later (Reconcile), so the caller must not
+// simply ask again to retry.
+func (s *Requests) RequestRefdata(ctx context.Context, rtypes ...string) (request.ReqTrack, error) {
 	if s.cfg.Shadow {
 		return request.ReqTrack{}, ErrShadow
 	}
-	rtype = strings.ToUpper(strings.TrimSpace(rtype))
-	if !refdata.Supported(rtype) {
-		return request.ReqTrack{}, fmt.Errorf("requesting reference data: %q is not a reference type msgx stores", rtype)
+	for _, t := range rtypes {
+		if t := strings.ToUpper(strings.TrimSpace(t)); !refdata.Supported(t) {
+			return request.ReqTrack{}, fmt.Errorf("requesting reference data: %q is not a reference type msgx stores", t)
+		}
 	}
-	slot, err := request.SlotOf(request.RQRD, rtype)
-	if err != nil {
+	if _, err := request.NewRefdata(rtypes, 1, Sender, s.clk.Now()); err != nil {
 		return request.ReqTrack{}, fmt.Errorf("requesting reference data: %w", err)
 	}
-	return s.submit(ctx, slot, func(seqn int64, now time.Time) (request.ReqTrack, error) {
-		r, err := request.NewRefdata(rtype, seqn, Sender, now)
+	return s.submit(ctx, request.RQRD, func(seqn int64, now time.Time) (request.ReqTrack, error) {
+		r, err := request.NewRefdata(rtypes, seqn, Sender, now)
 		if err != nil {
 			return r, err
 		}
@@ -129,8 +132,7 @@ func (s *Requests) RequestFlights(ctx context.Context, from, to time.Time) (requ
 	if s.cfg.Shadow {
 		return request.ReqTrack{}, ErrShadow
 	}
-	slot, _ := request.SlotOf(request.RQFD, request.STYPNone)
-	return s.submit(ctx, slot, func(seqn int64, now time.Time) (request.ReqTrack, error) {
+	return s.submit(ctx, request.RQFD, func(seqn int64, now time.Time) (request.ReqTrack, error) {
 		r, err := request.NewFlights(from, to, seqn, Sender, now)
 		if err != nil {
 			return r, err
@@ -146,9 +148,9 @@ func (s *Requests) meta(seqn int64, now time.Time) sis.Meta {
 	return sis.Meta{SNDR: Sender, SEQN: strconv.FormatInt(seqn, 10), DTTM: now.In(s.loc)}
 }
 
-// submit registers and sends one request of slot; see the package
+// submit registers and sends one request of kind; see the package
 // documentation for the steps and their crash windows.
-func (s *Requests) submit(ctx context.Context, slot request.Slot, build func(seqn int64, now time.Time) (request.ReqTrack, error)) (request.ReqTrack, error) {
+func (s *Requests) submit(ctx context.Context, kind request.Kind, build func(seqn int64, now time.Time) (request.ReqTrack, error)) (request.ReqTrack, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	release, err := s.lockOutbox(ctx)
@@ -158,14 +160,14 @@ func (s *Requests) submit(ctx context.Context, slot request.Slot, build func(seq
 	defer release()
 
 	// Settle earlier interrupted sends first. The open request of this
-	// slot is only looked up (so that, if it did reach the outbox, it is
+	// kind is only looked up (so that, if it did reach the outbox, it is
 	// closed knowing its row), never sent: it is superseded right below.
 	// A failure here (MySQL down) does not stop the new request: superseding
 	// never writes to the outbox, so it cannot send anything twice.
-	if err := s.reconcileLocked(ctx, &slot); err != nil {
-		s.log.Warn("recovering pending requests before a new one", "slot", slot.String(), "err", err)
+	if err := s.reconcileLocked(ctx, kind); err != nil {
+		s.log.Warn("recovering pending requests before a new one", "kind", string(kind), "err", err)
 	}
-	r, err := s.register(ctx, slot, build)
+	r, err := s.register(ctx, kind, build)
 	if err != nil {
 		return request.ReqTrack{}, err
 	}
@@ -173,8 +175,8 @@ func (s *Requests) submit(ctx context.Context, slot request.Slot, build func(seq
 }
 
 // register is step 2: in one transaction, take a SEQN, build the request,
-// close the open request of its slot and insert the new one as PENDING.
-func (s *Requests) register(ctx context.Context, slot request.Slot, build func(seqn int64, now time.Time) (request.ReqTrack, error)) (request.ReqTrack, error) {
+// close the open request of its kind and insert the new one as PENDING.
+func (s *Requests) register(ctx context.Context, kind request.Kind, build func(seqn int64, now time.Time) (request.ReqTrack, error)) (request.ReqTrack, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var next request.ReqTrack
@@ -189,12 +191,12 @@ func (s *Requests) register(ctx context.Context, slot request.Slot, build func(s
 		if err != nil {
 			return err
 		}
-		if r.Slot() != slot {
-			return fmt.Errorf("request built for %s, registered for %s", r.Slot(), slot)
+		if r.Kind != kind {
+			return fmt.Errorf("request built as %s, registered as %s", r.Kind, kind)
 		}
-		open, err := openInSlot(ctx, tx, slot, true)
+		open, err := openOfKind(ctx, tx, kind, true)
 		if err != nil {
-			return fmt.Errorf("reading the open request of %s: %w", slot, err)
+			return fmt.Errorf("reading the open %s: %w", kind, err)
 		}
 		closed, err = request.Register(open, r, now)
 		if err != nil {
@@ -212,13 +214,13 @@ func (s *Requests) register(ctx context.Context, slot request.Slot, build func(s
 		return nil
 	})
 	if err != nil {
-		return request.ReqTrack{}, fmt.Errorf("registering a %s request: %w", slot, err)
+		return request.ReqTrack{}, fmt.Errorf("registering an %s: %w", kind, err)
 	}
 	for _, c := range closed {
-		s.log.Info("request superseded by a newer one", "slot", slot.String(), "seqn", c.SEQN,
+		s.log.Info("request superseded by a newer one", "kind", string(kind), "styp", c.STYP, "seqn", c.SEQN,
 			"request_id", c.ID, "was_sent", c.OutboxID != 0, "by_seqn", next.SEQN)
 	}
-	s.log.Info("request registered", "slot", slot.String(), "seqn", next.SEQN, "request_id", next.ID)
+	s.log.Info("request registered", "kind", string(kind), "styp", next.STYP, "seqn", next.SEQN, "request_id", next.ID)
 	return next, nil
 }
 
@@ -266,7 +268,7 @@ func (s *Requests) attemptLocked(ctx context.Context, r request.ReqTrack) (reque
 		return r, fmt.Errorf("request SEQN %d is in the outbox as COUTMSGS_ID %d but is not yet recorded SENT (recovery will): %w",
 			r.SEQN, outboxID, err)
 	}
-	s.log.Info("request sent", "slot", sent.Slot().String(), "seqn", sent.SEQN, "request_id", sent.ID,
+	s.log.Info("request sent", "kind", string(sent.Kind), "styp", sent.STYP, "seqn", sent.SEQN, "request_id", sent.ID,
 		"outbox_id", outboxID, "state", string(sent.State))
 	return sent, nil
 }
@@ -291,7 +293,7 @@ func (s *Requests) sendFailed(ctx context.Context, r request.ReqTrack, cause err
 	if nerr == nil {
 		r = noted
 	}
-	s.log.Warn("request not sent", "slot", r.Slot().String(), "seqn", r.SEQN, "request_id", r.ID, "err", cause)
+	s.log.Warn("request not sent", "kind", string(r.Kind), "styp", r.STYP, "seqn", r.SEQN, "request_id", r.ID, "err", cause)
 	return r, err
 }
 
@@ -325,12 +327,13 @@ func (s *Requests) Reconcile(ctx context.Context) error {
 		return err
 	}
 	defer release()
-	return s.reconcileLocked(ctx, nil)
+	return s.reconcileLocked(ctx, "")
 }
 
-// reconcileLocked recovers the PENDING requests; those of lookupOnly (if
-// not nil) are looked up but never sent. The caller holds the outbox lock.
-func (s *Requests) reconcileLocked(ctx context.Context, lookupOnly *request.Slot) error {
+// reconcileLocked recovers the PENDING requests; those of kind lookupOnly
+// (if not "") are looked up but never sent. The caller holds the outbox
+// lock.
+func (s *Requests) reconcileLocked(ctx context.Context, lookupOnly request.Kind) error {
 	pending, err := func() ([]request.ReqTrack, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()
@@ -341,7 +344,7 @@ func (s *Requests) reconcileLocked(ctx context.Context, lookupOnly *request.Slot
 	}
 	var errs []error
 	for _, r := range pending {
-		if err := s.reconcileOne(ctx, r, lookupOnly != nil && r.Slot() == *lookupOnly); err != nil {
+		if err := s.reconcileOne(ctx, r, r.Kind == lookupOnly); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -363,7 +366,7 @@ func (s *Requests) reconcileOne(ctx context.Context, r request.ReqTrack, lookupO
 			if err != nil {
 				return fmt.Errorf("recording request SEQN %d SENT as COUTMSGS_ID %d: %w", r.SEQN, id, err)
 			}
-			s.log.Info("recovered: request found in the outbox, recorded SENT", "slot", r.Slot().String(),
+			s.log.Info("recovered: request found in the outbox, recorded SENT", "kind", string(r.Kind), "styp", r.STYP,
 				"seqn", r.SEQN, "request_id", r.ID, "outbox_id", id, "state", string(sent.State))
 			return nil
 		}
@@ -371,7 +374,7 @@ func (s *Requests) reconcileOne(ctx context.Context, r request.ReqTrack, lookupO
 	if lookupOnly {
 		return nil
 	}
-	s.log.Info("recovering: sending a pending request", "slot", r.Slot().String(), "seqn", r.SEQN,
+	s.log.Info("recovering: sending a pending request", "kind", string(r.Kind), "styp", r.STYP, "seqn", r.SEQN,
 		"request_id", r.ID, "attempts", r.Attempts)
 	_, err := s.attemptLocked(ctx, r)
 	return err
@@ -403,7 +406,7 @@ func (s *Requests) ExpireDue(ctx context.Context) (int, error) {
 		}
 		if expired {
 			n++
-			s.log.Warn("request expired without an answer", "slot", got.Slot().String(), "seqn", got.SEQN,
+			s.log.Warn("request expired without an answer", "kind", string(got.Kind), "styp", got.STYP, "answered", got.Answered, "seqn", got.SEQN,
 				"request_id", got.ID, "sent_at", got.SentAt, "timeout", s.cfg.Timeout.String())
 		}
 	}
@@ -441,32 +444,34 @@ func (s *Requests) round(ctx context.Context) {
 	}
 }
 
-// dailyRefdata requests every category that has no RQRD registered since the
-// last RefdataAt. A request left PENDING by an outage counts as registered:
-// recovery sends it, the schedule does not pile up more.
+// dailyRefdata requests, in one RQRD (one open RQRD at a time), every
+// category that no RQRD registered since the last RefdataAt named. A request
+// left PENDING by an outage counts as registered: recovery sends it, the
+// schedule does not pile up more.
 func (s *Requests) dailyRefdata(ctx context.Context) {
 	due := lastDaily(s.clk.Now(), s.loc, s.dailyH, s.dailyM)
+	var requested []string
+	err := func() error {
+		ctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		return s.pg.QueryRow(ctx, `SELECT COALESCE(array_agg(DISTINCT t), '{}') FROM req_track, unnest(rtypes) AS t
+			WHERE kind = 'RQRD' AND created_at >= $1`, due).Scan(&requested)
+	}()
+	if err != nil {
+		s.log.Warn("daily reference requests: reading req_track", "err", err)
+		return
+	}
+	var missing []string
 	for _, c := range refdata.Categories {
-		if ctx.Err() != nil {
-			return
+		if !slices.Contains(requested, c.RType) {
+			missing = append(missing, c.RType)
 		}
-		var done bool
-		err := func() error {
-			ctx, cancel := context.WithTimeout(ctx, s.timeout)
-			defer cancel()
-			return s.pg.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM req_track WHERE kind = 'RQRD' AND styp = $1 AND created_at >= $2)`,
-				c.RType, due).Scan(&done)
-		}()
-		if err != nil {
-			s.log.Warn("daily reference requests: reading req_track", "rtype", c.RType, "err", err)
-			return
-		}
-		if done {
-			continue
-		}
-		if _, err := s.RequestRefdata(ctx, c.RType); err != nil {
-			s.log.Warn("daily reference request", "rtype", c.RType, "err", err)
-		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if _, err := s.RequestRefdata(ctx, missing...); err != nil {
+		s.log.Warn("daily reference request", "rtypes", missing, "err", err)
 	}
 }
 

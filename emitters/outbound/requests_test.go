@@ -14,6 +14,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/processors/sis"
+	"msgx/sink"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
 )
@@ -89,6 +90,22 @@ func TestRequestRefdataWritesOutbox(t *testing.T) {
 	if _, err := e.s.RequestRefdata(c, "SCHD"); err == nil {
 		t.Error("requested SCHD as reference data")
 	}
+
+	// One RQRD names several categories: STYP lists them, the body has
+	// one RTYP each.
+	r3, err := e.s.RequestRefdata(c, "AIRL", " coul ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.STYP != "AIRL,COUL" || !slices.Equal(r3.RTypes, []string{"AIRL", "COUL"}) {
+		t.Errorf("two-category request %+v", r3)
+	}
+	if m := decode(t, r3.Payload); m.Meta.STYP != "AIRL,COUL" || !slices.Equal(m.RefDataRequest.Types, []string{"AIRL", "COUL"}) {
+		t.Errorf("decoded %+v %+v", m.Meta, m.RefDataRequest)
+	}
+	if _, err := e.s.RequestRefdata(c); !errors.Is(err, request.ErrInvalid) {
+		t.Errorf("an RQRD of no category: %v", err)
+	}
 }
 
 func TestRequestFlightsWritesOutbox(t *testing.T) {
@@ -124,39 +141,46 @@ func TestRequestFlightsWritesOutbox(t *testing.T) {
 	}
 }
 
+// One open RQRD and one open RQFD (001 §1.2, US-09 AC1): a new RQRD
+// supersedes the open one whatever categories either names.
 func TestNewRequestSupersedesOpenOne(t *testing.T) {
 	e := newEnv(t, nil)
 	c := ctx(t)
-	airl1, err := e.s.RequestRefdata(c, "AIRL")
+	airl, err := e.s.RequestRefdata(c, "AIRL")
 	if err != nil {
 		t.Fatal(err)
 	}
-	coul, err := e.s.RequestRefdata(c, "COUL")
+	e.clk.Advance(time.Minute)
+	coul, err := e.s.RequestRefdata(c, "COUL", "ARPT")
 	if err != nil {
 		t.Fatal(err)
+	}
+	old := e.get(airl.ID)
+	if old.State != request.StateExpired || old.CloseReason != "SUPERSEDED by SEQN "+strconv.FormatInt(coul.SEQN, 10) ||
+		!old.ClosedAt.Equal(e.clk.Now()) || old.OutboxID != airl.OutboxID {
+		t.Errorf("AIRL request after a COUL,ARPT one: %+v", old)
+	}
+	if coul.State != request.StateSent {
+		t.Errorf("COUL,ARPT: %+v", coul)
 	}
 	e.clk.Advance(time.Minute)
 	airl2, err := e.s.RequestRefdata(c, "AIRL")
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := e.get(airl1.ID)
-	if old.State != request.StateExpired || old.CloseReason != "SUPERSEDED by SEQN "+strconv.FormatInt(airl2.SEQN, 10) ||
-		!old.ClosedAt.Equal(e.clk.Now()) || old.OutboxID != airl1.OutboxID {
-		t.Errorf("first AIRL request: %+v", old)
-	}
-	if got := e.get(coul.ID); got.State != request.StateSent {
-		t.Errorf("COUL is another slot, yet %s", got.State)
-	}
-	if airl2.State != request.StateSent {
-		t.Errorf("second AIRL: %+v", airl2)
+	if got := e.get(coul.ID); got.State != request.StateExpired {
+		t.Errorf("COUL,ARPT after a new AIRL request: %s", got.State)
 	}
 	open, ok, err := e.s.OpenFor(c, request.RQRD, "airl")
 	if err != nil || !ok || open.ID != airl2.ID {
 		t.Errorf("OpenFor AIRL = %+v, %v, %v", open, ok, err)
 	}
+	if _, ok, err := e.s.OpenFor(c, request.RQRD, "COUL"); ok || err != nil {
+		t.Errorf("OpenFor COUL found the AIRL request: %v", err)
+	}
 
-	// Every RQFD shares one slot, whatever the window.
+	// Every RQFD shares one slot, whatever the window; it is apart from
+	// the RQRD's.
 	f1, err := e.s.RequestFlights(c, start, start.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -171,15 +195,52 @@ func TestNewRequestSupersedesOpenOne(t *testing.T) {
 	if open, ok, _ := e.s.OpenFor(c, request.RQFD, ""); !ok || open.ID != f2.ID {
 		t.Errorf("OpenFor RQFD = %+v, %v", open, ok)
 	}
+	if got := e.get(airl2.ID); got.State != request.StateSent {
+		t.Errorf("an RQFD closed the RQRD: %s", got.State)
+	}
 	if n := len(e.outbox()); n != 5 {
 		t.Errorf("%d outbox rows, want 5 (superseding never writes)", n)
 	}
 
-	// The schema enforces one open request per slot on its own, too.
+	// The schema enforces one open request per kind on its own, too.
 	_, err = e.pg.Exec(c, `INSERT INTO req_track (kind, styp, rtypes, seqn, sndr, state, payload, created_at)
-		VALUES ('RQRD', 'AIRL', ARRAY['AIRL'], 1, 'MSGX', 'PENDING', '<x/>', now())`)
-	if err == nil || !strings.Contains(err.Error(), "req_track_open_slot") {
-		t.Errorf("a second open AIRL request was accepted: %v", err)
+		VALUES ('RQRD', 'COUL', ARRAY['COUL'], 1, 'MSGX', 'PENDING', '<x/>', now())`)
+	if err == nil || !strings.Contains(err.Error(), "req_track_open_kind") {
+		t.Errorf("a second open RQRD was accepted: %v", err)
+	}
+}
+
+// An RQRD of several categories is answered category by category: DONE once
+// every one of them was applied.
+func TestRQRDOfSeveralCategoriesIsDoneWithTheLastAnswer(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	r, err := e.s.RequestRefdata(c, "AIRL", "COUL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Minute)
+	part, ok := e.complete(e.s, request.RQRD, "COUL", 500, e.clk.Now(), false)
+	if !ok || part.State != request.StateSent || !slices.Equal(part.Answered, []string{"COUL"}) {
+		t.Fatalf("after COUL: %+v, %v", part, ok)
+	}
+	if got := e.get(r.ID); !request.Equal(got, part) {
+		t.Errorf("stored %+v", got)
+	}
+	// A redelivered COUL answer and an answer of a category not asked for
+	// change nothing.
+	if _, ok := e.complete(e.s, request.RQRD, "COUL", 500, e.clk.Now(), false); ok {
+		t.Error("a redelivered COUL answer was recorded again")
+	}
+	if _, ok := e.complete(e.s, request.RQRD, "ARPT", 501, e.clk.Now(), false); ok {
+		t.Error("an ARPT answer was recorded")
+	}
+	done, ok := e.complete(e.s, request.RQRD, "AIRL", 502, e.clk.Now(), false)
+	if !ok || done.State != request.StateDone || done.ResponseMsgID != 502 || !slices.Equal(done.Answered, []string{"COUL", "AIRL"}) {
+		t.Fatalf("after AIRL: %+v, %v", done, ok)
+	}
+	if got := e.get(r.ID); !request.Equal(got, done) {
+		t.Errorf("stored %+v", got)
 	}
 }
 
@@ -257,7 +318,7 @@ func TestRESPCompletesInTheDataTransaction(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatal(open, ok, err)
 	}
-	if err := e.s.Accepts(*open, 500, dttm, e.clk.Now()); err != nil {
+	if err := e.s.Accepts(*open, "AIRL", 500, dttm, e.clk.Now()); err != nil {
 		t.Errorf("guard rejects the answer: %v", err)
 	}
 	// The data transaction rolls back: the request is not completed.
@@ -586,46 +647,54 @@ func TestShadowModeNeverWrites(t *testing.T) {
 
 func TestDailyReferenceRequests(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.RefdataAt = "03:00"; c.Timeout = time.Hour })
-	// 10:00 on the 14th: the 03:00 round of today has not happened yet.
+	var every []string
+	for _, c := range refdata.Categories {
+		every = append(every, c.RType)
+	}
+	// 10:00 on the 14th: the 03:00 round of today has not happened yet. An
+	// operator asked for AIRL since 03:00, which counts as today's; one
+	// RQRD asks for every other category (one RQRD is open at a time).
+	if _, err := e.s.RequestRefdata(ctx(t), "AIRL"); err != nil {
+		t.Fatal(err)
+	}
 	stop := e.runInBackground(e.s)
 	day1 := e.all()
-	if len(day1) != len(refdata.Categories) {
-		t.Fatalf("%d requests after the first round, want %d", len(day1), len(refdata.Categories))
-	}
-	for i, r := range day1 {
-		if r.Kind != request.RQRD || r.STYP != refdata.Categories[i].RType || r.State != request.StateSent {
-			t.Errorf("request %d: %+v", i, r)
-		}
+	others := slices.DeleteFunc(slices.Clone(every), func(s string) bool { return s == "AIRL" })
+	if len(day1) != 2 || day1[1].Kind != request.RQRD || !slices.Equal(day1[1].RTypes, others) ||
+		day1[1].State != request.StateSent || day1[0].State != request.StateExpired {
+		t.Fatalf("after the first round: %+v", day1)
 	}
 	e.tick(time.Minute)
 	stop()
-	if n := len(e.all()); n != len(refdata.Categories) {
+	if n := len(e.all()); n != 2 {
 		t.Fatalf("%d requests after the second round", n)
 	}
 
-	// A restart the same day does not repeat them.
+	// A restart the same day does not repeat it.
 	s2 := e.restart()
 	stop = e.runInBackground(s2)
-	if n := len(e.all()); n != len(refdata.Categories) {
+	if n := len(e.all()); n != 2 {
 		t.Errorf("%d requests after a restart", n)
 	}
-	// Next day, 02:59: nothing; 03:00: every category again.
+	// The next day an operator asks for AIRL before 03:00; at 03:00 the
+	// schedule asks for every category again, AIRL too (asked before 03:00).
+	e.tick(time.Date(2026, 3, 15, 2, 0, 0, 0, testenv.Shanghai).Sub(e.clk.Now()))
+	if _, err := s2.RequestRefdata(ctx(t), "AIRL"); err != nil {
+		t.Fatal(err)
+	}
 	e.tick(time.Date(2026, 3, 15, 2, 59, 0, 0, testenv.Shanghai).Sub(e.clk.Now()))
-	if n := len(e.all()); n != len(refdata.Categories) {
+	if n := len(e.all()); n != 3 {
 		t.Errorf("%d requests at 02:59", n)
 	}
 	e.tick(time.Minute)
+	e.tick(time.Minute)
 	stop()
 	all := e.all()
-	if len(all) != 2*len(refdata.Categories) {
-		t.Fatalf("%d requests after 03:00", len(all))
+	if len(all) != 4 || !slices.Equal(all[3].RTypes, every) || all[3].STYP != strings.Join(every, ",") ||
+		all[3].State != request.StateSent || all[3].CreatedAt.Before(time.Date(2026, 3, 15, 3, 0, 0, 0, testenv.Shanghai)) {
+		t.Fatalf("after 03:00: %+v", all)
 	}
-	for _, r := range all[len(refdata.Categories):] {
-		if r.State != request.StateSent || r.CreatedAt.Before(time.Date(2026, 3, 15, 3, 0, 0, 0, testenv.Shanghai)) {
-			t.Errorf("day 2: %+v", r)
-		}
-	}
-	if n := len(e.outbox()); n != 2*len(refdata.Categories) {
+	if n := len(e.outbox()); n != 4 {
 		t.Errorf("%d outbox rows", n)
 	}
 }
@@ -776,4 +845,57 @@ func waitLockWait(t *testing.T, e *env) {
 		time.Sleep(150 * time.Millisecond)
 	}
 	t.Fatal("recovery never waited on the in-flight insert")
+}
+
+// Migration 0017 turns the open RQRDs of 0006 (one per category) into one:
+// the newest stays open, the others are closed as superseded by it; DONE
+// RQRDs count their category as answered.
+func TestMigrationMergesOpenRQRDs(t *testing.T) {
+	c := ctx(t)
+	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	for {
+		v, _, err := sink.MigrationVersion(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v < 17 {
+			break
+		}
+		if err := sink.MigrateDown(cfg, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := sink.OpenPG(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(c, `INSERT INTO req_track (id, kind, styp, rtypes, seqn, sndr, state, payload, attempts, outbox_floor,
+			outbox_id, created_at, sent_at, closed_at, close_reason, response_msg_id) VALUES
+		(1, 'RQRD', 'AIRL', ARRAY['AIRL'], 11, 'MSGX', 'DONE', '<x/>', 1, 0, 1, $1, $1, $2, 'RESPONSE', 500),
+		(2, 'RQRD', 'AIRL', ARRAY['AIRL'], 12, 'MSGX', 'SENT', '<x/>', 1, 1, 2, $2, $2, NULL, NULL, NULL),
+		(3, 'RQRD', 'COUL', ARRAY['COUL'], 13, 'MSGX', 'PENDING', '<x/>', 0, NULL, NULL, $3, NULL, NULL, NULL, NULL)`,
+		start, start.Add(time.Minute), start.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Migrate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]request.ReqTrack{}
+	rs, err := queryReqs(c, pool, `SELECT `+reqCols+` FROM req_track ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		got[r.ID] = r
+	}
+	if r := got[1]; r.State != request.StateDone || !slices.Equal(r.Answered, []string{"AIRL"}) {
+		t.Errorf("DONE request %+v", r)
+	}
+	if r := got[2]; r.State != request.StateExpired || r.CloseReason != "SUPERSEDED by SEQN 13" || !r.ClosedAt.Equal(start.Add(2*time.Minute)) {
+		t.Errorf("older open request %+v", r)
+	}
+	if r := got[3]; r.State != request.StatePending {
+		t.Errorf("newest open request %+v", r)
+	}
 }

@@ -19,11 +19,11 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-const reqCols = `id, kind, styp, rtypes, window_from, window_to, seqn, sndr, state, payload, attempts,
+const reqCols = `id, kind, styp, rtypes, answered, window_from, window_to, seqn, sndr, state, payload, attempts,
 	outbox_floor, outbox_id, created_at, sent_at, closed_at, close_reason, response_msg_id, last_error`
 
-// openStates is the SQL list of the states that occupy a slot; it must
-// match request.State.Open and the predicate of req_track_open_slot.
+// openStates is the SQL list of the states that occupy a kind's slot; it
+// must match request.State.Open and the predicate of req_track_open_kind.
 const openStates = `('PENDING', 'SENT')`
 
 func scanReq(row pgx.Row) (request.ReqTrack, error) {
@@ -34,7 +34,7 @@ func scanReq(row pgx.Row) (request.ReqTrack, error) {
 		floor, outboxID, respMsgID *int64
 		reason, lastErr            *string
 	)
-	err := row.Scan(&r.ID, &kind, &r.STYP, &r.RTypes, &wf, &wt, &r.SEQN, &r.SNDR, &state, &r.Payload, &r.Attempts,
+	err := row.Scan(&r.ID, &kind, &r.STYP, &r.RTypes, &r.Answered, &wf, &wt, &r.SEQN, &r.SNDR, &state, &r.Payload, &r.Attempts,
 		&floor, &outboxID, &r.CreatedAt, &sentAt, &closedAt, &reason, &respMsgID, &lastErr)
 	if err != nil {
 		return r, err
@@ -42,6 +42,9 @@ func scanReq(row pgx.Row) (request.ReqTrack, error) {
 	r.Kind, r.State = request.Kind(kind), request.State(state)
 	if len(r.RTypes) == 0 {
 		r.RTypes = nil
+	}
+	if len(r.Answered) == 0 {
+		r.Answered = nil
 	}
 	r.WindowFrom, r.WindowTo, r.SentAt, r.ClosedAt = deref(wf), deref(wt), deref(sentAt), deref(closedAt)
 	r.OutboxFloor, r.OutboxID, r.ResponseMsgID = deref(floor), deref(outboxID), deref(respMsgID)
@@ -110,16 +113,16 @@ func getReq(ctx context.Context, q querier, id int64, forUpdate bool) (request.R
 	return r, err
 }
 
-// openInSlot returns the open requests of slot (at most one, by the
-// req_track_open_slot index), locked when forUpdate. FOR UPDATE under READ
+// openOfKind returns the open requests of kind (at most one, by the
+// req_track_open_kind index), locked when forUpdate. FOR UPDATE under READ
 // COMMITTED re-checks the state after waiting for a concurrent writer, so a
 // request closed meanwhile is not returned.
-func openInSlot(ctx context.Context, q querier, slot request.Slot, forUpdate bool) ([]request.ReqTrack, error) {
-	sql := `SELECT ` + reqCols + ` FROM req_track WHERE kind = $1 AND styp = $2 AND state IN ` + openStates + ` ORDER BY id`
+func openOfKind(ctx context.Context, q querier, kind request.Kind, forUpdate bool) ([]request.ReqTrack, error) {
+	sql := `SELECT ` + reqCols + ` FROM req_track WHERE kind = $1 AND state IN ` + openStates + ` ORDER BY id`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
-	return queryReqs(ctx, q, sql, string(slot.Kind), slot.STYP)
+	return queryReqs(ctx, q, sql, string(kind))
 }
 
 // insertReq inserts a new request and returns its id.
@@ -137,18 +140,22 @@ func insertReq(ctx context.Context, q querier, r request.ReqTrack) (int64, error
 	return id, err
 }
 
-// saveReq writes every mutable column of r. The immutable ones (kind, slot,
-// window, SEQN, payload, created_at) are never rewritten.
+// saveReq writes every mutable column of r. The immutable ones (kind,
+// categories, window, SEQN, payload, created_at) are never rewritten.
 func saveReq(ctx context.Context, q querier, r request.ReqTrack) error {
 	var floor any
 	if r.Attempts > 0 {
 		floor = r.OutboxFloor
 	}
+	answered := r.Answered
+	if answered == nil {
+		answered = []string{}
+	}
 	tag, err := q.Exec(ctx, `UPDATE req_track SET state = $2, attempts = $3, outbox_floor = $4, outbox_id = $5,
-			sent_at = $6, closed_at = $7, close_reason = $8, response_msg_id = $9, last_error = $10
+			sent_at = $6, closed_at = $7, close_reason = $8, response_msg_id = $9, last_error = $10, answered = $11
 		WHERE id = $1`,
 		r.ID, string(r.State), r.Attempts, floor, nullInt(r.OutboxID), nullTime(r.SentAt), nullTime(r.ClosedAt),
-		nullString(r.CloseReason), nullInt(r.ResponseMsgID), nullString(r.LastError))
+		nullString(r.CloseReason), nullInt(r.ResponseMsgID), nullString(r.LastError), answered)
 	if err != nil {
 		return fmt.Errorf("updating request %d: %w", r.ID, err)
 	}

@@ -603,6 +603,32 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 
 // A selection larger than one batch runs in several, in MSG_ID order, under
 // one audit row.
+// The router decides a CODEC_ERROR DEAD at once (the same bytes through the
+// same code cannot succeed); once the codec is fixed it is replayed by its
+// class, identity kept.
+func TestReplayDeadCodecErrorByClass(t *testing.T) {
+	e := newRP(t)
+	e.inbox(1, 2)
+	e.proc(
+		rpRow{id: 1, state: message.StateDead, class: message.ClassCodecError, reason: `META/DTTM "2026-11-30": unknown date format`, marked: true},
+		rpRow{id: 2, state: message.StateDead, class: message.ClassCodecError, reason: `FLTR 1 (FLID 1) SODT "2021-01-23": unknown date format`,
+			identity: "AODB|SCHD|DNLD|2", marked: true},
+	)
+	p := e.plan(replay.Selector{Class: "codec_error"}, 0)
+	wantIDs(t, "planned", rowIDs(p.Rows), 1, 2)
+	res := e.replay(replay.Selector{Class: "CODEC_ERROR"})
+	wantIDs(t, "replayed", rowIDs(res.Replayed), 1, 2)
+	for _, id := range []int64{1, 2} {
+		if m := e.get(id); m.State != message.StatePending || m.ErrorClass != nil || m.Reason != nil {
+			t.Errorf("message %d after replay: %+v", id, m)
+		}
+	}
+	if m := e.get(2); m.IdentityKey == nil || *m.IdentityKey != "AODB|SCHD|DNLD|2" {
+		t.Errorf("identity not kept: %v", m.IdentityKey)
+	}
+	wantIDs(t, "re-injected", recordIDs(records(t, e.brokers, 2)), 1, 2)
+}
+
 func TestReplayBatches(t *testing.T) {
 	e := newRP(t)
 	n := replay.Batch + 7
@@ -1098,10 +1124,11 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 		!strings.Contains(str(dead.LastError), "flight 666 rejected") {
 		t.Fatalf("dead head %+v", dead)
 	}
-	// The message died before its decision was recorded, so the router
-	// never bound its identity; the replay must let it bind it now.
-	if dead.IdentityKey != nil {
-		t.Fatalf("dead head holds identity %s", *dead.IdentityKey)
+	// Its identity was bound with its first failure and stays bound
+	// (000 §5.2 step 3); the replay keeps it, so the message is not a
+	// duplicate of itself when it is decided again.
+	if str(dead.IdentityKey) != "AODB|SCHD|DNLD|77" {
+		t.Fatalf("dead head holds identity %s", str(dead.IdentityKey))
 	}
 	skipped := waitFor(unsupported, "SKIPPED", func(m sink.Message) bool { return m.State == message.StateSkipped })
 	if str(skipped.Reason) != "unsupported:FLOP-BDPB" || skipped.IdentityKey == nil {
@@ -1141,8 +1168,8 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 		}
 	}
 
-	// The router decides the dead message again: routed, with the identity
-	// bound now, not a duplicate.
+	// The router decides the dead message again: routed, with its identity,
+	// not a duplicate.
 	routed := waitFor(head, "ROUTED", func(m sink.Message) bool { return m.State == message.StateRouted })
 	if str(routed.IdentityKey) != "AODB|SCHD|DNLD|77" || routed.Reason != nil || routed.Attempts != 0 ||
 		routed.NTransitions == nil || *routed.NTransitions != 1 || routed.NApplied != 0 {

@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,41 +46,37 @@ type Verdict struct {
 	Refdata     []refdata.Transition
 	// Index lists the flight_index entries the verdict creates.
 	Index []message.FlightDay
+	// RefKey is the reference key-tag index entry the verdict sets (nil:
+	// none).
+	RefKey *message.RefKey
 }
 
 // N is the number of transitions the verdict emits.
 func (v Verdict) N() int { return len(v.Flights) + len(v.Refdata) }
 
-// Failure is a failure that belongs to the message: it is retried with
-// backoff and counts against its attempts.
-type Failure struct {
-	Class string
-	Err   error
-}
-
-func (f *Failure) Error() string { return f.Class + ": " + f.Err.Error() }
-
 // Plan is the first, pure half of a decision: the decoded message and what
 // PostgreSQL must tell before the decision can be made.
 type Plan struct {
 	MsgID int64
-	Msg   *sis.Message
-	// Early is a verdict reached before identity (malformed, ignored).
+	// Msg is the decoded message: META only for an ignored message (but an
+	// EROR) and for one whose payload does not decode; nil when META does
+	// not decode.
+	Msg *sis.Message
+	// Early is a verdict reached before identity (malformed, undecodable,
+	// ignored).
 	Early *Verdict
-	// Fail is a failure reached before identity (codec error).
-	Fail *Failure
 	// IdentityKey is SNDR|TYPE|STYP|SEQN[|day].
 	IdentityKey string
 	// Invalid is the verdict of a message that fails dispatch or whole-package
 	// validation; it applies once identity is bound.
 	Invalid *Verdict
-	// DispatchFail is a codec failure found during dispatch (e.g. a SODT in
-	// an unknown format).
-	DispatchFail *Failure
 	// FLIDs the decision must look up in the flight index.
 	FLIDs []string
 	// Days are the package's operation days (absent-flight lookup).
 	Days []time.Time
+	// RefType is the reference category whose indexed key tag the decision
+	// checks (a category keyed by its records' first child).
+	RefType string
 	// NeedsRequest says a SCHD RESP must answer an open RQFD request
 	// (MSGX_RESP_GUARD): the caller asks request tracking and passes the
 	// answer in Lookups.RequestOpen.
@@ -98,35 +95,71 @@ type plannedFlight struct {
 }
 
 // Prepare decodes and classifies a message: everything that can be decided
-// without PostgreSQL.
+// without PostgreSQL. The ignore rules are matched on META alone, before
+// the payload is decoded (004 US-04): an ignored message is SKIPPED
+// whatever its payload holds.
 func Prepare(msgID int64, raw string, s Settings) Plan {
 	p := Plan{MsgID: msgID}
 	if strings.TrimSpace(raw) == "" {
 		p.Early = &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.ReasonRawMissing, Detail: "the inbox row has no message text"}
 		return p
 	}
-	m, err := sis.Decode([]byte(raw), s.Loc)
-	if err != nil {
-		var de *sis.DecodeError
-		if errors.As(err, &de) && de.Class == sis.CodecError {
-			p.Fail = &Failure{Class: message.ClassCodecError, Err: err}
-			return p
-		}
-		reason := err.Error()
-		if errors.As(err, &de) {
-			reason = de.Reason
-		}
-		p.Early = &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.Clip(reason, 200), Detail: err.Error()}
+	if msgID <= 0 {
+		// Every transition and stored row is ordered and de-duplicated by a
+		// positive MSG_ID; the applying processors reject anything else.
+		p.Early = malformedPayload("the inbox row's ID %d is not positive", msgID)
 		return p
 	}
-	p.Msg = m
-	if r, ok := match(s.Rules, m.Meta.TYPE, m.Meta.STYP); ok {
+	h, err := sis.DecodeHead([]byte(raw), s.Loc)
+	if err != nil {
+		p.Early = undecodable(err)
+		return p
+	}
+	if r, ok := match(s.Rules, h.Meta.TYPE, h.Meta.STYP); ok {
+		p.Msg = &sis.Message{Meta: h.Meta}
+		if h.Meta.TYPE == "EROR" {
+			// An ignored EROR still closes the request it names
+			// (afterDecision); what cannot be decoded closes nothing.
+			if m, err := h.Decode(); err == nil {
+				p.Msg = m
+			}
+		}
 		p.Early = &Verdict{State: message.StateSkipped, Reason: message.ReasonIgnored + r.String()}
 		return p
 	}
+	m, err := h.Decode()
+	if err != nil {
+		// Decided before identity, as a message that does not decode
+		// binds none (docs/design.md#identity).
+		p.Msg = &sis.Message{Meta: h.Meta}
+		p.Early = undecodable(err)
+		return p
+	}
+	p.Msg = m
 	p.IdentityKey = identity(m.Meta, s)
 	p.dispatch(s)
 	return p
+}
+
+// undecodable is the verdict on a message the codec rejects: MALFORMED, or
+// CODEC_ERROR. Both are DEAD at once: the same bytes through the same code
+// cannot succeed, and retrying would stall the queue behind them; a
+// CODEC_ERROR is replayable once the codec is fixed (SPEC §11).
+func undecodable(err error) *Verdict {
+	class, reason := message.ClassMalformed, err.Error()
+	var de *sis.DecodeError
+	if errors.As(err, &de) {
+		reason = de.Reason
+		if de.Class == sis.CodecError {
+			class = message.ClassCodecError
+		}
+	}
+	return &Verdict{State: message.StateDead, ErrorClass: class, Reason: message.Clip(reason, 200), Detail: err.Error()}
+}
+
+// Query is what the decision must look up in the store.
+func (p Plan) Query() message.Query {
+	return message.Query{IdentityKey: p.IdentityKey, FLIDs: p.FLIDs, Days: p.Days, RefType: p.RefType}
 }
 
 // identity is the business identity SNDR|TYPE|STYP|SEQN, optionally with the
@@ -155,6 +188,11 @@ func protocol(format string, args ...any) *Verdict {
 func malformedPayload(format string, args ...any) *Verdict {
 	d := fmt.Sprintf(format, args...)
 	return &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.Clip(d, 200), Detail: d}
+}
+
+func codecError(format string, args ...any) *Verdict {
+	d := fmt.Sprintf(format, args...)
+	return &Verdict{State: message.StateDead, ErrorClass: message.ClassCodecError, Reason: message.Clip(d, 200), Detail: d}
 }
 
 // dispatch routes by MsgKind and validates the whole package
@@ -214,8 +252,15 @@ func (p *Plan) schedule(s Settings) {
 		switch {
 		case has && sodt != "":
 			t, err := sis.ParseTime(sodt, s.Loc)
+			if errors.Is(err, sis.ErrTimeRange) {
+				// A SIS time naming no instant (31NOV, 25:61): the
+				// operation day cannot be derived, so neither can the
+				// package's (docs/design.md#operation-day).
+				p.Invalid = protocol("FLTR %d (FLID %s) SODT %v: the operation day cannot be derived", i+1, rec.FLID, err)
+				return
+			}
 			if err != nil {
-				p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("FLTR %d (FLID %s) SODT: %w", i+1, rec.FLID, err)}
+				p.Invalid = codecError("FLTR %d (FLID %s) SODT %v", i+1, rec.FLID, err)
 				return
 			}
 			d := OperationDay(t, s.Loc, s.Cutover)
@@ -226,7 +271,7 @@ func (p *Plan) schedule(s Settings) {
 			return
 		}
 		if err := rec.CheckTimes(); err != nil {
-			p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("FLTR %d (FLID %s) %w", i+1, rec.FLID, err)}
+			p.Invalid = codecError("FLTR %d (FLID %s) %v", i+1, rec.FLID, err)
 			return
 		}
 		p.flights = append(p.flights, plannedFlight{kind: kind, flid: rec.FLID, day: day, rec: rec})
@@ -266,7 +311,7 @@ func (p *Plan) flightOp() {
 		return
 	} else if err := op.CheckTimes(); err != nil {
 		// A delete applies nothing it carries; a FLOP applies every tag.
-		p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("FLOP-%s (FLID %s) %w", styp, op.FLID, err)}
+		p.Invalid = codecError("FLOP-%s (FLID %s) %v", styp, op.FLID, err)
 		return
 	}
 	p.flights = []plannedFlight{{kind: kind, flid: op.FLID, rec: &op.FlightRecord, styp: styp}}
@@ -304,13 +349,18 @@ func (p *Plan) refData() {
 		return
 	}
 	t := &refdata.Transition{MsgID: p.MsgID, RType: rd.Type, STYP: m.Meta.STYP, FirstChild: rd.FirstChild}
-	for i, r := range rd.Records {
-		rec := refdata.Record(r)
-		if _, err := refdata.KeyOf(rd.Type, rec, rd.FirstChild); err != nil {
-			p.Invalid = protocol("%s-%s record %d: %v", rd.Type, m.Meta.STYP, i+1, err)
-			return
-		}
-		t.Records = append(t.Records, rec)
+	for _, r := range rd.Records {
+		t.Records = append(t.Records, refdata.Record(r))
+	}
+	// Whatever refdata.Apply would reject is rejected here, for the whole
+	// package (keys; RSTA's STAT and window); the key tag is checked in
+	// Decide, against the index.
+	if err := refdata.Check(*t); err != nil {
+		p.Invalid = protocol("%s-%s %s", rd.Type, m.Meta.STYP, recordProblem(err))
+		return
+	}
+	if slices.Contains(refdata.FirstChildTypes, rd.Type) {
+		p.RefType = rd.Type
 	}
 	p.refdata = t
 }
@@ -339,7 +389,7 @@ func (p *Plan) season() {
 		return
 	}
 	if err := se.CheckTimes(); err != nil {
-		p.DispatchFail = &Failure{Class: message.ClassCodecError, Err: fmt.Errorf("SCHS-%s %w", m.Meta.STYP, err)}
+		p.Invalid = codecError("SCHS-%s %v", m.Meta.STYP, err)
 		return
 	}
 	p.refdata = &refdata.Transition{MsgID: p.MsgID, RType: refdata.Season, STYP: m.Meta.STYP, FirstChild: sis.SeasonKey,
@@ -347,37 +397,39 @@ func (p *Plan) season() {
 }
 
 // Decide finishes a decision with what PostgreSQL knows: the identity's
-// owner and the flight index. at is the time the transitions carry (the
-// message's first enqueue time, so a re-routed message emits identical
-// transitions).
-func Decide(p Plan, l message.Lookups, at time.Time) (Verdict, *Failure) {
+// owner, the flight index and the reference key-tag index. at is the time
+// the transitions carry (the message's first enqueue time, so a re-routed
+// message emits identical transitions). Every verdict is final: what the
+// message carries decides it, and only failures of the store are retried
+// (by the caller).
+func Decide(p Plan, l message.Lookups, at time.Time) Verdict {
 	if p.Early != nil {
-		return *p.Early, nil
-	}
-	if p.Fail != nil {
-		return Verdict{}, p.Fail
+		return *p.Early
 	}
 	// Identity comes before dispatch: a message whose identity another
 	// message holds is a duplicate, whatever it carries (I5).
 	if l.Owner != 0 && l.Owner != p.MsgID {
-		return Verdict{State: message.StateSkipped, Reason: message.ReasonDuplicateOf + strconv.FormatInt(l.Owner, 10)}, nil
+		return Verdict{State: message.StateSkipped, Reason: message.ReasonDuplicateOf + strconv.FormatInt(l.Owner, 10)}
 	}
 	if p.Invalid != nil {
 		v := *p.Invalid
 		v.IdentityKey = p.IdentityKey
-		return v, nil
-	}
-	if p.DispatchFail != nil {
-		return Verdict{}, p.DispatchFail
+		return v
 	}
 	if p.NeedsRequest && !l.RequestOpen {
 		return Verdict{State: message.StateSkipped, Reason: message.ReasonNoMatch, Detail: "SCHD RESP answers no open RQFD request",
-			IdentityKey: p.IdentityKey}, nil
+			IdentityKey: p.IdentityKey}
 	}
 	v := Verdict{State: message.StateRouted, IdentityKey: p.IdentityKey}
 	source := p.Msg.Meta.TYPE + "-" + p.Msg.Meta.STYP
 	if p.refdata != nil {
 		t := *p.refdata
+		if err := refdata.CheckKeyTag(t, l.KeyTag); err != nil {
+			return protocolVerdict(p, "%s-%s %s", t.RType, t.STYP, recordProblem(err))
+		}
+		if p.RefType != "" {
+			v.RefKey = &message.RefKey{RType: t.RType, KeyTag: refdata.KeyTagOf(t)}
+		}
 		t.At, t.MsgDTTM = at, p.Msg.Meta.DTTM
 		v.Refdata = append(v.Refdata, t)
 	}
@@ -391,7 +443,7 @@ func Decide(p Plan, l message.Lookups, at time.Time) (Verdict, *Failure) {
 			if isKnown && known.Day != nil && f.day != nil && !known.Day.Equal(*f.day) {
 				// I3: one conflicting flight rejects the whole package.
 				return protocolVerdict(p, "FLID %s: operation day %s conflicts with its indexed day %s",
-					f.flid, f.day.Format(time.DateOnly), known.Day.Format(time.DateOnly)), nil
+					f.flid, f.day.Format(time.DateOnly), known.Day.Format(time.DateOnly))
 			}
 			if !isKnown || (known.Day == nil && f.day != nil) {
 				v.Index = append(v.Index, message.FlightDay{FLID: f.flid, Day: f.day})
@@ -407,7 +459,7 @@ func Decide(p Plan, l message.Lookups, at time.Time) (Verdict, *Failure) {
 		case flight.KindFLOP, flight.KindDelete:
 			if !isKnown {
 				return Verdict{State: message.StateSkipped, Reason: message.ReasonNoMatch, Detail: "FLID " + f.flid + " is not a known flight",
-					IdentityKey: p.IdentityKey}, nil
+					IdentityKey: p.IdentityKey}
 			}
 			if known.Day != nil {
 				t.OperationDay = known.Day.Format(time.DateOnly)
@@ -433,7 +485,20 @@ func Decide(p Plan, l message.Lookups, at time.Time) (Verdict, *Failure) {
 	if v.N() == 0 {
 		v.State = message.StateSucceeded
 	}
-	return v, nil
+	return v
+}
+
+// recordProblem words a refdata rejection for a reason: "record 2: STAT
+// "X" is not E or D" (records counted from 1).
+func recordProblem(err error) string {
+	var re *refdata.RecordError
+	if !errors.As(err, &re) {
+		return err.Error()
+	}
+	if re.Index < 0 || re.Reason == refdata.ReasonKeyTag {
+		return re.Problem()
+	}
+	return fmt.Sprintf("record %d: %s", re.Index+1, re.Problem())
 }
 
 func protocolVerdict(p Plan, format string, args ...any) Verdict {

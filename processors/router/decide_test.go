@@ -47,6 +47,29 @@ func season(styp, body string) string {
 	return msg("SCHS", styp, "88", "<SCHS>"+body+"</SCHS>")
 }
 
+// rsta is a resource-status message of the given records.
+func rsta(styp string, recs ...string) string {
+	return msg("RSTA", styp, "1", fmt.Sprintf("<RECS>%d</RECS>%s", len(recs), strings.Join(recs, "")))
+}
+
+// rstaRec is an RSTA record; empty values are left out.
+func rstaRec(rtyp, rsid, stat, strt, endt string) string {
+	s := "<RSTA><RTYP>" + rtyp + "</RTYP><RSID>" + rsid + "</RSID>"
+	for _, f := range [][2]string{{"STAT", stat}, {"STRT", strt}, {"ENDT", endt}} {
+		if f[1] != "" {
+			s += "<" + f[0] + ">" + f[1] + "</" + f[0] + ">"
+		}
+	}
+	return s + "</RSTA>"
+}
+
+// abdg is an ABDG message (keyed by its records' first child) whose record
+// starts with tag first.
+func abdg(styp, first string) string {
+	rec := map[string]string{"ABCD": "<ABCD>212</ABCD><DESC>Airbridge 212</DESC>", "DESC": "<DESC>Airbridge 212</DESC><ABCD>212</ABCD>"}[first]
+	return msg("ABDG", styp, "1", "<RECS>1</RECS><ABDG>"+rec+"</ABDG>")
+}
+
 func day(s string) *time.Time {
 	t, err := time.Parse(time.DateOnly, s)
 	if err != nil {
@@ -85,17 +108,26 @@ func TestDecide(t *testing.T) {
 		flights  int
 		refdata  int
 		index    int
-		failure  string
 		identity bool
+		msgID    int64
 	}{
 		{name: "raw missing", raw: "  ", state: message.StateDead, class: message.ClassMalformed, reason: "raw-missing"},
 		{name: "not XML", raw: "hello", state: message.StateDead, class: message.ClassMalformed},
 		{name: "no META", raw: "<MSG><FLOP/></MSG>", state: message.StateDead, class: message.ClassMalformed},
-		{name: "undecodable DTTM is a codec error", raw: strings.Replace(msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"), "20261130080000", "2026-11-30", 1),
-			failure: message.ClassCodecError},
+		{name: "undecodable DTTM is a codec error, DEAD at once", raw: strings.Replace(msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"), "20261130080000", "2026-11-30", 1),
+			state: message.StateDead, class: message.ClassCodecError, reason: `META/DTTM "2026-11-30": unknown date format`},
+		{name: "undecodable payload is a codec error, DEAD at once", raw: strings.Replace(dnld(1), "<RECS>1<", "<RECS>many<", 1),
+			state: message.StateDead, class: message.ClassCodecError, reason: `SCHD/RECS "many": not a non-negative integer`},
+		{name: "a message ID that is not positive", raw: msg("LDM", "ANY", "1", "<LDM/>"), msgID: -1, state: message.StateDead, class: message.ClassMalformed},
 		{name: "ignored LDM", raw: msg("LDM", "ANY", "1", "<LDM/>"), state: message.StateSkipped, reason: "ignored:LDM-*"},
 		{name: "ignore rules are case-insensitive", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"),
 			set: settings(func(c *Config) { c.IgnoreRules = "flop-estt" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
+		{name: "an ignored type is never judged by its payload (malformed)", raw: msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
+			set: settings(func(c *Config) { c.IgnoreRules = "FLOP-*" }), state: message.StateSkipped, reason: "ignored:FLOP-*"},
+		{name: "an ignored type is never judged by its payload (codec error)", raw: strings.Replace(dnld(1), "<RECS>1<", "<RECS>many<", 1),
+			set: settings(func(c *Config) { c.IgnoreRules = "schd-dnld" }), state: message.StateSkipped, reason: "ignored:SCHD-DNLD"},
+		{name: "the same payload not ignored", raw: msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
+			state: message.StateDead, class: message.ClassMalformed, reason: "FLOP without FLID"},
 		{name: "duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"), lookups: message.Lookups{Owner: 5},
 			state: message.StateSkipped, reason: "duplicate-of:5"},
 		{name: "own identity is not a duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
@@ -116,19 +148,20 @@ func TestDecide(t *testing.T) {
 			state: message.StateRouted, flights: 1, identity: true},
 		{name: "FLOP-FLAB empty sample", raw: sampleXML(t, "INSERT_CMINMSGS_FLAB.sql", 2), lookups: known,
 			state: message.StateRouted, flights: 1, identity: true},
-		// Time-valued tags (SPEC §11): a value in no SIS format is a
-		// CODEC_ERROR before anything is emitted.
+		// Time-valued tags (docs/design.md#time-values): a value in no SIS
+		// format is DEAD(CODEC_ERROR) before anything is emitted; like every
+		// verdict of dispatch, it binds the identity.
 		{name: "a time in no SIS format", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>notadate</ESTT></FLOP>"), lookups: known,
-			failure: message.ClassCodecError, reason: `FLOP-ESTT (FLID 15) ESTT "notadate": unknown date format`},
+			state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-ESTT (FLID 15) ESTT "notadate": unknown date format`, identity: true},
 		{name: "any time the FLOP carries is checked", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT><ACTT>0600</ACTT></FLOP>"),
-			lookups: known, failure: message.ClassCodecError, reason: `ACTT "0600"`},
+			lookups: known, state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-ESTT (FLID 15) ACTT "0600"`, identity: true},
 		{name: "a time inside a collection element", raw: msg("FLOP", "GTDT", "1",
 			`<FLOP><FLID>15</FLID><GTDT GTNO="1"><GATE>G1</GATE><PGOT>15DEC031805</PGOT></GTDT><GTDT GTNO="2"><PGOT>18:05</PGOT></GTDT></FLOP>`),
-			lookups: known, failure: message.ClassCodecError, reason: `GTDT[2]/PGOT "18:05": unknown date format`},
+			lookups: known, state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-GTDT (FLID 15) GTDT[2]/PGOT "18:05": unknown date format`, identity: true},
 		{name: "a time in a FLTR", raw: dnld(2, fltr("2", "23JAN210535", ""), fltr("3", "23JAN210535", "<ROUT RTNO=\"1\"><SCAT>tomorrow</SCAT></ROUT>")),
-			failure: message.ClassCodecError, reason: `FLTR 2 (FLID 3) ROUT[1]/SCAT "tomorrow": unknown date format`},
+			state: message.StateDead, class: message.ClassCodecError, reason: `FLTR 2 (FLID 3) ROUT[1]/SCAT "tomorrow": unknown date format`, identity: true},
 		{name: "a new A-CDM time is checked", raw: msg("FLOP", "TOBT", "1", "<FLOP><FLID>15</FLID><TOBT>32JAN211200</TOBT></FLOP>"),
-			lookups: known, failure: message.ClassCodecError, reason: "date or time out of range"},
+			lookups: known, state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-TOBT (FLID 15) TOBT "32JAN211200": date or time out of range`, identity: true},
 		{name: "an empty time clears", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT> </ESTT></FLOP>"), lookups: known,
 			state: message.StateRouted, flights: 1, identity: true},
 		{name: "a delete applies nothing it carries", raw: msg("FLOP", "FDEL", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT><FDEL/></FLOP>"),
@@ -147,7 +180,7 @@ func TestDecide(t *testing.T) {
 		{name: "SCHS without SNAM", raw: season("DNLD", "<SNAM> </SNAM><RECS>0</RECS>"),
 			state: message.StateDead, class: message.ClassProtocol, reason: "SCHS-DNLD without SNAM", identity: true},
 		{name: "SCHS time", raw: season("DNLD", "<SNAM>W</SNAM><RECS>1</RECS><FLTR><SCHT>10:23</SCHT></FLTR>"),
-			failure: message.ClassCodecError, reason: `SCHS-DNLD SCHS/FLTR[1]/SCHT "10:23": unknown date format`},
+			state: message.StateDead, class: message.ClassCodecError, reason: `SCHS-DNLD SCHS/FLTR[1]/SCHT "10:23": unknown date format`, identity: true},
 		{name: "SCHS other STYP", raw: season("ADD", "<SNAM>W</SNAM><RECS>0</RECS>"), state: message.StateSkipped, reason: "unsupported:SCHS-ADD", identity: true},
 		{name: "FDEL", raw: sampleXML(t, "INSERT_CMINMSGS_FDEL.sql", 0), lookups: known, state: message.StateRouted, flights: 1, identity: true},
 		{name: "unsupported type", raw: msg("ZZZZ", "DNLD", "1", "<X/>"), state: message.StateSkipped, reason: "unsupported:ZZZZ-DNLD", identity: true},
@@ -161,7 +194,14 @@ func TestDecide(t *testing.T) {
 		{name: "DNLD with a FLID twice", raw: dnld(2, fltr("1", "23JAN210535", ""), fltr("1", "23JAN210535", "")), state: message.StateDead, class: message.ClassProtocol, identity: true},
 		{name: "DNLD operation-day conflict rejects the package", raw: dnld(2, fltr("2", "23JAN210535", ""), fltr("15", "24JAN210535", "")),
 			lookups: known, state: message.StateDead, class: message.ClassProtocol, reason: "FLID 15: operation day 2021-01-24 conflicts", identity: true},
-		{name: "DNLD SODT in an unknown format", raw: dnld(1, fltr("1", "2021-01-23", "")), failure: message.ClassCodecError},
+		{name: "DNLD SODT in an unknown format is a codec error, DEAD at once", raw: dnld(1, fltr("1", "2021-01-23", "")),
+			state: message.StateDead, class: message.ClassCodecError, reason: `FLTR 1 (FLID 1) SODT "2021-01-23": unknown date format`, identity: true},
+		{name: "DNLD with an impossible SODT date rejects the package", raw: dnld(2, fltr("1", "23JAN210535", ""), fltr("2", "31NOV260800", "")),
+			state: message.StateDead, class: message.ClassProtocol, reason: `FLTR 2 (FLID 2) SODT "31NOV260800": date or time out of range: the operation day cannot be derived`, identity: true},
+		{name: "DNLD with an impossible SODT time rejects the package", raw: dnld(1, fltr("1", "30NOV262561", "")),
+			state: message.StateDead, class: message.ClassProtocol, reason: `FLTR 1 (FLID 1) SODT "30NOV262561": date or time out of range`, identity: true},
+		{name: "ADFT with an impossible SODT", raw: msg("SCHD", "ADFT", "1", "<SCHD>"+fltr("9", "29FEB251000", "")+"</SCHD>"),
+			state: message.StateDead, class: message.ClassProtocol, reason: `FLTR 1 (FLID 9) SODT "29FEB251000"`, identity: true},
 		{name: "empty DNLD is terminal at once", raw: dnld(0), state: message.StateSucceeded, identity: true},
 		{name: "ADFT without SODT creates an undated flight", raw: msg("SCHD", "ADFT", "1", "<SCHD>"+fltr("9", "-", "<FLNO>CA1</FLNO>")+"</SCHD>"),
 			state: message.StateRouted, flights: 1, index: 1, identity: true},
@@ -170,24 +210,34 @@ func TestDecide(t *testing.T) {
 		{name: "reference full replace with a wrong count", raw: msg("AIRL", "DNLD", "1", "<RECS>2</RECS><AIRL><ITOP>CA</ITOP></AIRL>"),
 			state: message.StateDead, class: message.ClassProtocol, identity: true},
 		{name: "reference record without its key", raw: msg("AIRL", "ADD", "1", "<RECS>1</RECS><AIRL><ICOP>CCA</ICOP></AIRL>"),
-			state: message.StateDead, class: message.ClassProtocol, identity: true},
+			state: message.StateDead, class: message.ClassProtocol, reason: "AIRL-ADD record 1: missing key tag ITOP", identity: true},
+		{name: "resource status", raw: rsta("ADD", rstaRec("GATE", "21", "D", "30NOV260800", "30NOV261000")),
+			state: message.StateRouted, refdata: 1, identity: true},
+		{name: "resource status with a STAT other than E/D", raw: rsta("RESP", rstaRec("GATE", "21", "D", "", ""), rstaRec("BELT", "3", "X", "", "")),
+			state: message.StateDead, class: message.ClassProtocol, reason: `RSTA-RESP record 2: STAT "X" is not E or D`, identity: true},
+		{name: "resource status ending before it starts", raw: rsta("UPD", rstaRec("GATE", "21", "D", "30NOV261000", "30NOV260800")),
+			state: message.StateDead, class: message.ClassProtocol, reason: "RSTA-UPD record 1: ENDT is not after STRT", identity: true},
+		{name: "resource status with an unparseable window", raw: rsta("ADD", rstaRec("GATE", "21", "D", "tomorrow", "")),
+			state: message.StateDead, class: message.ClassProtocol, reason: `RSTA-ADD record 1: STRT "tomorrow" is not SIS time`, identity: true},
+		{name: "a resource status deletion carries only the key", raw: rsta("DEL", rstaRec("GATE", "21", "", "", "")),
+			state: message.StateRouted, refdata: 1, identity: true},
+		{name: "first-child category keyed as indexed", raw: abdg("ADD", "ABCD"), lookups: message.Lookups{KeyTag: "ABCD"},
+			state: message.StateRouted, refdata: 1, identity: true},
+		{name: "first-child category keyed by another tag than indexed", raw: abdg("UPD", "DESC"), lookups: message.Lookups{KeyTag: "ABCD"},
+			state: message.StateDead, class: message.ClassProtocol, reason: "ABDG-UPD keyed by DESC but the stored records are keyed by ABCD", identity: true},
+		{name: "a full replace may change the key tag", raw: abdg("DNLD", "DESC"), lookups: message.Lookups{KeyTag: "ABCD"},
+			state: message.StateRouted, refdata: 1, identity: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := tc.set
 			if set.Loc == nil {
 				set = settings()
 			}
-			p := Prepare(100, tc.raw, set)
-			v, fail := Decide(p, tc.lookups, at)
-			if tc.failure != "" {
-				if fail == nil || fail.Class != tc.failure || !strings.Contains(fail.Err.Error(), tc.reason) {
-					t.Fatalf("failure %v, want %s %q (verdict %+v)", fail, tc.failure, tc.reason, v)
-				}
-				return
+			id := tc.msgID
+			if id == 0 {
+				id = 100
 			}
-			if fail != nil {
-				t.Fatalf("unexpected failure %v", fail)
-			}
+			v := Decide(Prepare(id, tc.raw, set), tc.lookups, at)
 			if v.State != tc.state || v.ErrorClass != tc.class || !strings.HasPrefix(v.Reason, tc.reason) {
 				t.Fatalf("verdict %s/%s %q, want %s/%s %q…", v.State, v.ErrorClass, v.Reason, tc.state, tc.class, tc.reason)
 			}
@@ -207,10 +257,7 @@ func TestDecide(t *testing.T) {
 func TestDecideScheduleTransitions(t *testing.T) {
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	p := Prepare(7, sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0), settings())
-	v, fail := Decide(p, message.Lookups{}, at)
-	if fail != nil {
-		t.Fatal(fail)
-	}
+	v := Decide(p, message.Lookups{}, at)
 	f := v.Flights[0]
 	if f.FLID != "15" || f.Kind != flight.KindSchedule || f.MsgID != 7 || f.Source != "SCHD-DNLD" || !f.At.Equal(at) ||
 		f.OperationDay != "2021-01-23" || f.Fields["FLNO"] != "YG9028" || len(f.Collections["ERUT"]) != 2 {
@@ -228,14 +275,14 @@ func TestDecideAbsentFlightsDeleted(t *testing.T) {
 	raw := dnld(1, fltr("1", "23JAN210535", ""))
 	l := message.Lookups{Earlier: map[string][]string{"2021-01-23": {"1", "2", "3"}}}
 	keep := Prepare(50, raw, settings())
-	if v, _ := Decide(keep, l, time.Time{}); len(v.Flights) != 1 {
+	if v := Decide(keep, l, time.Time{}); len(v.Flights) != 1 {
 		t.Fatalf("keep mode emitted %d transitions", len(v.Flights))
 	}
 	del := Prepare(50, raw, settings(func(c *Config) { c.ScheduleAbsent = "delete" }))
 	if len(del.Days) != 1 || del.Days[0].Format(time.DateOnly) != "2021-01-23" {
 		t.Fatalf("days %v", del.Days)
 	}
-	v, _ := Decide(del, l, time.Time{})
+	v := Decide(del, l, time.Time{})
 	if len(v.Flights) != 3 || v.Flights[1].Kind != flight.KindDelete || v.Flights[1].FLID != "2" || v.Flights[2].FLID != "3" {
 		t.Fatalf("delete mode transitions %+v", v.Flights)
 	}
@@ -294,21 +341,50 @@ func TestRespGuard(t *testing.T) {
 	if off.NeedsRequest {
 		t.Fatal("guard off asks for a request")
 	}
-	if v, _ := Decide(off, message.Lookups{}, time.Time{}); v.State != message.StateRouted {
+	if v := Decide(off, message.Lookups{}, time.Time{}); v.State != message.StateRouted {
 		t.Fatalf("guard off: %+v", v)
 	}
 	on := Prepare(1, resp, settings(func(c *Config) { c.RespGuard = true }))
 	if !on.NeedsRequest {
 		t.Fatal("guard on does not ask for a request")
 	}
-	if v, _ := Decide(on, message.Lookups{}, time.Time{}); v.State != message.StateSkipped || v.Reason != "no-match" || v.N() != 0 {
+	if v := Decide(on, message.Lookups{}, time.Time{}); v.State != message.StateSkipped || v.Reason != "no-match" || v.N() != 0 {
 		t.Fatalf("RESP without an open request: %+v", v)
 	}
-	if v, _ := Decide(on, message.Lookups{RequestOpen: true}, time.Time{}); v.State != message.StateRouted || v.N() != 1 {
+	if v := Decide(on, message.Lookups{RequestOpen: true}, time.Time{}); v.State != message.StateRouted || v.N() != 1 {
 		t.Fatalf("RESP answering an open request: %+v", v)
 	}
 	// A DNLD is never guarded.
 	if p := Prepare(1, dnld(1, fltr("1", "23JAN210535", "")), settings(func(c *Config) { c.RespGuard = true })); p.NeedsRequest {
 		t.Fatal("a DNLD needs a request")
+	}
+}
+
+// An ignored EROR is decided on its META, yet still names the request it
+// answers (afterDecision closes it).
+func TestIgnoredErorKeepsItsAnswer(t *testing.T) {
+	p := Prepare(1, msg("EROR", "RQRD", "5", "<EROR><SEQN>1700000001</SEQN><TYPE>RQRD</TYPE></EROR>"), settings())
+	if v := Decide(p, message.Lookups{}, time.Time{}); v.State != message.StateSkipped || v.Reason != "ignored:EROR-*" || v.IdentityKey != "" {
+		t.Fatalf("verdict %+v", v)
+	}
+	if p.Msg == nil || p.Msg.ErrorAnswer == nil || p.Msg.ErrorAnswer.RefSEQN != "1700000001" {
+		t.Fatalf("ignored EROR lost its answer: %+v", p.Msg)
+	}
+}
+
+// A message routed to a category keyed by its first child sets the index
+// entry the next incremental message is checked against.
+func TestDecideRefKeyIndex(t *testing.T) {
+	p := Prepare(3, abdg("DNLD", "DESC"), settings())
+	if p.RefType != "ABDG" || p.Query().RefType != "ABDG" {
+		t.Fatalf("plan looks up %q", p.RefType)
+	}
+	v := Decide(p, message.Lookups{KeyTag: "ABCD"}, time.Time{})
+	if v.RefKey == nil || *v.RefKey != (message.RefKey{RType: "ABDG", KeyTag: "DESC"}) {
+		t.Fatalf("index entry %+v", v.RefKey)
+	}
+	// Categories with a fixed key tag need no index.
+	if p := Prepare(4, sampleXML(t, "INSERT_CMINMSGS_AIRL.sql", 0), settings()); p.RefType != "" || Decide(p, message.Lookups{}, time.Time{}).RefKey != nil {
+		t.Fatal("AIRL looks up its key tag")
 	}
 }

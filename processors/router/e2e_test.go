@@ -35,9 +35,12 @@ type pipeline struct {
 	done    chan error
 }
 
-func startPipeline(t *testing.T) *pipeline {
+func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	t.Helper()
 	p := &pipeline{t: t, cfg: testConfig(), clock: clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))}
+	for _, m := range mut {
+		m(&p.cfg)
+	}
 	pgDSN := testenv.NewPG(t)
 	p.pgProxy = testenv.NewProxy(t, "127.0.0.1:5432")
 	routerDSN := strings.Replace(pgDSN, "127.0.0.1:5432", p.pgProxy.Addr(), 1)
@@ -207,5 +210,40 @@ func TestPipelineEndToEnd(t *testing.T) {
 	}
 	if n := testenv.EndOffset(t, p.brokers, p.cfg.FlightTopic); n != 5 {
 		t.Fatalf("the protocol-violating DNLD emitted: %d transitions on the topic", n)
+	}
+}
+
+// Through MariaDB, the bridge and Kafka: messages whose values are bad are
+// decided at once, with the clock standing still, and nothing behind them
+// waits (a CODEC_ERROR used to hold the queue for 15 s of backoff).
+func TestPipelineBadValuesDoNotStallTheQueue(t *testing.T) {
+	p := startPipeline(t, func(c *Config) { c.IgnoreRules = "LDM-*,EROR-*,FLOP-FINT" })
+	codec := p.insert(strings.Replace(flop("600", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"), "20261130080000", "2026-11-30", 1))
+	sodt := p.insert(strings.Replace(dnld(1, fltr("40", "31NOV260800", "")), "<SEQN>77<", "<SEQN>601<", 1))
+	stat := p.insert(rsta("ADD", rstaRec("GATE", "21", "X", "", "")))
+	ignored := p.insert(msg("FLOP", "FINT", "602", "<FLOP><FINT/></FLOP>")) // ignored, and without the FLID a FLOP needs
+	good := p.insert(strings.Replace(dnld(1, fltr("41", "23JAN210535", "")), "<SEQN>77<", "<SEQN>603<", 1))
+
+	if m := p.waitState(codec, message.StateDead); str(m.ErrorClass) != message.ClassCodecError || m.Attempts != 0 {
+		t.Fatalf("codec error %+v", m)
+	}
+	if m := p.waitState(sodt, message.StateDead); str(m.ErrorClass) != message.ClassProtocol {
+		t.Fatalf("impossible SODT %+v", m)
+	}
+	if m := p.waitState(stat, message.StateDead); str(m.ErrorClass) != message.ClassProtocol {
+		t.Fatalf("bad STAT %+v", m)
+	}
+	if m := p.waitState(ignored, message.StateSkipped); str(m.Reason) != "ignored:FLOP-FINT" {
+		t.Fatalf("ignored FLOP %+v", m)
+	}
+	p.waitState(good, message.StateRouted)
+	if p.clock.Now() != time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) {
+		t.Fatal("the clock moved")
+	}
+	if n := testenv.EndOffset(t, p.brokers, p.cfg.RefdataTopic); n != 0 {
+		t.Fatalf("%d refdata transitions emitted", n)
+	}
+	if n := testenv.EndOffset(t, p.brokers, p.cfg.FlightTopic); n != 1 {
+		t.Fatalf("%d flight transitions emitted, want the good package's one", n)
 	}
 }

@@ -73,9 +73,9 @@ var Table = goka.GroupTable(goka.Group(Group))
 // Requests is what the router needs from outbound request tracking
 // (emitters/outbound implements it).
 type Requests interface {
-	OpenFor(ctx context.Context, kind request.Kind, styp string) (*request.ReqTrack, bool, error)
-	Accepts(r request.ReqTrack, respMsgID int64, respDTTM, now time.Time) error
-	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, styp string, respMsgID int64, respDTTM, now time.Time) error
+	OpenFor(ctx context.Context, kind request.Kind, rtype string) (*request.ReqTrack, bool, error)
+	Accepts(r request.ReqTrack, rtype string, respMsgID int64, respDTTM, now time.Time) error
+	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, rtype string, respMsgID int64, respDTTM, now time.Time) error
 	FailByEror(ctx context.Context, seqnRef string, now time.Time) error
 }
 
@@ -219,7 +219,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 		var l message.Lookups
 		err := r.available(ctx, func(ctx context.Context) error {
 			var err error
-			m, l, err = r.d.Messages.Load(ctx, rec.MsgID, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now(), p.IdentityKey, p.FLIDs, p.Days)
+			m, l, err = r.d.Messages.Load(ctx, rec.MsgID, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now(), p.Query())
 			return err
 		})
 		if err != nil {
@@ -243,7 +243,11 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 		case message.StateRouted:
 			return r.reroute(log, p, l, m), nil
 		}
-		if m.State == message.StateFailed {
+		// Only INFRA failures are retried. A FAILED row of another class was
+		// left by an earlier version, which retried CODEC_ERROR: it is
+		// decided again at once (now DEAD), never after sleeping through
+		// its recorded backoff or being exhausted by it.
+		if m.State == message.StateFailed && deref(m.ErrorClass) == message.ClassInfra {
 			if m.Attempts >= r.cfg.MaxAttempts {
 				return r.exhaust(ctx, log, m)
 			}
@@ -263,7 +267,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 		if fail == nil {
 			return out, nil
 		}
-		if err := r.fail(ctx, log, m.MsgID, fail); err != nil {
+		if err := r.fail(ctx, log, m.MsgID, p.IdentityKey, fail); err != nil {
 			return outcome{}, err
 		}
 	}
@@ -275,7 +279,7 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 		err := r.available(ctx, func(ctx context.Context) error {
 			req, ok, err := r.d.Requests.OpenFor(ctx, request.RQFD, request.STYPNone)
 			if err == nil && ok {
-				l.RequestOpen = r.d.Requests.Accepts(*req, rec.MsgID, p.Msg.Meta.DTTM, r.d.Clock.Now()) == nil
+				l.RequestOpen = r.d.Requests.Accepts(*req, request.STYPNone, rec.MsgID, p.Msg.Meta.DTTM, r.d.Clock.Now()) == nil
 			}
 			return err
 		})
@@ -286,13 +290,10 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 			return outcome{}, &Failure{Class: message.ClassInfra, Err: err}, nil
 		}
 	}
-	v, fail := Decide(p, l, m.EnqueuedAt)
-	if fail != nil {
-		return outcome{}, fail, nil
-	}
+	v := Decide(p, l, m.EnqueuedAt)
 	now := r.d.Clock.Now()
 	d := sink.Decision{MsgID: rec.MsgID, State: v.State, IdentityKey: v.IdentityKey, ErrorClass: v.ErrorClass,
-		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, Now: now}
+		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, Now: now}
 	if p.Msg != nil {
 		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
 	}
@@ -394,22 +395,35 @@ func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, no
 // processors recognise what they already applied.
 func (r *Router) reroute(log *slog.Logger, p Plan, l message.Lookups, m sink.Message) outcome {
 	// A routed SCHD RESP passed the RESP guard when it was decided; its
-	// request may be closed by now, which must not change the answer.
-	l.RequestOpen = true
-	v, fail := Decide(p, l, m.EnqueuedAt)
-	if fail != nil || v.State != message.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
+	// request may be closed by now, which must not change the answer. The
+	// same holds for the key-tag check: the index holds this message's key
+	// tag by now, or a later message's.
+	l.RequestOpen, l.KeyTag = true, ""
+	v := Decide(p, l, m.EnqueuedAt)
+	if v.State != message.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
 		// Only a configuration change between the two deliveries can get
 		// here; the recorded decision stands and an operator must look.
-		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason, "failure", fail)
+		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason)
 		return outcome{entry: entryOf(m), replay: true}
 	}
 	log.Info("re-emitting the transitions of a routed message", "transitions", v.N())
 	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata, replay: true}
 }
 
-// fail records a failure of the message and waits its backoff; when the
+// Failure is a failure that belongs to the message while it is processed
+// (INFRA): it is retried with backoff and counts against its attempts.
+type Failure struct {
+	Class string
+	Err   error
+}
+
+func (f *Failure) Error() string { return f.Class + ": " + f.Err.Error() }
+
+// fail records a failure of the message, binding its identity (identityKey,
+// "" when none was computed) so that a resend is a duplicate of it even once
+// it is exhausted (000 §5.2 step 3), and waits its backoff; when the
 // attempts are used up the message becomes DEAD(EXHAUSTED) on the next turn.
-func (r *Router) fail(ctx context.Context, log *slog.Logger, msgID int64, f *Failure) error {
+func (r *Router) fail(ctx context.Context, log *slog.Logger, msgID int64, identityKey string, f *Failure) error {
 	var attempts int
 	now := r.d.Clock.Now()
 	// The wait after this failure is known only once the count is; the
@@ -423,7 +437,7 @@ func (r *Router) fail(ctx context.Context, log *slog.Logger, msgID int64, f *Fai
 		if ok {
 			next = m.Attempts + 1
 		}
-		attempts, err = r.d.Messages.Fail(ctx, msgID, f.Class, f.Err.Error(), now.Add(r.cfg.backoff().Delay(next)), now)
+		attempts, err = r.d.Messages.Fail(ctx, msgID, identityKey, f.Class, f.Err.Error(), now.Add(r.cfg.backoff().Delay(next)), now)
 		return err
 	})
 	if err != nil {

@@ -209,26 +209,64 @@ func TestRouterReplayReemitsWithoutChangingState(t *testing.T) {
 	}
 }
 
-func TestRouterRetriesHeadThenExhausts(t *testing.T) {
-	rg := newRig(t, nil)
-	bad := `<?xml version="1.0"?><MSG><META><SNDR>A</SNDR><SEQN>1</SEQN><DTTM>2026-11-30</DTTM><TYPE>FLOP</TYPE><STYP>ESTT</STYP></META></MSG>`
+// rejectFLID makes every flight_index insert of flid fail, a failure that
+// belongs to the message that carries it (INFRA).
+func (rg *rig) rejectFLID(flid string) {
+	rg.t.Helper()
+	if _, err := rg.pool.Exec(context.Background(), fmt.Sprintf(`CREATE FUNCTION reject_flid() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.flid = '%s' THEN RAISE EXCEPTION 'flight %s rejected by test trigger'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER reject_flid BEFORE INSERT ON flight_index FOR EACH ROW EXECUTE FUNCTION reject_flid()`, flid, flid)); err != nil {
+		rg.t.Fatal(err)
+	}
+}
+
+// consumeAll feeds the records in order from a goroutine and returns a
+// channel closed when all of them were handled.
+func (rg *rig) consumeAll(raws ...string) chan struct{} {
 	done := make(chan struct{})
 	go func() {
-		rg.consume(1, bad)
-		rg.consume(2, msg("LDM", "X", "1", "<LDM/>"))
-		close(done)
+		defer close(done)
+		for i, raw := range raws {
+			if rg.t.Failed() {
+				return // the rig is being torn down
+			}
+			rg.consume(int64(i+1), raw)
+		}
 	}()
+	return done
+}
+
+// decidedWithoutWaiting fails the test if the records do not all get
+// decided while the fake clock stands still (a backoff would wait forever).
+func (rg *rig) decidedWithoutWaiting(done chan struct{}) {
+	rg.t.Helper()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		rg.t.Fatalf("the router waits (%d clock waiters) instead of deciding", rg.clock.Waiters())
+	}
+}
+
+func TestRouterRetriesHeadThenExhausts(t *testing.T) {
+	rg := newRig(t, nil)
+	rg.rejectFLID("666")
+	head := dnld(1, fltr("666", "23JAN210535", ""))
+	done := rg.consumeAll(head, msg("LDM", "X", "1", "<LDM/>"))
 	// Four waits (1s, 2s, 4s, 8s) between five attempts; message 2 must wait.
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
 		if err := rg.clock.BlockUntil(context.Background(), 1); err != nil {
 			t.Fatal(err)
 		}
 		m := rg.row(1)
-		if m.State != message.StateFailed || m.Attempts != i+1 || str(m.ErrorClass) != message.ClassCodecError {
+		if m.State != message.StateFailed || m.Attempts != i+1 || str(m.ErrorClass) != message.ClassInfra {
 			t.Fatalf("after failure %d: %+v", i+1, m)
 		}
 		if !m.NextAttempt.Equal(rg.clock.Now().Add(wait)) {
 			t.Fatalf("next attempt %v, want now+%v", m.NextAttempt, wait)
+		}
+		// The identity is bound from the first failure on (000 §5.2 step 3).
+		if str(m.IdentityKey) != "AODB|SCHD|DNLD|77" {
+			t.Fatalf("failed head's identity %s", str(m.IdentityKey))
 		}
 		if _, ok, _ := rg.msgs.Get(context.Background(), 2); ok {
 			t.Fatal("message 2 moved while the head was failing")
@@ -237,11 +275,150 @@ func TestRouterRetriesHeadThenExhausts(t *testing.T) {
 	}
 	<-done
 	m := rg.row(1)
-	if m.State != message.StateDead || str(m.ErrorClass) != message.ClassExhausted || m.Attempts != 5 || str(m.LastError) == "<nil>" {
+	if m.State != message.StateDead || str(m.ErrorClass) != message.ClassExhausted || m.Attempts != 5 || str(m.LastError) == "<nil>" ||
+		str(m.Reason) != "exhausted:INFRA" || str(m.IdentityKey) != "AODB|SCHD|DNLD|77" {
 		t.Fatalf("exhausted head %+v", m)
 	}
 	if rg.row(2).State != message.StateSkipped {
 		t.Fatal("message 2 not processed after the head became terminal")
+	}
+	// A resend of the exhausted message is its duplicate.
+	rg.consume(3, head)
+	if m := rg.row(3); m.State != message.StateSkipped || str(m.Reason) != "duplicate-of:1" {
+		t.Fatalf("resend of an exhausted message: %+v", m)
+	}
+}
+
+// A failure of a message whose identity another message holds binds
+// nothing; the retry finds the duplicate.
+func TestRouterFailureKeepsAnotherMessagesIdentity(t *testing.T) {
+	rg := newRig(t, nil)
+	ctx := context.Background()
+	if _, err := rg.msgs.Touch(ctx, 1, nil, rg.t0, rg.t0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: 1, State: message.StateSucceeded, IdentityKey: "AODB|SCHD|DNLD|77", Now: rg.t0}); err != nil || !ok {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	if _, err := rg.msgs.Touch(ctx, 2, nil, rg.t0, rg.t0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rg.msgs.Fail(ctx, 2, "AODB|SCHD|DNLD|77", message.ClassInfra, "boom", rg.t0.Add(time.Second), rg.t0); err != nil || n != 1 {
+		t.Fatalf("fail: %d %v", n, err)
+	}
+	if m := rg.row(2); m.IdentityKey != nil || m.State != message.StateFailed {
+		t.Fatalf("the failure took message 1's identity: %+v", m)
+	}
+	rg.clock.Advance(time.Second)
+	rg.consume(2, dnld(1, fltr("1", "23JAN210535", "")))
+	if m := rg.row(2); m.State != message.StateSkipped || str(m.Reason) != "duplicate-of:1" {
+		t.Fatalf("retried message: %+v", m)
+	}
+}
+
+// Bad values are decided at once: the same bytes through the same code
+// cannot succeed, so none of these waits a backoff or emits anything.
+func TestRouterDecidesBadValuesAtOnce(t *testing.T) {
+	rg := newRig(t, func(c *Config) { c.IgnoreRules = "LDM-*,EROR-*,FLOP-FINT" })
+	done := rg.consumeAll(
+		strings.Replace(flop("1", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"), "20261130080000", "2026-11-30", 1), // 1: codec error
+		dnld(2, fltr("1", "23JAN210535", ""), fltr("2", "31NOV260800", "")),                                     // 2: impossible SODT
+		rsta("ADD", rstaRec("GATE", "21", "X", "", "")),                                                         // 3: STAT neither E nor D
+		rsta("UPD", rstaRec("GATE", "21", "D", "30NOV261000", "30NOV260800")),                                   // 4: window ends before it starts
+		rsta("RESP", rstaRec("GATE", "21", "D", "", ""), rstaRec("GATE", "22", "D", "soon", "")),                // 5: window does not parse
+		msg("FLOP", "FINT", "9", "<FLOP><FINT/></FLOP>"),                                                        // 6: ignored, payload broken
+		strings.Replace(dnld(1, fltr("1", "23JAN210535", "")), "<SEQN>77<", "<SEQN>78<", 1),                     // 7: fine
+	)
+	rg.decidedWithoutWaiting(done)
+	for _, tc := range []struct {
+		id     int64
+		state  string
+		class  string
+		reason string
+	}{
+		{1, message.StateDead, message.ClassCodecError, `META/DTTM "2026-11-30": unknown date format`},
+		{2, message.StateDead, message.ClassProtocol, `FLTR 2 (FLID 2) SODT "31NOV260800": date or time out of range: the operation day cannot be derived`},
+		{3, message.StateDead, message.ClassProtocol, `RSTA-ADD record 1: STAT "X" is not E or D`},
+		{4, message.StateDead, message.ClassProtocol, "RSTA-UPD record 1: ENDT is not after STRT"},
+		{5, message.StateDead, message.ClassProtocol, `RSTA-RESP record 2: STRT "soon" is not SIS time ddMMMyyHHmm`},
+		{6, message.StateSkipped, "", "ignored:FLOP-FINT"},
+		{7, message.StateRouted, "", ""},
+	} {
+		m := rg.row(tc.id)
+		if m.State != tc.state || str(m.ErrorClass) != map[bool]string{true: "<nil>", false: tc.class}[tc.class == ""] ||
+			(tc.reason != "" && str(m.Reason) != tc.reason) || m.Attempts != 0 {
+			t.Errorf("message %d: %s/%s %q attempts %d, want %s/%s %q", tc.id, m.State, str(m.ErrorClass), str(m.Reason), m.Attempts, tc.state, tc.class, tc.reason)
+		}
+	}
+	if _, v, ok := rg.refs.Next(); ok {
+		t.Fatalf("a rejected resource status was emitted: %+v", v)
+	}
+	if got := rg.drainFlights(); len(got) != 1 || got[0].MsgID != 7 {
+		t.Fatalf("flight transitions %+v", got)
+	}
+	var n int
+	if err := rg.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM flight_index WHERE flid = '2'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the package with an impossible SODT indexed flight 2: %d %v", n, err)
+	}
+}
+
+// A FAILED CODEC_ERROR row left by an earlier version, which retried codec
+// errors, is decided again at once: it does not sleep through its recorded
+// backoff nor wait to be exhausted.
+func TestRouterRedecidesLegacyCodecFailureAtOnce(t *testing.T) {
+	rg := newRig(t, nil)
+	ctx := context.Background()
+	if _, err := rg.msgs.Touch(ctx, 1, nil, rg.t0, rg.t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rg.pool.Exec(ctx, `UPDATE proc_state SET state = 'FAILED', error_class = 'CODEC_ERROR', attempts = 2,
+		next_attempt_at = $1, last_error = 'old' WHERE msg_id = 1`, rg.t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(flop("1", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"), "20261130080000", "2026-11-30", 1)
+	rg.decidedWithoutWaiting(rg.consumeAll(bad, msg("LDM", "X", "1", "<LDM/>")))
+	if m := rg.row(1); m.State != message.StateDead || str(m.ErrorClass) != message.ClassCodecError || m.NextAttempt != nil {
+		t.Fatalf("legacy codec failure: %+v", m)
+	}
+	if rg.row(2).State != message.StateSkipped {
+		t.Fatal("the message behind was not decided")
+	}
+}
+
+// The router keeps the key tag of each first-child category, so that an
+// increment keyed otherwise is DEAD here instead of being rejected by
+// refdata.Apply after it was routed.
+func TestRouterRefdataKeyTagIndex(t *testing.T) {
+	rg := newRig(t, nil)
+	rg.decidedWithoutWaiting(rg.consumeAll(
+		abdg("DNLD", "ABCD"), // 1: keys the category by ABCD
+		abdg("UPD", "DESC"),  // 2: keyed otherwise
+		abdg("ADD", "ABCD"),  // 3: fine
+		abdg("RESP", "DESC"), // 4: a replace re-keys the category
+		abdg("DEL", "DESC"),  // 5: fine now
+	))
+	for id, want := range map[int64]string{1: message.StateRouted, 2: message.StateDead, 3: message.StateRouted, 4: message.StateRouted, 5: message.StateRouted} {
+		if m := rg.row(id); m.State != want {
+			t.Errorf("message %d: %s %s %q, want %s", id, m.State, str(m.ErrorClass), str(m.Reason), want)
+		}
+	}
+	if m := rg.row(2); str(m.ErrorClass) != message.ClassProtocol || str(m.Reason) != "ABDG-UPD keyed by DESC but the stored records are keyed by ABCD" {
+		t.Errorf("message 2: %s %q", str(m.ErrorClass), str(m.Reason))
+	}
+	var tag string
+	var by int64
+	if err := rg.pool.QueryRow(context.Background(), "SELECT key_tag, msg_id FROM refdata_key_index WHERE rtype = 'ABDG'").Scan(&tag, &by); err != nil || tag != "DESC" || by != 5 {
+		t.Fatalf("index %q by %d: %v", tag, by, err)
+	}
+	for i := 0; i < 4; i++ {
+		if _, _, ok := rg.refs.Next(); !ok {
+			t.Fatalf("%d refdata transitions, want 4", i)
+		}
+	}
+	// Re-delivered after a later re-keying, message 3 re-emits its decision.
+	rg.consume(3, abdg("ADD", "ABCD"))
+	if _, _, ok := rg.refs.Next(); !ok || rg.row(3).State != message.StateRouted {
+		t.Fatal("a re-delivered routed message was re-decided against the newer index")
 	}
 }
 

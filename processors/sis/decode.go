@@ -23,52 +23,96 @@ var notRefData = map[string]bool{
 // message is broken, CODEC_ERROR when it is well-formed but not decodable by
 // this version. Semantic checks that concern a whole package (declared record
 // counts, missing FLID/SODT in a schedule) are left to the router.
-func Decode(raw []byte, loc *time.Location) (msg *Message, err error) {
-	defer func() {
-		// A panic here would crash the router on every restart and block the
-		// FIFO for good; as a CODEC_ERROR the message is retried, then
-		// parked DEAD(EXHAUSTED) and replayable once the codec is fixed.
-		if r := recover(); r != nil {
-			msg = nil
-			err = &DecodeError{Class: CodecError, Reason: clip(fmt.Sprintf("internal error: %v", r), maxReason)}
-		}
-	}()
-	m, derr := decode(raw, loc)
+func Decode(raw []byte, loc *time.Location) (*Message, error) {
+	h, err := DecodeHead(raw, loc)
+	if err != nil {
+		return nil, err
+	}
+	return h.Decode()
+}
+
+// Head is a message whose META header is decoded and whose payload is not
+// yet: the router matches its ignore rules on the header alone, so that an
+// ignored message is never judged by a payload msgx cannot decode (004
+// US-04).
+type Head struct {
+	// Meta is the decoded header.
+	Meta Meta
+	root *Node
+	loc  *time.Location
+}
+
+// DecodeHead parses raw and decodes its META header only. Errors are as
+// for Decode.
+func DecodeHead(raw []byte, loc *time.Location) (h *Head, err error) {
+	defer recoverCodec(&err)
+	if loc == nil {
+		loc = DefaultLocation()
+	}
+	root, meta, derr := decodeHead(raw, loc)
 	if derr != nil {
-		// Reasons may quote the XML decoder's messages, which quote names
-		// of unbounded length from the input.
-		derr.Reason = clip(derr.Reason, maxReason)
-		// Return a nil interface, never a typed nil *DecodeError.
-		return nil, derr
+		return nil, finish(derr)
+	}
+	return &Head{Meta: meta, root: root, loc: loc}, nil
+}
+
+// Decode decodes the payload of the message. Errors are as for Decode.
+func (h *Head) Decode() (m *Message, err error) {
+	defer recoverCodec(&err)
+	m, derr := decodeBody(h.root, h.Meta, h.loc)
+	if derr != nil {
+		return nil, finish(derr)
 	}
 	return m, nil
 }
 
-func decode(raw []byte, loc *time.Location) (*Message, *DecodeError) {
-	if loc == nil {
-		loc = DefaultLocation()
+// recoverCodec turns a panic of the decoder into a CODEC_ERROR: a panic
+// would crash the router on every restart and block the FIFO for good; as a
+// CODEC_ERROR the message goes DEAD and is replayable once the codec is
+// fixed.
+func recoverCodec(err *error) {
+	if r := recover(); r != nil {
+		*err = &DecodeError{Class: CodecError, Reason: clip(fmt.Sprintf("internal error: %v", r), maxReason)}
 	}
+}
+
+// finish bounds the reason of derr and returns it as an error: reasons may
+// quote the XML decoder's messages, which quote names of unbounded length
+// from the input. derr is never nil, so the interface is never a typed nil.
+func finish(derr *DecodeError) error {
+	derr.Reason = clip(derr.Reason, maxReason)
+	return derr
+}
+
+// decodeHead parses the document and decodes META.
+func decodeHead(raw []byte, loc *time.Location) (*Node, Meta, *DecodeError) {
 	if len(raw) > MaxMessageSize {
-		return nil, malformed("message too large (%d bytes, limit %d)", len(raw), MaxMessageSize)
+		return nil, Meta{}, malformed("message too large (%d bytes, limit %d)", len(raw), MaxMessageSize)
 	}
 	if len(bytes.Trim(raw, " \t\r\n")) == 0 {
-		return nil, malformed("empty message")
+		return nil, Meta{}, malformed("empty message")
 	}
 	doc, derr := toUTF8(raw)
 	if derr != nil {
-		return nil, derr
+		return nil, Meta{}, derr
 	}
 	root, derr := parseTree(doc)
 	if derr != nil {
-		return nil, derr
+		return nil, Meta{}, derr
 	}
 	if root.Name != "MSG" {
-		return nil, malformed("root element is <%s>, want <MSG>", short(root.Name))
+		return nil, Meta{}, malformed("root element is <%s>, want <MSG>", short(root.Name))
 	}
 	meta, derr := decodeMeta(root, loc)
 	if derr != nil {
-		return nil, derr
+		return nil, Meta{}, derr
 	}
+	return root, meta, nil
+}
+
+// decodeBody decodes the payload META/TYPE names.
+func decodeBody(root *Node, meta Meta, loc *time.Location) (*Message, *DecodeError) {
+	var derr *DecodeError
 	m := &Message{Meta: meta}
 	switch meta.TYPE {
 	case "SCHD":

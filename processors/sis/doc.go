@@ -7,8 +7,10 @@
 // echoed back, or a generic node tree for types the gateway only passes by).
 // Failures are [*DecodeError] values classified MALFORMED (the message itself
 // is broken; never retried) or CODEC_ERROR (well-formed but not decodable by
-// this version; retried and replayable after a codec fix), see
-// docs/design.md#outcomes.
+// this version; DEAD at once and replayable after a codec fix), see
+// docs/design.md#outcomes. [DecodeHead] decodes the META header alone and
+// [Head.Decode] the payload, so that the router can match its ignore rules
+// before the payload is decoded.
 //
 // The time checks of the decoded records ([FlightRecord.CheckTimes],
 // [Season.CheckTimes]) are not part of Decode: the router runs them on what

@@ -14,8 +14,9 @@ const (
 	// payload missing): it goes DEAD at once and is not replayable.
 	Malformed Class = "MALFORMED"
 	// CodecError means the message is well-formed but this codec version
-	// cannot decode it (e.g. an unknown date format): it is retried with
-	// backoff and replayable once the codec is fixed.
+	// cannot decode it (e.g. an unknown date format): it goes DEAD at once
+	// (the same bytes through the same code cannot succeed) and is
+	// replayable once the codec is fixed.
 	CodecError Class = "CODEC_ERROR"
 )
 

@@ -35,8 +35,11 @@ const (
 	// once, nothing written, not replayable.
 	ClassProtocol = "PROTOCOL"
 	// ClassCodecError: a well-formed message the decoder cannot handle.
+	// DEAD at once (the same bytes through the same code cannot succeed),
+	// replayable once the codec is fixed.
 	ClassCodecError = "CODEC_ERROR"
-	// ClassInfra: a failure of this message while processing; retried.
+	// ClassInfra: a failure of this message while processing; the only
+	// class that is retried.
 	ClassInfra = "INFRA"
 	// ClassExhausted: the attempts are used up (the class it replaces is
 	// kept in the reason).
@@ -93,6 +96,31 @@ type FlightDay struct {
 	FirstMsgID int64
 }
 
+// RefKey is an entry of the router's reference key-tag index: the tag the
+// records of a category keyed by their first child (refdata.FirstChildTypes)
+// are keyed by, as of the last message routed to it (refdata.KeyTagOf). The
+// router checks an incremental message against it as refdata.Apply will
+// (docs/design.md#refdata).
+type RefKey struct {
+	RType  string
+	KeyTag string
+}
+
+// Query is what a routing decision must look up in the store
+// (router.Plan.Query).
+type Query struct {
+	// IdentityKey is the message's identity ("": none).
+	IdentityKey string
+	// FLIDs are the flights whose index entries are read.
+	FLIDs []string
+	// Days are the operation days whose earlier flights are listed
+	// (absent-flight deletion).
+	Days []time.Time
+	// RefType is the reference category whose indexed key tag is read
+	// ("": none).
+	RefType string
+}
+
 // Lookups are what a routing decision needs to know from the store
 // (router.Decide).
 type Lookups struct {
@@ -107,6 +135,8 @@ type Lookups struct {
 	// RequestOpen says an open request accepts this message as its answer
 	// (the RESP guard); filled from request tracking.
 	RequestOpen bool
+	// KeyTag is the indexed key tag of Query.RefType ("": none indexed).
+	KeyTag string
 }
 
 // Clip returns s cut to at most n bytes at a character boundary: reasons

@@ -108,8 +108,7 @@ const (
 	// ReasonBadValue: a value violates the protocol (repeated key tag, RSTA
 	// RTYP or STAT out of range, window ending before it starts).
 	ReasonBadValue Reason = "bad-value"
-	// ReasonBadTime: an RSTA window time is not in SISTimeLayout; a codec
-	// limitation rather than a broken package.
+	// ReasonBadTime: an RSTA window time is not in SISTimeLayout.
 	ReasonBadTime Reason = "bad-time"
 	// ReasonKeyTag: an incremental message of a FirstChildTypes category is
 	// keyed by another tag than the stored records.
@@ -135,14 +134,18 @@ type RecordError struct {
 
 // Error formats e, e.g. "refdata AIRL record 1: missing key tag ITOP".
 func (e *RecordError) Error() string {
-	msg := fmt.Sprintf("refdata %s record %d: ", e.RType, e.Index)
+	return fmt.Sprintf("refdata %s record %d: %s", e.RType, e.Index, e.Problem())
+}
+
+// Problem is the error without its position, e.g. "missing key tag ITOP".
+func (e *RecordError) Problem() string {
 	switch {
 	case e.Reason == ReasonMissingKey && e.Detail == "":
-		return msg + "missing key tag " + e.Tag
+		return "missing key tag " + e.Tag
 	case e.Detail != "":
-		return msg + e.Detail
+		return e.Detail
 	}
-	return msg + string(e.Reason) + " " + e.Tag
+	return string(e.Reason) + " " + e.Tag
 }
 
 // Unwrap makes errors.Is(err, ErrUnsupported) hold for ReasonUnsupported.
@@ -202,24 +205,15 @@ func Apply(s *State, t Transition) (Result, error) {
 	}
 
 	// Validate the whole message before touching s.
-	keyTag := stateKeyTag(t)
-	replace := (t.STYP == STYPDNLD || t.STYP == STYPRESP) && t.RType != RSTA && t.RType != Season
-	if s.KeyTag != "" && s.KeyTag != keyTag && !replace {
-		return Result{}, &RecordError{RType: t.RType, Tag: t.FirstChild, Reason: ReasonKeyTag,
-			Detail: fmt.Sprintf("keyed by %s but the stored records are keyed by %s", t.FirstChild, s.KeyTag)}
+	if err := CheckKeyTag(t, s.KeyTag); err != nil {
+		return Result{}, err
 	}
-	keys := make([]string, len(t.Records))
-	for i, rec := range t.Records {
-		key, rerr := keyOf(t.RType, rec, t.FirstChild)
-		if rerr == nil && t.RType == RSTA && t.STYP != STYPDEL {
-			rerr = checkStatus(rec)
-		}
-		if rerr != nil {
-			rerr.Index = i
-			return Result{}, rerr
-		}
-		keys[i] = key
+	keys, rerr := checkRecords(t)
+	if rerr != nil {
+		return Result{}, rerr
 	}
+	keyTag := KeyTagOf(t)
+	replace := replaces(t)
 
 	// Apply.
 	if s.Records == nil {
@@ -271,8 +265,67 @@ func Apply(s *State, t Transition) (Result, error) {
 	return res, nil
 }
 
-// stateKeyTag is the State.KeyTag a transition of t.RType keys by.
-func stateKeyTag(t Transition) string {
+// Check validates t as Apply does before it changes anything, except for
+// the one check that needs the stored state (CheckKeyTag): the TYPE and STYP
+// are handled here, every record has its key and, for RSTA (but DEL), a
+// STAT of E or D and a window that parses and does not end before it
+// starts. The router runs it on the whole package before it emits t, so that
+// Apply never rejects what was routed. The error wraps ErrUnsupported or is
+// a *RecordError with the record's Index.
+func Check(t Transition) error {
+	if !Supported(t.RType) {
+		return fmt.Errorf("%w: TYPE %q", ErrUnsupported, t.RType)
+	}
+	if !SupportedSTYP(t.STYP) {
+		return fmt.Errorf("%w: %s-%s", ErrUnsupported, t.RType, t.STYP)
+	}
+	if _, rerr := checkRecords(t); rerr != nil {
+		return rerr
+	}
+	return nil
+}
+
+// checkRecords returns the key of every record of t, or the first record
+// that cannot be applied.
+func checkRecords(t Transition) ([]string, *RecordError) {
+	keys := make([]string, len(t.Records))
+	for i, rec := range t.Records {
+		key, rerr := keyOf(t.RType, rec, t.FirstChild)
+		if rerr == nil && t.RType == RSTA && t.STYP != STYPDEL {
+			rerr = checkStatus(rec)
+		}
+		if rerr != nil {
+			rerr.Index = i
+			return nil, rerr
+		}
+		keys[i] = key
+	}
+	return keys, nil
+}
+
+// CheckKeyTag is Apply's check of t against stored, the tag the category's
+// records are keyed by (State.KeyTag; "" when nothing was applied yet): an
+// incremental message of a FirstChildTypes category must key its records by
+// the same tag, while a full replace may change it. Only FirstChildTypes
+// can fail it (every other category has a fixed key tag). After t is
+// applied, the category is keyed by KeyTagOf(t).
+func CheckKeyTag(t Transition, stored string) error {
+	if stored != "" && stored != KeyTagOf(t) && !replaces(t) {
+		return &RecordError{RType: t.RType, Tag: t.FirstChild, Reason: ReasonKeyTag,
+			Detail: fmt.Sprintf("keyed by %s but the stored records are keyed by %s", t.FirstChild, stored)}
+	}
+	return nil
+}
+
+// replaces reports whether t replaces its whole category: a DNLD or RESP,
+// except RSTA's (never) and a season's (it replaces only the season it
+// names).
+func replaces(t Transition) bool {
+	return (t.STYP == STYPDNLD || t.STYP == STYPRESP) && t.RType != RSTA && t.RType != Season
+}
+
+// KeyTagOf is the State.KeyTag a transition of t.RType keys by.
+func KeyTagOf(t Transition) string {
 	switch {
 	case t.RType == RSTA:
 		return StatusKey(TagRTYP, TagRSID)

@@ -1,9 +1,9 @@
 // Package request is the state of msgx's outbound requests to the AODB
-// (docs/design.md#requests): RQRD asks for one category of reference data,
-// RQFD for the flights scheduled in a time window. A request lives in the
-// PostgreSQL table req_track and moves through
+// (docs/design.md#requests): RQRD asks for one or more categories of
+// reference data, RQFD for the flights scheduled in a time window. A request
+// lives in the PostgreSQL table req_track and moves through
 //
-//	PENDING ──▶ SENT ──▶ DONE      (a matching RESP was applied)
+//	PENDING ──▶ SENT ──▶ DONE      (the matching RESPs were applied)
 //	   │          ├────▶ EXPIRED   (no answer within the timeout, or superseded)
 //	   │          └────▶ FAILED    (the AODB answered EROR)
 //	   └──▶ EXPIRED (superseded before it was confirmed sent) | FAILED (EROR)
@@ -15,21 +15,25 @@
 // transaction, so that every path — live sends, crash recovery, replays of the
 // inbox — goes through the same decisions.
 //
-// Slots. At most one request is open (PENDING or SENT) per slot, the pair
-// (kind, STYP): an RQRD for AIRL and an RQRD for COUL are different slots
-// because the AODB answers each with its own TYPE=AIRL / TYPE=COUL STYP=RESP
-// message (an answer is matched to its request by TYPE), while every RQFD
-// shares the single slot (RQFD, NONE) because every answer is the same SCHD
-// STYP=RESP. Registering a new request closes the open one of
-// its slot as EXPIRED (superseded).
+// Slots (docs/design.md#request-slots). At most one request of each kind is
+// open (PENDING or SENT): one RQRD, whatever categories its STYP list names,
+// and one RQFD. Registering a new request closes the open one of its kind as
+// EXPIRED, whatever categories either names.
 //
-// Matching a response (Complete). The AODB's answers carry no request id
-// (docs/design.md#requests), so a response is matched by slot and time only. A
-// response completes the open request of its slot if and only if
+// Matching a response (Complete). The AODB's answers carry no request id, so
+// a response is matched by kind, type and time only: the AODB answers each
+// category of an RQRD with its own TYPE=<category> STYP=RESP message, and an
+// RQFD with SCHD STYP=RESP. A response answers the open request of its kind
+// if and only if
 //
+//   - for an RQRD, its TYPE is one of the request's categories and that
+//     category was not answered yet,
 //   - the request is SENT: its COUTMSGS row is confirmed (a PENDING request
 //     may not even be in the outbox, so nothing can be answering it), and
 //   - the response has a META DTTM, and DTTM >= SentAt − skew.
+//
+// An RQFD is DONE with its answer; an RQRD once every category it names was
+// answered (Answered), so DONE still means "all its data was applied".
 //
 // SentAt is our clock's instant of the COUTMSGS insert (the value written into
 // COUTMSGS_DATE_INSERTED), DTTM is the AODB's clock read in the airport time
@@ -45,8 +49,8 @@
 // DONE, EXPIRED and FAILED are final (late answers are no-ops).
 //
 // The remaining risk, accepted and audited (docs/design.md#requests): an answer
-// to an earlier request of the same slot whose DTTM falls within skew before
-// the newer request's SentAt completes the newer request. Both answers carry
+// to an earlier request of the same kind whose DTTM falls within skew before
+// the newer request's SentAt answers the newer request. Both answers carry
 // the AODB's current data of the same kind, so the applied data is right; the
 // completing message is recorded in ResponseMsgID.
 package request

@@ -19,7 +19,7 @@ const (
 	RQFD Kind = "RQFD"
 )
 
-// STYPNone is the STYP of every RQFD, and so the STYP of its single slot.
+// STYPNone is the STYP of every RQFD.
 const STYPNone = "NONE"
 
 // State is where a request is in its life.
@@ -32,16 +32,18 @@ const (
 	// StateSent means its COUTMSGS row is confirmed (OutboxID, SentAt); waiting for
 	// the answer.
 	StateSent State = "SENT"
-	// StateDone means a matching response was applied (ResponseMsgID).
+	// StateDone means the matching responses were applied (ResponseMsgID is
+	// the last).
 	StateDone State = "DONE"
-	// StateExpired means no answer within the timeout, or superseded by a newer
-	// request of the same slot (CloseReason tells which).
+	// StateExpired means no (complete) answer within the timeout, or
+	// superseded by a newer request of the same kind (CloseReason tells
+	// which).
 	StateExpired State = "EXPIRED"
 	// StateFailed means the AODB answered with EROR.
 	StateFailed State = "FAILED"
 )
 
-// Open reports whether s still occupies its slot (PENDING or SENT).
+// Open reports whether s still occupies its kind's slot (PENDING or SENT).
 func (s State) Open() bool { return s == StatePending || s == StateSent }
 
 // Valid reports whether s is one of the five states.
@@ -60,7 +62,7 @@ const (
 	// ReasonTimeout closes a SENT request that got no answer in time.
 	ReasonTimeout = "TIMEOUT"
 	// ReasonSuperseded prefixes the reason of a request closed by a newer
-	// one of its slot: "SUPERSEDED by SEQN <n>".
+	// one of its kind: "SUPERSEDED by SEQN <n>".
 	ReasonSuperseded = "SUPERSEDED"
 	// ReasonEror closes a request as FAILED.
 	ReasonEror = "EROR"
@@ -72,13 +74,15 @@ const (
 var (
 	// ErrInvalid: the input itself is unusable (zero time, bad SEQN, …).
 	ErrInvalid = errors.New("invalid request input")
-	// ErrOtherSlot: the event belongs to another slot or another request.
+	// ErrOtherSlot: the event belongs to another kind, another category or
+	// another request.
 	ErrOtherSlot = errors.New("event is for another request")
 	// ErrClosed: the request is already DONE, EXPIRED or FAILED; late
 	// answers never reopen or change it.
 	ErrClosed = errors.New("request already closed")
-	// ErrDuplicate: the very same event already closed this request (a
-	// redelivered RESP or EROR): a no-op.
+	// ErrDuplicate: the very same event already closed this request, or
+	// its category was already answered (a redelivered RESP or EROR): a
+	// no-op.
 	ErrDuplicate = errors.New("event already applied")
 	// ErrNotSent: the request is PENDING, its outbox row is not confirmed.
 	ErrNotSent = errors.New("request not confirmed sent")
@@ -93,56 +97,49 @@ var (
 	ErrConflict = errors.New("request already tied to another outbox row")
 )
 
-// Slot is the unit of "one open request at a time": (kind, STYP).
-type Slot struct {
-	// Kind is RQRD or RQFD.
-	Kind Kind
-	// STYP is the requested reference type for RQRD, STYPNone for RQFD.
-	STYP string
-}
-
-// String renders the slot as "KIND-STYP" for logs.
-func (s Slot) String() string { return string(s.Kind) + "-" + s.STYP }
-
 // rtypePattern bounds what may be written into STYP and <RTYP>: SIS type
 // codes are short upper-case alphanumerics (AIRL, COUL, RSTA, …).
 var rtypePattern = regexp.MustCompile(`^[A-Z0-9]{1,16}$`)
 
-// SlotOf normalises (kind, styp) into a Slot: STYP is trimmed and
-// upper-cased; for RQFD an empty STYP means STYPNone and anything else is
-// rejected, because every RQFD shares one slot.
-func SlotOf(kind Kind, styp string) (Slot, error) {
-	styp = strings.ToUpper(strings.TrimSpace(styp))
+// MaxRTypes bounds the categories of one RQRD (its STYP lists them all).
+const MaxRTypes = 32
+
+// Answering normalises the TYPE of an answer to a request of kind: for an
+// RQRD the category (trimmed, upper-cased; it must look like one), for an
+// RQFD "" or STYPNone, which it returns as STYPNone.
+func Answering(kind Kind, rtype string) (string, error) {
+	rtype = strings.ToUpper(strings.TrimSpace(rtype))
 	switch kind {
 	case RQRD:
-		if !rtypePattern.MatchString(styp) || styp == STYPNone {
-			return Slot{}, fmt.Errorf("%w: RQRD STYP %q is not a reference type", ErrInvalid, styp)
+		if !rtypePattern.MatchString(rtype) || rtype == STYPNone {
+			return "", fmt.Errorf("%w: %q is not a reference type", ErrInvalid, rtype)
 		}
 	case RQFD:
-		if styp == "" {
-			styp = STYPNone
+		if rtype != "" && rtype != STYPNone {
+			return "", fmt.Errorf("%w: an RQFD is answered by SCHD RESP, not %q", ErrInvalid, rtype)
 		}
-		if styp != STYPNone {
-			return Slot{}, fmt.Errorf("%w: RQFD STYP must be %s, got %q", ErrInvalid, STYPNone, styp)
-		}
+		rtype = STYPNone
 	default:
-		return Slot{}, fmt.Errorf("%w: request kind %q (want RQRD or RQFD)", ErrInvalid, kind)
+		return "", fmt.Errorf("%w: request kind %q (want RQRD or RQFD)", ErrInvalid, kind)
 	}
-	return Slot{Kind: kind, STYP: styp}, nil
+	return rtype, nil
 }
 
 // ReqTrack is one outbound request, a row of req_track.
 type ReqTrack struct {
 	// ID is req_track.id, assigned by PostgreSQL (0 before registration).
 	ID int64 `json:"id"`
-	// Kind is RQRD or RQFD.
+	// Kind is RQRD or RQFD, the request's slot.
 	Kind Kind `json:"kind"`
-	// STYP is META/STYP of the request: the requested type for RQRD,
-	// STYPNone for RQFD. (Kind, STYP) is the request's slot.
+	// STYP is META/STYP of the request: the requested categories joined
+	// with "," for RQRD, STYPNone for RQFD.
 	STYP string `json:"styp"`
-	// RTypes are the requested reference types (one, equal to STYP) for
-	// RQRD; empty for RQFD.
+	// RTypes are the requested categories of an RQRD, in the order sent;
+	// empty for RQFD.
 	RTypes []string `json:"rtypes,omitempty"`
+	// Answered are the categories of an RQRD whose RESP was applied, in
+	// the order they were; the request is DONE when it holds every RType.
+	Answered []string `json:"answered,omitempty"`
 	// WindowFrom and WindowTo are the scheduled-time window of an RQFD
 	// (STDB, STDE), whole minutes; zero for RQRD.
 	WindowFrom time.Time `json:"windowFrom,omitzero"`
@@ -181,9 +178,6 @@ type ReqTrack struct {
 	LastError string `json:"lastError,omitempty"`
 }
 
-// Slot returns the request's slot.
-func (r ReqTrack) Slot() Slot { return Slot{Kind: r.Kind, STYP: r.STYP} }
-
 // Open reports whether the request still occupies its slot.
 func (r ReqTrack) Open() bool { return r.State.Open() }
 
@@ -199,19 +193,29 @@ func checkNew(seqn int64, sndr string, now time.Time) error {
 	return nil
 }
 
-// NewRefdata returns a PENDING RQRD for one reference type (trimmed and
-// upper-cased; it becomes the STYP and the single <RTYP>). One type per
-// request keeps matching exact: the answer's TYPE names the slot it closes.
-func NewRefdata(rtype string, seqn int64, sndr string, now time.Time) (ReqTrack, error) {
+// NewRefdata returns a PENDING RQRD for the categories rtypes (trimmed,
+// upper-cased, repeats dropped, order kept; at most MaxRTypes): STYP lists
+// them joined with "," and the body carries one <RTYP> each. The AODB
+// answers each category with its own RESP.
+func NewRefdata(rtypes []string, seqn int64, sndr string, now time.Time) (ReqTrack, error) {
 	if err := checkNew(seqn, sndr, now); err != nil {
 		return ReqTrack{}, err
 	}
-	slot, err := SlotOf(RQRD, rtype)
-	if err != nil {
-		return ReqTrack{}, err
+	var types []string
+	for _, t := range rtypes {
+		t, err := Answering(RQRD, t)
+		if err != nil {
+			return ReqTrack{}, fmt.Errorf("RQRD category: %w", err)
+		}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	if len(types) == 0 || len(types) > MaxRTypes {
+		return ReqTrack{}, fmt.Errorf("%w: an RQRD names 1..%d categories, not %d", ErrInvalid, MaxRTypes, len(types))
 	}
 	return ReqTrack{
-		Kind: RQRD, STYP: slot.STYP, RTypes: []string{slot.STYP},
+		Kind: RQRD, STYP: strings.Join(types, ","), RTypes: types,
 		SEQN: seqn, SNDR: sndr, State: StatePending, CreatedAt: now,
 	}, nil
 }
@@ -238,11 +242,11 @@ func NewFlights(from, to time.Time, seqn int64, sndr string, now time.Time) (Req
 }
 
 // Register decides what registering next does to the requests currently
-// open: every open request of next's slot is closed as EXPIRED with reason
-// "SUPERSEDED by SEQN <next.SEQN>" at now (one open request per slot; the
-// newer request is the one whose answer we now wait for). It returns those
-// closed requests; open requests of other slots are left alone. next must be
-// a fresh PENDING request.
+// open: every open request of next's kind, whatever categories it names, is
+// closed as EXPIRED with reason "SUPERSEDED by SEQN <next.SEQN>" at now (one
+// open request per kind; the newer request is the one whose answer we now
+// wait for). It returns those closed requests; the open request of the other
+// kind is left alone. next must be a fresh PENDING request.
 func Register(open []ReqTrack, next ReqTrack, now time.Time) ([]ReqTrack, error) {
 	if next.State != StatePending || next.ID != 0 {
 		return nil, fmt.Errorf("%w: only a new PENDING request can be registered", ErrInvalid)
@@ -255,7 +259,7 @@ func Register(open []ReqTrack, next ReqTrack, now time.Time) ([]ReqTrack, error)
 		if o.SEQN == next.SEQN {
 			return nil, fmt.Errorf("%w: SEQN %d is already used by request %d", ErrInvalid, next.SEQN, o.ID)
 		}
-		if !o.Open() || o.Slot() != next.Slot() {
+		if !o.Open() || o.Kind != next.Kind {
 			continue
 		}
 		o.State = StateExpired
@@ -313,7 +317,7 @@ func Sent(r ReqTrack, outboxID int64, at time.Time) (ReqTrack, error) {
 // least timeout after SentAt. It reports whether it did. A PENDING request
 // does not expire: the timeout measures how long the AODB has had the
 // request, and a PENDING one may never have reached it (it is sent by
-// recovery, or superseded by the next request of its slot). A non-positive
+// recovery, or superseded by the next request of its kind). A non-positive
 // timeout never expires anything.
 func Expire(r ReqTrack, now time.Time, timeout time.Duration) (ReqTrack, bool) {
 	if r.State != StateSent || timeout <= 0 || r.SentAt.IsZero() || now.Before(r.SentAt.Add(timeout)) {
@@ -327,9 +331,12 @@ func Expire(r ReqTrack, now time.Time, timeout time.Duration) (ReqTrack, bool) {
 
 // Response is an answer as the processor applying it sees it.
 type Response struct {
-	// Slot is the answer's slot: (RQRD, its TYPE) for a reference RESP,
-	// (RQFD, NONE) for SCHD RESP.
-	Slot Slot
+	// Kind is the kind of request it answers: RQRD for a reference RESP,
+	// RQFD for SCHD RESP.
+	Kind Kind
+	// RType is the answered category (the RESP's TYPE) for RQRD,
+	// STYPNone for RQFD (see Answering).
+	RType string
 	// MsgID is the inbox message id (CMINMSGS_ID) of the answer.
 	MsgID int64
 	// DTTM is the answer's META DTTM in the airport time zone; zero when
@@ -339,24 +346,33 @@ type Response struct {
 	At time.Time
 }
 
-// Complete closes r as DONE with the response resp when resp answers it:
-// same slot, r SENT, resp.DTTM present and not before r.SentAt − skew (see
-// the package documentation for why these rules). Otherwise r is returned
-// unchanged with the reason: ErrOtherSlot, ErrDuplicate (this very message
-// already completed r), ErrClosed (late answer), ErrNotSent, ErrNoDTTM or
-// ErrStale. A negative skew counts as zero.
+// Complete records the response resp on r when resp answers it: same kind,
+// for an RQRD a category r names and has not had answered, r SENT,
+// resp.DTTM present and not before r.SentAt − skew (see the package
+// documentation for why these rules). An RQFD is then DONE; an RQRD adds the
+// category to Answered and is DONE once every category is answered. Otherwise
+// r is returned unchanged with the reason: ErrOtherSlot, ErrDuplicate (this
+// very message already completed r, or its category was answered),
+// ErrClosed (late answer), ErrNotSent, ErrNoDTTM or ErrStale. A negative skew
+// counts as zero.
 func Complete(r ReqTrack, resp Response, skew time.Duration) (ReqTrack, error) {
 	if resp.MsgID <= 0 || resp.At.IsZero() {
 		return r, fmt.Errorf("%w: response message %d at %v", ErrInvalid, resp.MsgID, resp.At)
 	}
-	if resp.Slot != r.Slot() {
-		return r, fmt.Errorf("%w: response for %s, request %d is %s", ErrOtherSlot, resp.Slot, r.ID, r.Slot())
+	if resp.Kind != r.Kind {
+		return r, fmt.Errorf("%w: response to an %s, request %d is an %s", ErrOtherSlot, resp.Kind, r.ID, r.Kind)
+	}
+	if r.Kind == RQRD && !slices.Contains(r.RTypes, resp.RType) {
+		return r, fmt.Errorf("%w: response for %s, request %d asks for %s", ErrOtherSlot, resp.RType, r.ID, r.STYP)
 	}
 	if !r.Open() {
 		if r.State == StateDone && r.ResponseMsgID == resp.MsgID {
 			return r, fmt.Errorf("%w: message %d already completed request %d", ErrDuplicate, resp.MsgID, r.ID)
 		}
 		return r, fmt.Errorf("%w: request %d is %s", ErrClosed, r.ID, r.State)
+	}
+	if slices.Contains(r.Answered, resp.RType) {
+		return r, fmt.Errorf("%w: %s of request %d is already answered", ErrDuplicate, resp.RType, r.ID)
 	}
 	if r.State != StateSent {
 		return r, fmt.Errorf("%w: request %d", ErrNotSent, r.ID)
@@ -368,6 +384,12 @@ func Complete(r ReqTrack, resp Response, skew time.Duration) (ReqTrack, error) {
 	if resp.DTTM.Before(r.SentAt.Add(-skew)) {
 		return r, fmt.Errorf("%w: message %d dated %s, request %d sent %s (skew %s)", ErrStale, resp.MsgID,
 			resp.DTTM.Format(time.RFC3339), r.ID, r.SentAt.Format(time.RFC3339), skew)
+	}
+	if r.Kind == RQRD {
+		r.Answered = append(slices.Clone(r.Answered), resp.RType)
+		if len(r.Answered) < len(r.RTypes) {
+			return r, nil
+		}
 	}
 	r.State = StateDone
 	r.ClosedAt = resp.At
@@ -417,6 +439,7 @@ func Fail(r ReqTrack, e Eror) (ReqTrack, error) {
 // (times compared as instants), for tests and change detection.
 func Equal(a, b ReqTrack) bool {
 	return a.ID == b.ID && a.Kind == b.Kind && a.STYP == b.STYP && slices.Equal(a.RTypes, b.RTypes) &&
+		slices.Equal(a.Answered, b.Answered) &&
 		a.WindowFrom.Equal(b.WindowFrom) && a.WindowTo.Equal(b.WindowTo) && a.SEQN == b.SEQN &&
 		a.SNDR == b.SNDR && a.State == b.State && a.Payload == b.Payload && a.Attempts == b.Attempts &&
 		a.OutboxFloor == b.OutboxFloor && a.OutboxID == b.OutboxID && a.CreatedAt.Equal(b.CreatedAt) &&

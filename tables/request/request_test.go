@@ -2,6 +2,9 @@ package request
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,9 +16,9 @@ var (
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-// sent returns a SENT RQRD for rtype, sent at t0.
-func sent(id int64, rtype string, seqn int64) ReqTrack {
-	r, err := NewRefdata(rtype, seqn, "MSGX", t0.Add(-time.Second))
+// sent returns a SENT RQRD for rtypes (comma-separated), sent at t0.
+func sent(id int64, rtypes string, seqn int64) ReqTrack {
+	r, err := NewRefdata(strings.Split(rtypes, ","), seqn, "MSGX", t0.Add(-time.Second))
 	if err != nil {
 		panic(err)
 	}
@@ -28,8 +31,8 @@ func sent(id int64, rtype string, seqn int64) ReqTrack {
 	return r
 }
 
-func pending(id int64, rtype string, seqn int64) ReqTrack {
-	r, err := NewRefdata(rtype, seqn, "MSGX", t0)
+func pending(id int64, rtypes string, seqn int64) ReqTrack {
+	r, err := NewRefdata(strings.Split(rtypes, ","), seqn, "MSGX", t0)
 	if err != nil {
 		panic(err)
 	}
@@ -37,42 +40,47 @@ func pending(id int64, rtype string, seqn int64) ReqTrack {
 	return r
 }
 
-func TestSlotOf(t *testing.T) {
+func TestAnswering(t *testing.T) {
 	cases := []struct {
 		kind    Kind
-		styp    string
-		want    Slot
+		rtype   string
+		want    string
 		wantErr bool
 	}{
-		{RQRD, "airl", Slot{RQRD, "AIRL"}, false},
-		{RQRD, " COUL\n", Slot{RQRD, "COUL"}, false},
-		{RQRD, "", Slot{}, true},
-		{RQRD, "NONE", Slot{}, true},
-		{RQRD, "AIRL,COUL", Slot{}, true},
-		{RQFD, "", Slot{RQFD, STYPNone}, false},
-		{RQFD, "none", Slot{RQFD, STYPNone}, false},
-		{RQFD, "RESP", Slot{}, true},
-		{"SCHD", "RESP", Slot{}, true},
+		{RQRD, "airl", "AIRL", false},
+		{RQRD, " COUL\n", "COUL", false},
+		{RQRD, "", "", true},
+		{RQRD, "NONE", "", true},
+		{RQRD, "AIRL,COUL", "", true},
+		{RQFD, "", STYPNone, false},
+		{RQFD, "none", STYPNone, false},
+		{RQFD, "RESP", "", true},
+		{"SCHD", "RESP", "", true},
 	}
 	for _, c := range cases {
-		got, err := SlotOf(c.kind, c.styp)
+		got, err := Answering(c.kind, c.rtype)
 		if (err != nil) != c.wantErr || got != c.want {
-			t.Errorf("SlotOf(%s, %q) = %v, %v; want %v, err %v", c.kind, c.styp, got, err, c.want, c.wantErr)
+			t.Errorf("Answering(%s, %q) = %q, %v; want %q, err %v", c.kind, c.rtype, got, err, c.want, c.wantErr)
 		}
 		if err != nil && !errors.Is(err, ErrInvalid) {
-			t.Errorf("SlotOf(%s, %q): error %v is not ErrInvalid", c.kind, c.styp, err)
+			t.Errorf("Answering(%s, %q): error %v is not ErrInvalid", c.kind, c.rtype, err)
 		}
 	}
 }
 
 func TestNew(t *testing.T) {
-	r, err := NewRefdata(" airl ", 7, "MSGX", t0)
+	r, err := NewRefdata([]string{" airl "}, 7, "MSGX", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Kind != RQRD || r.STYP != "AIRL" || len(r.RTypes) != 1 || r.RTypes[0] != "AIRL" ||
 		r.State != StatePending || r.SEQN != 7 || !r.CreatedAt.Equal(t0) || r.Attempts != 0 {
 		t.Errorf("NewRefdata = %+v", r)
+	}
+	// One RQRD names any categories: its STYP lists them.
+	m, err := NewRefdata([]string{"coul", "AIRL", "COUL"}, 8, "MSGX", t0)
+	if err != nil || m.STYP != "COUL,AIRL" || !slices.Equal(m.RTypes, []string{"COUL", "AIRL"}) {
+		t.Errorf("NewRefdata of two categories = %+v, %v", m, err)
 	}
 	f, err := NewFlights(at(90*time.Second+5*time.Second), at(time.Hour+59*time.Second), 8, "MSGX", t0)
 	if err != nil {
@@ -87,10 +95,19 @@ func TestNew(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"seqn", func() error { _, err := NewRefdata("AIRL", 0, "MSGX", t0); return err }()},
-		{"sndr", func() error { _, err := NewRefdata("AIRL", 1, " ", t0); return err }()},
-		{"time", func() error { _, err := NewRefdata("AIRL", 1, "MSGX", time.Time{}); return err }()},
-		{"rtype", func() error { _, err := NewRefdata("A-B", 1, "MSGX", t0); return err }()},
+		{"seqn", func() error { _, err := NewRefdata([]string{"AIRL"}, 0, "MSGX", t0); return err }()},
+		{"sndr", func() error { _, err := NewRefdata([]string{"AIRL"}, 1, " ", t0); return err }()},
+		{"time", func() error { _, err := NewRefdata([]string{"AIRL"}, 1, "MSGX", time.Time{}); return err }()},
+		{"rtype", func() error { _, err := NewRefdata([]string{"AIRL", "A-B"}, 1, "MSGX", t0); return err }()},
+		{"no category", func() error { _, err := NewRefdata(nil, 1, "MSGX", t0); return err }()},
+		{"too many categories", func() error {
+			many := make([]string, MaxRTypes+1)
+			for i := range many {
+				many[i] = fmt.Sprintf("T%d", i)
+			}
+			_, err := NewRefdata(many, 1, "MSGX", t0)
+			return err
+		}()},
 		{"zero window", func() error { _, err := NewFlights(time.Time{}, t0, 1, "MSGX", t0); return err }()},
 		{"reversed", func() error { _, err := NewFlights(at(time.Hour), t0, 1, "MSGX", t0); return err }()},
 		{"empty after truncation", func() error { _, err := NewFlights(at(time.Second), at(50*time.Second), 1, "MSGX", t0); return err }()},
@@ -109,7 +126,7 @@ func TestRegister(t *testing.T) {
 	rqfd.ID = 3
 	closedAirl := airlSent
 	closedAirl.State, closedAirl.ClosedAt, closedAirl.CloseReason = StateExpired, t0, ReasonTimeout
-	open := []ReqTrack{airlSent, coulPending, rqfd}
+	open := []ReqTrack{airlSent, rqfd}
 
 	cases := []struct {
 		name    string
@@ -118,15 +135,17 @@ func TestRegister(t *testing.T) {
 		closed  []int64 // ids closed as superseded
 		wantErr bool
 	}{
-		{"same RQRD type supersedes the SENT one", open, func() ReqTrack { return pending(0, "AIRL", 20) }, []int64{1}, false},
-		{"same RQRD type supersedes a PENDING one", open, func() ReqTrack { return pending(0, "COUL", 20) }, []int64{2}, false},
-		{"another RQRD type is another slot", open, func() ReqTrack { return pending(0, "ARPT", 20) }, nil, false},
+		{"a new RQRD of the same category supersedes the SENT one", open, func() ReqTrack { return pending(0, "AIRL", 20) }, []int64{1}, false},
+		{"a new RQRD of other categories supersedes it too", open, func() ReqTrack { return pending(0, "ARPT,COUL", 20) }, []int64{1}, false},
+		{"a new RQRD supersedes a PENDING one", []ReqTrack{coulPending, rqfd}, func() ReqTrack { return pending(0, "AIRL", 20) }, []int64{2}, false},
+		{"several open RQRDs (one per category before 0017) all close", []ReqTrack{airlSent, coulPending, rqfd},
+			func() ReqTrack { return pending(0, "ARPT", 20) }, []int64{1, 2}, false},
 		{"every RQFD shares one slot", open, func() ReqTrack {
 			r, _ := NewFlights(at(2*time.Hour), at(3*time.Hour), 20, "MSGX", t0)
 			return r
 		}, []int64{3}, false},
 		{"closed requests are not touched", []ReqTrack{closedAirl}, func() ReqTrack { return pending(0, "AIRL", 20) }, nil, false},
-		{"a SEQN is used once", open, func() ReqTrack { return pending(0, "ARPT", 12) }, nil, true},
+		{"a SEQN is used once", open, func() ReqTrack { return pending(0, "ARPT", 13) }, nil, true},
 		{"only a new PENDING registers", open, func() ReqTrack { return sent(9, "ARPT", 20) }, nil, true},
 	}
 	for _, c := range cases {
@@ -211,7 +230,7 @@ func TestExpire(t *testing.T) {
 		{"SENT long after", sent(1, "AIRL", 11), at(24 * time.Hour), true},
 		{"PENDING never expires by time", pending(1, "AIRL", 11), at(24 * time.Hour), false},
 		{"DONE stays DONE", func() ReqTrack {
-			d, _ := Complete(sent(1, "AIRL", 11), Response{Slot{RQRD, "AIRL"}, 9, at(time.Second), at(time.Second)}, 0)
+			d, _ := Complete(sent(1, "AIRL", 11), Response{RQRD, "AIRL", 9, at(time.Second), at(time.Second)}, 0)
 			return d
 		}(), at(24 * time.Hour), false},
 	}
@@ -235,8 +254,7 @@ func TestExpire(t *testing.T) {
 
 func TestComplete(t *testing.T) {
 	skew := 2 * time.Minute
-	airl := Slot{RQRD, "AIRL"}
-	done, _ := Complete(sent(1, "AIRL", 11), Response{airl, 50, at(time.Minute), at(time.Minute)}, skew)
+	done, _ := Complete(sent(1, "AIRL", 11), Response{RQRD, "AIRL", 50, at(time.Minute), at(time.Minute)}, skew)
 	expired, _ := Expire(sent(1, "AIRL", 11), at(time.Hour), 10*time.Minute)
 	failed, _ := Fail(sent(1, "AIRL", 11), Eror{SEQN: 11, At: at(time.Second)})
 	rqfd, _ := NewFlights(t0, at(time.Hour), 12, "MSGX", t0)
@@ -249,18 +267,19 @@ func TestComplete(t *testing.T) {
 		resp    Response
 		wantErr error
 	}{
-		{"fresh answer completes", sent(1, "AIRL", 11), Response{airl, 50, at(30 * time.Second), at(time.Minute)}, nil},
-		{"answer dated within the skew before SentAt completes", sent(1, "AIRL", 11), Response{airl, 50, at(-skew), at(time.Minute)}, nil},
-		{"answer dated before SentAt−skew is stale", sent(1, "AIRL", 11), Response{airl, 50, at(-skew - time.Second), at(time.Minute)}, ErrStale},
-		{"answer without DTTM never matches", sent(1, "AIRL", 11), Response{airl, 50, time.Time{}, at(time.Minute)}, ErrNoDTTM},
-		{"PENDING cannot be answered", pending(1, "AIRL", 11), Response{airl, 50, at(time.Minute), at(time.Minute)}, ErrNotSent},
-		{"other type is another slot", sent(1, "AIRL", 11), Response{Slot{RQRD, "COUL"}, 50, at(time.Minute), at(time.Minute)}, ErrOtherSlot},
-		{"same message again is a duplicate", done, Response{airl, 50, at(time.Minute), at(2 * time.Minute)}, ErrDuplicate},
-		{"another answer after DONE is late", done, Response{airl, 51, at(time.Minute), at(2 * time.Minute)}, ErrClosed},
-		{"late answer after EXPIRED does not reopen", expired, Response{airl, 51, at(time.Minute), at(2 * time.Hour)}, ErrClosed},
-		{"answer after FAILED does not reopen", failed, Response{airl, 51, at(time.Minute), at(2 * time.Minute)}, ErrClosed},
-		{"SCHD RESP completes the RQFD slot", rqfd, Response{Slot{RQFD, STYPNone}, 60, at(time.Minute), at(time.Minute)}, nil},
-		{"zero message id", sent(1, "AIRL", 11), Response{airl, 0, at(time.Minute), at(time.Minute)}, ErrInvalid},
+		{"fresh answer completes", sent(1, "AIRL", 11), Response{RQRD, "AIRL", 50, at(30 * time.Second), at(time.Minute)}, nil},
+		{"answer dated within the skew before SentAt completes", sent(1, "AIRL", 11), Response{RQRD, "AIRL", 50, at(-skew), at(time.Minute)}, nil},
+		{"answer dated before SentAt−skew is stale", sent(1, "AIRL", 11), Response{RQRD, "AIRL", 50, at(-skew - time.Second), at(time.Minute)}, ErrStale},
+		{"answer without DTTM never matches", sent(1, "AIRL", 11), Response{RQRD, "AIRL", 50, time.Time{}, at(time.Minute)}, ErrNoDTTM},
+		{"PENDING cannot be answered", pending(1, "AIRL", 11), Response{RQRD, "AIRL", 50, at(time.Minute), at(time.Minute)}, ErrNotSent},
+		{"a category not asked for answers nothing", sent(1, "AIRL", 11), Response{RQRD, "COUL", 50, at(time.Minute), at(time.Minute)}, ErrOtherSlot},
+		{"an RQFD answer does not answer an RQRD", sent(1, "AIRL", 11), Response{RQFD, STYPNone, 50, at(time.Minute), at(time.Minute)}, ErrOtherSlot},
+		{"same message again is a duplicate", done, Response{RQRD, "AIRL", 50, at(time.Minute), at(2 * time.Minute)}, ErrDuplicate},
+		{"another answer after DONE is late", done, Response{RQRD, "AIRL", 51, at(time.Minute), at(2 * time.Minute)}, ErrClosed},
+		{"late answer after EXPIRED does not reopen", expired, Response{RQRD, "AIRL", 51, at(time.Minute), at(2 * time.Hour)}, ErrClosed},
+		{"answer after FAILED does not reopen", failed, Response{RQRD, "AIRL", 51, at(time.Minute), at(2 * time.Minute)}, ErrClosed},
+		{"SCHD RESP completes the RQFD slot", rqfd, Response{RQFD, STYPNone, 60, at(time.Minute), at(time.Minute)}, nil},
+		{"zero message id", sent(1, "AIRL", 11), Response{RQRD, "AIRL", 0, at(time.Minute), at(time.Minute)}, ErrInvalid},
 	}
 	for _, c := range cases {
 		got, err := Complete(c.r, c.resp, skew)
@@ -280,14 +299,14 @@ func TestComplete(t *testing.T) {
 		}
 	}
 	// A negative skew is no skew.
-	if _, err := Complete(sent(1, "AIRL", 11), Response{airl, 50, at(-time.Second), at(time.Minute)}, -time.Hour); !errors.Is(err, ErrStale) {
+	if _, err := Complete(sent(1, "AIRL", 11), Response{RQRD, "AIRL", 50, at(-time.Second), at(time.Minute)}, -time.Hour); !errors.Is(err, ErrStale) {
 		t.Errorf("negative skew: %v", err)
 	}
 }
 
 func TestFail(t *testing.T) {
 	failed, _ := Fail(sent(1, "AIRL", 11), Eror{SEQN: 11, MsgID: 70, At: at(time.Second)})
-	done, _ := Complete(sent(1, "AIRL", 11), Response{Slot{RQRD, "AIRL"}, 50, at(time.Minute), at(time.Minute)}, 0)
+	done, _ := Complete(sent(1, "AIRL", 11), Response{RQRD, "AIRL", 50, at(time.Minute), at(time.Minute)}, 0)
 	cases := []struct {
 		name    string
 		r       ReqTrack
@@ -319,10 +338,32 @@ func TestFail(t *testing.T) {
 	}
 }
 
+// An RQRD of several categories is answered category by category and DONE
+// with the last.
+func TestCompleteSeveralCategories(t *testing.T) {
+	r := sent(1, "AIRL,COUL", 11)
+	r, err := Complete(r, Response{RQRD, "COUL", 50, at(time.Minute), at(time.Minute)}, 0)
+	if err != nil || r.State != StateSent || !slices.Equal(r.Answered, []string{"COUL"}) || r.ResponseMsgID != 0 {
+		t.Fatalf("after COUL: %+v, %v", r, err)
+	}
+	if again, err := Complete(r, Response{RQRD, "COUL", 51, at(time.Minute), at(2 * time.Minute)}, 0); !errors.Is(err, ErrDuplicate) || !Equal(again, r) {
+		t.Fatalf("COUL again: %+v, %v", again, err)
+	}
+	if _, err := Complete(r, Response{RQRD, "ARPT", 52, at(time.Minute), at(2 * time.Minute)}, 0); !errors.Is(err, ErrOtherSlot) {
+		t.Fatalf("ARPT: %v", err)
+	}
+	if exp, ok := Expire(r, at(time.Hour), 10*time.Minute); !ok || exp.State != StateExpired {
+		t.Fatalf("a partly answered request does not expire: %+v", exp)
+	}
+	r, err = Complete(r, Response{RQRD, "AIRL", 53, at(2 * time.Minute), at(3 * time.Minute)}, 0)
+	if err != nil || r.State != StateDone || r.ResponseMsgID != 53 || !slices.Equal(r.Answered, []string{"COUL", "AIRL"}) || !r.ClosedAt.Equal(at(3*time.Minute)) {
+		t.Fatalf("after AIRL: %+v, %v", r, err)
+	}
+}
+
 // TestLifecycle walks one slot through the sequences the emitter produces.
 func TestLifecycle(t *testing.T) {
 	skew := time.Minute
-	airl := Slot{RQRD, "AIRL"}
 	a := pending(1, "AIRL", 11)
 	a, _ = Attempted(a, 0)
 	a, _ = Sent(a, 1, t0)
@@ -340,21 +381,21 @@ func TestLifecycle(t *testing.T) {
 
 	// The first request's answer arrives late, dated before b was sent:
 	// it reopens nothing and does not complete b.
-	if _, err := Complete(a, Response{airl, 100, at(time.Minute), at(6 * time.Minute)}, skew); !errors.Is(err, ErrClosed) {
+	if _, err := Complete(a, Response{RQRD, "AIRL", 100, at(time.Minute), at(6 * time.Minute)}, skew); !errors.Is(err, ErrClosed) {
 		t.Errorf("late answer vs a: %v", err)
 	}
-	if _, err := Complete(b, Response{airl, 100, at(time.Minute), at(6 * time.Minute)}, skew); !errors.Is(err, ErrStale) {
+	if _, err := Complete(b, Response{RQRD, "AIRL", 100, at(time.Minute), at(6 * time.Minute)}, skew); !errors.Is(err, ErrStale) {
 		t.Errorf("late answer vs b: %v", err)
 	}
 	// b's own answer completes it; a replay of it later is a no-op.
-	b, err = Complete(b, Response{airl, 101, at(6 * time.Minute), at(6 * time.Minute)}, skew)
+	b, err = Complete(b, Response{RQRD, "AIRL", 101, at(6 * time.Minute), at(6 * time.Minute)}, skew)
 	if err != nil || b.State != StateDone {
 		t.Fatal(b, err)
 	}
 	if _, ok := Expire(b, at(time.Hour), 10*time.Minute); ok {
 		t.Error("DONE expired")
 	}
-	if _, err := Complete(b, Response{airl, 101, at(6 * time.Minute), at(2 * time.Hour)}, skew); !errors.Is(err, ErrDuplicate) {
+	if _, err := Complete(b, Response{RQRD, "AIRL", 101, at(6 * time.Minute), at(2 * time.Hour)}, skew); !errors.Is(err, ErrDuplicate) {
 		t.Errorf("replayed answer: %v", err)
 	}
 }

@@ -1,0 +1,1 @@
+DROP TABLE refdata_key_index;
