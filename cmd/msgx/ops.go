@@ -17,6 +17,7 @@ import (
 	"msgx/cmd/msgx/metric"
 	"msgx/internal/clock"
 	"msgx/internal/health"
+	"msgx/internal/kafka"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
@@ -28,12 +29,18 @@ import (
 func statusDeps(cfg Config, d *deps) status.Deps {
 	return status.Deps{
 		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
-		Groups: []status.Group{
-			{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
-			{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.Group + "-loop"}},
-			{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
-		},
+		Groups:     processorGroups(cfg),
 		Thresholds: status.Thresholds{HoleAge: 2 * cfg.Ingest.MaxCommitDelay, BackfillOverdue: cfg.Backfill.Overdue},
+	}
+}
+
+// processorGroups are the goka groups of the processors and their input
+// topics: the status report's consumer lag and rebuild's progress.
+func processorGroups(cfg Config) []kafka.Group {
+	return []kafka.Group{
+		{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
+		{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.Group + "-loop"}},
+		{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
 	}
 }
 

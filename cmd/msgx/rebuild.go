@@ -67,26 +67,26 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 		return errors.New("another msgx instance is processing (it holds the process lock): stop it before rebuilding")
 	}
 	defer lock.Release()
-	groups := map[string][]string{
-		router.Group:      {cfg.Ingest.Topic},
-		flights.Group:     {cfg.Router.FlightTopic, flights.Group + "-loop"},
-		refdataproc.Group: {cfg.Router.RefdataTopic},
-	}
+	groups := processorGroups(cfg)
 	// A stopped instance stays a (static) member until its session times
 	// out: wait that long before deciding another one still runs.
 	deadline := clk.Now().Add(2*cfg.Kafka.SessionTimeout + 5*time.Second)
-	for g, topics := range groups {
-		for {
-			_, active, err := kafka.Lag(ctx, brokers, cfg.Kafka, g, topics)
-			if err != nil || !active {
-				break
+	for {
+		lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, groups)
+		active := ""
+		for _, l := range lags {
+			if l.Members > 0 {
+				active = l.Group
 			}
-			if clk.Now().After(deadline) {
-				return fmt.Errorf("consumer group %s has active members: stop every msgx instance before rebuilding", g)
-			}
-			if err := clock.Sleep(ctx, clk, time.Second); err != nil {
-				return err
-			}
+		}
+		if err != nil || active == "" {
+			break
+		}
+		if clk.Now().After(deadline) {
+			return fmt.Errorf("consumer group %s has active members: stop every msgx instance before rebuilding", active)
+		}
+		if err := clock.Sleep(ctx, clk, time.Second); err != nil {
+			return err
 		}
 	}
 	pool, err := sink.OpenPG(ctx, cfg.DB)
@@ -139,18 +139,18 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 		if err := clock.Sleep(gctx, clk, time.Second); err != nil {
 			return fmt.Errorf("rebuild interrupted: %w", errors.Join(err, g.Wait()))
 		}
-		var remaining int64
+		remaining := int64(-1)
 		done := total
-		for grp, topics := range groups {
-			lag, _, err := kafka.Lag(ctx, brokers, cfg.Kafka, grp, topics)
-			if err != nil {
-				remaining = -1
-				break
-			}
-			for t, l := range lag {
-				remaining += l
-				if t == cfg.Ingest.Topic {
-					done = total - l
+		if lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, groups); err == nil {
+			remaining = 0
+			for _, l := range lags {
+				if l.Error != "" {
+					remaining = -1
+					break
+				}
+				remaining += l.Lag
+				if l.Group == router.Group && l.Topic == cfg.Ingest.Topic {
+					done = total - l.Lag
 				}
 			}
 		}
@@ -175,12 +175,17 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	return nil
 }
 
+// inboxEnd is the number of records in the inbox topic: the lag of a group
+// that never committed.
 func inboxEnd(ctx context.Context, brokers []string, cfg Config) (int64, error) {
-	lag, _, err := kafka.Lag(ctx, brokers, cfg.Kafka, "msgx-rebuild-probe", []string{cfg.Ingest.Topic})
+	lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, []kafka.Group{{Group: "msgx-rebuild-probe", Topics: []string{cfg.Ingest.Topic}}})
 	if err != nil {
 		return 0, err
 	}
-	return lag[cfg.Ingest.Topic], nil
+	if lags[0].Error != "" {
+		return 0, fmt.Errorf("reading the end of %s: %s", cfg.Ingest.Topic, lags[0].Error)
+	}
+	return lags[0].Lag, nil
 }
 
 func bar(done, total int64) string {

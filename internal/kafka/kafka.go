@@ -1,7 +1,8 @@
 // Package kafka configures msgx's Kafka clients: the D3 producer settings
 // (acks=all, idempotence, max.in.flight=1) enforced at start-up, consumers that
 // start from the oldest offset, topic creation with explicit partitions,
-// replication and cleanup policy, the goka options every processor shares, and
+// replication and cleanup policy, the goka options every processor shares,
+// consumer-group lag (Lags, for the status report and rebuild), and
 // the embedded broker (kfake) used when no cluster is configured.
 package kafka
 

@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
@@ -225,29 +221,8 @@ type BackfillStatus struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// GroupLag is one goka group on one of its input topics. With several
-// partitions the offsets are sums over them.
-type GroupLag struct {
-	Group string `json:"group"`
-	Topic string `json:"topic"`
-	// State is the group's state at the coordinator (Stable, Empty,
-	// PreparingRebalance, Dead, …); Members its live members. A group with
-	// no members is not consuming.
-	State      string `json:"state"`
-	Members    int    `json:"members"`
-	Partitions int    `json:"partitions"`
-	// Committed is the committed offset (the next record the group will
-	// read); -1 when the group has never committed on this topic.
-	// Partitions without a commit count at their log start, where the
-	// group begins (Offsets.Initial = oldest).
-	Committed int64 `json:"committed"`
-	// End is the topic's end offset (high watermark).
-	End int64 `json:"end"`
-	// Lag is End − Committed: records not yet processed.
-	Lag int64 `json:"lag"`
-	// Error is why this row is incomplete (e.g. the topic does not exist).
-	Error string `json:"error,omitempty"`
-}
+// GroupLag is one goka group on one of its input topics (kafka.Lags).
+type GroupLag = kafka.GroupLag
 
 // Component states reported by the daemon in ComponentState.State.
 const (
@@ -342,18 +317,12 @@ func (t Thresholds) withDefaults() Thresholds {
 	return t
 }
 
-// Group is a goka group and the input topics whose lag is reported.
-type Group struct {
-	Group  string
-	Topics []string
-}
-
 // DefaultGroups are msgx's goka groups with the default topic names.
 // The caller passes the configured names instead when MSGX_TOPIC_* are set.
 // (The group names are the processors' constants; they are repeated here
 // because the processors import sink.)
-func DefaultGroups() []Group {
-	return []Group{
+func DefaultGroups() []kafka.Group {
+	return []kafka.Group{
 		{Group: "msgx-router", Topics: []string{"msgx.inbox"}},
 		{Group: "msgx-flights", Topics: []string{"msgx.flight-transitions", "msgx-flights-loop"}},
 		{Group: "msgx-refdata", Topics: []string{"msgx.refdata-transitions"}},
@@ -377,7 +346,7 @@ type Deps struct {
 	Kafka kafka.Config
 	// Groups are the consumer groups to report; nil means
 	// DefaultGroups.
-	Groups []Group
+	Groups []kafka.Group
 	// Timeout bounds every single database call and, when Kafka.Timeout is
 	// zero, every Kafka call (MSGX_DB_TIMEOUT); default 10s.
 	Timeout time.Duration
@@ -773,7 +742,7 @@ func (s *statusRun) countBy(ctx context.Context, linear bool, q string) (map[str
 	return out, nil
 }
 
-// groups reads the consumer lag of every group on its topics with kadm.
+// groups reads the consumer lag of every group on its topics.
 func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
 	brokers := s.deps.Brokers
 	if len(brokers) == 0 {
@@ -786,108 +755,11 @@ func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
 	if timeout <= 0 {
 		timeout = s.deps.Timeout
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(timeout))
+	lags, err := kafka.Lags(ctx, brokers, timeout, s.deps.Groups)
 	if err != nil {
-		return nil, fmt.Sprintf("creating Kafka client: %v", err)
+		return nil, err.Error()
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	kcall := func(fn func(ctx context.Context) error) error {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return fn(ctx)
-	}
-
-	var topics, names []string
-	for _, g := range s.deps.Groups {
-		names = append(names, g.Group)
-		for _, t := range g.Topics {
-			if !slices.Contains(topics, t) {
-				topics = append(topics, t)
-			}
-		}
-	}
-	// One failed round trip means Kafka is unreachable: stop at the first
-	// so that an outage costs one timeout.
-	var ends, starts kadm.ListedOffsets
-	if err := kcall(func(ctx context.Context) (err error) { ends, err = adm.ListEndOffsets(ctx, topics...); return }); err != nil {
-		return nil, fmt.Sprintf("listing end offsets of %s: %v", strings.Join(topics, ", "), err)
-	}
-	if err := kcall(func(ctx context.Context) (err error) { starts, err = adm.ListStartOffsets(ctx, topics...); return }); err != nil {
-		return nil, fmt.Sprintf("listing start offsets of %s: %v", strings.Join(topics, ", "), err)
-	}
-	var described kadm.DescribedGroups
-	var descErr error
-	if err := kcall(func(ctx context.Context) (err error) { described, err = adm.DescribeGroups(ctx, names...); return }); err != nil {
-		// Offsets still say how far behind the groups are.
-		descErr = fmt.Errorf("describing groups: %w", err)
-	}
-	var fetched kadm.FetchOffsetsResponses
-	_ = kcall(func(ctx context.Context) error { fetched = adm.FetchManyOffsets(ctx, names...); return nil })
-
-	var out []GroupLag
-	for _, g := range s.deps.Groups {
-		var errs []string
-		if descErr != nil {
-			errs = append(errs, descErr.Error())
-		}
-		state, members := "", 0
-		if d, ok := described[g.Group]; ok {
-			state, members = d.State, len(d.Members)
-			switch {
-			case errors.Is(d.Err, kerr.GroupIDNotFound):
-				// A group that never joined nor committed. Kafka describes
-				// it as Dead without error; some brokers (kfake) answer
-				// GROUP_ID_NOT_FOUND. Either way: nobody consumes.
-				state = "Dead"
-			case d.Err != nil:
-				errs = append(errs, fmt.Sprintf("describing group: %v", d.Err))
-			}
-		}
-		committed, ok := fetched[g.Group]
-		switch {
-		case !ok:
-			errs = append(errs, "committed offsets not fetched")
-		case errors.Is(committed.Err, kerr.GroupIDNotFound):
-			// Never committed: the lag counts from the log start below.
-		case committed.Err != nil:
-			errs = append(errs, fmt.Sprintf("fetching committed offsets: %v", committed.Err))
-		}
-		for _, t := range g.Topics {
-			row := GroupLag{Group: g.Group, Topic: t, State: state, Members: members, Committed: -1}
-			rowErrs := append([]string(nil), errs...)
-			parts := ends[t]
-			if p, bad := parts[-1]; bad && p.Err != nil {
-				rowErrs = append(rowErrs, fmt.Sprintf("topic %s: %v", t, p.Err))
-				parts = nil
-			}
-			sumAt, anyCommitted := int64(0), false
-			for p, end := range parts {
-				if end.Err != nil {
-					rowErrs = append(rowErrs, fmt.Sprintf("end offset of %s/%d: %v", t, p, end.Err))
-					continue
-				}
-				row.Partitions++
-				row.End += end.Offset
-				var at int64
-				if c, ok := committed.Fetched.Lookup(t, p); ok && c.Err == nil && c.At >= 0 {
-					at, anyCommitted = c.At, true
-				} else if st, ok := starts.Lookup(t, p); ok && st.Err == nil {
-					// Never committed here: the group starts at the oldest
-					// offset, so everything still in the log is its lag.
-					at = st.Offset
-				}
-				sumAt += at
-				row.Lag += max(0, end.Offset-at)
-			}
-			if anyCommitted {
-				row.Committed = sumAt
-			}
-			row.Error = strings.Join(rowErrs, "; ")
-			out = append(out, row)
-		}
-	}
-	return out, ""
+	return lags, ""
 }
 
 func deref(s *string) string {
