@@ -39,7 +39,7 @@ func statusDeps(cfg Config, d *deps) status.Deps {
 func processorGroups(cfg Config) []kafka.Group {
 	return []kafka.Group{
 		{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
-		{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.Group + "-loop"}},
+		{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.LoopTopic}},
 		{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
 	}
 }

@@ -102,7 +102,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{router.Group, flights.Group, refdataproc.Group}); err != nil {
 		return err
 	}
-	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: flights.Group + "-loop", Partitions: cfg.Router.Partitions})
+	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: flights.LoopTopic, Partitions: cfg.Router.Partitions})
 	internal = append(internal, tableTopics(cfg)...)
 	if err := kafka.RecreateTopics(ctx, clk, brokers, cfg.Kafka, internal, log); err != nil {
 		return err

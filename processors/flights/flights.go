@@ -27,8 +27,13 @@ import (
 
 // Group is the processor's goka group; its table (key FLID) is
 // msgx-flights-table and derived transitions (MAFL links, cascades) travel
-// on its loop topic msgx-flights-loop.
+// on its loop topic LoopTopic.
 const Group = "msgx-flights"
+
+// LoopTopic is the group's loop topic, msgx-flights-loop: goka names it
+// after the group (goka.Loop), and msgx creates it, reports its lag and
+// recreates it on rebuild under this name.
+const LoopTopic = Group + "-loop"
 
 // Table is the flights table topic.
 var Table = goka.GroupTable(goka.Group(Group))
@@ -62,7 +67,7 @@ func (c Config) Validate() error {
 func (c Config) TopicSpecs(partitions int32) []kafka.TopicSpec {
 	return []kafka.TopicSpec{
 		{Name: c.MsgTopic, Partitions: partitions},
-		{Name: Group + "-loop", Partitions: partitions},
+		{Name: LoopTopic, Partitions: partitions},
 	}
 }
 

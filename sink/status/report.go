@@ -317,18 +317,6 @@ func (t Thresholds) withDefaults() Thresholds {
 	return t
 }
 
-// DefaultGroups are msgx's goka groups with the default topic names.
-// The caller passes the configured names instead when MSGX_TOPIC_* are set.
-// (The group names are the processors' constants; they are repeated here
-// because the processors import sink.)
-func DefaultGroups() []kafka.Group {
-	return []kafka.Group{
-		{Group: "msgx-router", Topics: []string{"msgx.inbox"}},
-		{Group: "msgx-flights", Topics: []string{"msgx.flight-transitions", "msgx-flights-loop"}},
-		{Group: "msgx-refdata", Topics: []string{"msgx.refdata-transitions"}},
-	}
-}
-
 // Deps is what Collect reads.
 type Deps struct {
 	// PG is msgx's PostgreSQL (required).
@@ -344,8 +332,8 @@ type Deps struct {
 	Brokers []string
 	// Kafka gives the admin round-trip timeout (Kafka.Timeout).
 	Kafka kafka.Config
-	// Groups are the consumer groups to report; nil means
-	// DefaultGroups.
+	// Groups are the consumer groups to report with their input topics
+	// (the processors know them; none: no group is reported).
 	Groups []kafka.Group
 	// Timeout bounds every single database call and, when Kafka.Timeout is
 	// zero, every Kafka call (MSGX_DB_TIMEOUT); default 10s.
@@ -374,9 +362,6 @@ func Collect(ctx context.Context, deps Deps, now time.Time) (Report, error) {
 	}
 	if deps.Timeout <= 0 {
 		deps.Timeout = 10 * time.Second
-	}
-	if deps.Groups == nil {
-		deps.Groups = DefaultGroups()
 	}
 	th := deps.Thresholds.withDefaults()
 	r := Report{

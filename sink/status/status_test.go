@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink/backfill"
 	"msgx/sink/status"
@@ -137,6 +138,13 @@ func stScenarioMySQL(t *testing.T, db *sql.DB) {
 	}
 }
 
+// stGroups are msgx's goka groups with the default topic names.
+var stGroups = []kafka.Group{
+	{Group: "msgx-router", Topics: []string{"msgx.inbox"}},
+	{Group: "msgx-flights", Topics: []string{"msgx.flight-transitions", "msgx-flights-loop"}},
+	{Group: "msgx-refdata", Topics: []string{"msgx.refdata-transitions"}},
+}
+
 // stScenarioKafka creates the groups' topics with records and commits part
 // of them: msgx-router 7 of 10 on msgx.inbox, msgx-flights 4 of 4 on the
 // transitions and nothing on its empty loop topic, msgx-refdata nothing of
@@ -222,7 +230,7 @@ func TestCollectReportScenario(t *testing.T) {
 	stScenarioKafka(t, brokers)
 
 	r, err := status.Collect(context.Background(), status.Deps{
-		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers),
+		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers), Groups: stGroups,
 		Timeout: 10 * time.Second, Thresholds: status.Thresholds{GroupLag: 2},
 	}, stNow)
 	if err != nil {
@@ -463,7 +471,7 @@ func TestCollectReportMySQLDown(t *testing.T) {
 	my, proxy := stProxiedMySQL(t)
 	brokers := testenv.NewBroker(t)
 	stScenarioKafka(t, brokers)
-	deps := status.Deps{PG: pool, MySQL: my, Brokers: brokers, Timeout: 3 * time.Second}
+	deps := status.Deps{PG: pool, MySQL: my, Brokers: brokers, Groups: stGroups, Timeout: 3 * time.Second}
 
 	// Up first: the proxy itself is not what the figures depend on.
 	r, err := status.Collect(context.Background(), deps, stNow)
@@ -530,7 +538,7 @@ func TestCollectReportEverythingDown(t *testing.T) {
 
 	start := time.Now()
 	r, err := status.Collect(context.Background(), status.Deps{
-		PG: pool, MySQL: my, Brokers: []string{kProxy.Addr()}, Timeout: 2 * time.Second,
+		PG: pool, MySQL: my, Brokers: []string{kProxy.Addr()}, Groups: stGroups, Timeout: 2 * time.Second,
 	}, stNow)
 	if err != nil {
 		t.Fatalf("Collect with everything down: %v", err)
@@ -625,7 +633,7 @@ func TestCollectReportHangingSources(t *testing.T) {
 	const timeout = time.Second
 	start := time.Now()
 	r, err := status.Collect(context.Background(), status.Deps{
-		PG: pool, MySQL: my, Brokers: []string{hole}, Timeout: timeout,
+		PG: pool, MySQL: my, Brokers: []string{hole}, Groups: stGroups, Timeout: timeout,
 	}, stNow)
 	if err != nil {
 		t.Fatal(err)
@@ -663,7 +671,7 @@ func TestReportText(t *testing.T) {
 	stScenarioPG(t, pool)
 	stScenarioMySQL(t, my)
 	stScenarioKafka(t, brokers)
-	r, err := status.Collect(context.Background(), status.Deps{PG: pool, MySQL: my, Brokers: brokers}, stNow)
+	r, err := status.Collect(context.Background(), status.Deps{PG: pool, MySQL: my, Brokers: brokers, Groups: stGroups}, stNow)
 	if err != nil {
 		t.Fatal(err)
 	}
