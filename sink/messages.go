@@ -46,6 +46,20 @@ func scanMessage(row pgx.Row) (Message, error) {
 	return m, err
 }
 
+// The backfill predicates on proc_state (000 §6.1), for the sweeper, the
+// operator's commands and the status report. The states and IS NULL tests
+// are literals so that the planner matches the partial index
+// proc_state_backfill (migration 0002); ARCHIVED rows are excluded by the
+// explicit list of terminal states.
+const (
+	// BackfillOwed holds for a terminal message still owing its processed
+	// mark: the sweeper's queue.
+	BackfillOwed = `state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+	// BackfillAbandoned holds for a terminal message whose mark the sweeper
+	// gave up on (not written, abandoned): reconciled by hand.
+	BackfillAbandoned = `state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NOT NULL`
+)
+
 // Messages is the proc_state store. The router is its writer for message
 // decisions; the applying processors complete messages through MarkApplied.
 type Messages struct {

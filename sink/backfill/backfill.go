@@ -335,15 +335,13 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
-// scanSQL is the predicate and order of 000 §6.1, word for word. The states
-// and IS NULL conditions are literals so the planner matches the partial
-// index proc_state_backfill (backfill_attempts, msg_id), which also yields
-// the ORDER BY. ARCHIVED shadow rows are excluded by the explicit list of
+// scanSQL is the predicate and order of 000 §6.1, word for word. With
+// sink.BackfillOwed the planner matches the partial index
+// proc_state_backfill (backfill_attempts, msg_id), which also yields the
+// ORDER BY. ARCHIVED shadow rows are excluded by its explicit list of
 // terminal states (004 G-PROC-HST).
 const scanSQL = `SELECT msg_id, enqueued_at, backfill_attempts FROM proc_state
-	WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-	  AND backfill_at IS NULL
-	  AND backfill_abandoned_at IS NULL
+	WHERE ` + sink.BackfillOwed + `
 	  AND (backfill_next_at IS NULL OR backfill_next_at <= $1 OR enqueued_at < $2)
 	ORDER BY backfill_attempts, msg_id
 	LIMIT $3`
@@ -562,7 +560,7 @@ func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims [
 			}
 		}
 	}
-	const owed = ` AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+	const owed = ` AND ` + sink.BackfillOwed
 	batch := &pgx.Batch{}
 	if len(done) > 0 {
 		// updated_at moves when backfill is settled: it is the archive
@@ -651,8 +649,7 @@ func (b *Sweeper) refreshPending(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	var n int64
-	err := b.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state
-		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`).Scan(&n)
+	err := b.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE `+sink.BackfillOwed).Scan(&n)
 	if err != nil {
 		b.log.Debug("counting pending backfills", "err", err)
 		return
@@ -689,7 +686,7 @@ func Abandoned(ctx context.Context, pool *pgxpool.Pool, limit int) ([]AbandonedR
 	rows, err := pool.Query(ctx, `SELECT msg_id, state, msg_type, msg_styp, backfill_abandoned_reason, backfill_abandoned_at,
 			backfill_attempts, backfill_error, enqueued_at
 		FROM proc_state
-		WHERE backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		WHERE `+sink.BackfillAbandoned+`
 		ORDER BY msg_id LIMIT $1`, lim)
 	if err != nil {
 		return nil, fmt.Errorf("listing abandoned backfills: %w", err)
@@ -733,8 +730,7 @@ func Reopen(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time)
 			}
 			tag, err := tx.Exec(ctx, `UPDATE proc_state SET backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL,
 					backfill_attempts = 0, backfill_error = NULL, backfill_next_at = $2, updated_at = $2
-				WHERE msg_id = ANY($1) AND backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL
-				  AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')`, ids, now)
+				WHERE msg_id = ANY($1) AND `+sink.BackfillAbandoned, ids, now)
 			if err != nil {
 				return fmt.Errorf("reopening %d backfills: %w", len(ids), err)
 			}

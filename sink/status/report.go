@@ -495,11 +495,10 @@ const (
 		FROM proc_state WHERE state = 'SKIPPED' GROUP BY 1`
 	// proc_state_backfill: exactly the sweeper's predicate (000 §6.1).
 	sqlBackfillPending = `SELECT count(*), count(*) FILTER (WHERE enqueued_at < $1), min(enqueued_at) FROM proc_state
-		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+		WHERE ` + sink.BackfillOwed
 	// No index: a sequential scan (see the file comment).
 	sqlAbandoned = `SELECT COALESCE(backfill_abandoned_reason, 'UNKNOWN'), count(*) FROM proc_state
-		WHERE backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-		GROUP BY 1`
+		WHERE ` + sink.BackfillAbandoned + ` GROUP BY 1`
 )
 
 // inboxPG reads the cursor, holes and late rows; W (-1 when unknown) goes
