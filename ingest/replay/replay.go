@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype/zeronull"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/ingest"
@@ -188,20 +189,13 @@ type Row struct {
 
 func scanReplayRow(row pgx.Row, extra ...any) (Row, error) {
 	var r Row
-	var class, reason, lastErr, identity *string
-	dest := append([]any{&r.MsgID, &r.State, &class, &reason, &lastErr, &identity, &r.Attempts}, extra...)
+	// NULL columns scan as "" (zeronull.Text).
+	dest := append([]any{&r.MsgID, &r.State, (*zeronull.Text)(&r.ErrorClass), (*zeronull.Text)(&r.Reason),
+		(*zeronull.Text)(&r.LastError), (*zeronull.Text)(&r.IdentityKey), &r.Attempts}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return Row{}, err
 	}
-	r.ErrorClass, r.Reason, r.LastError, r.IdentityKey = deref(class), deref(reason), deref(lastErr), deref(identity)
 	return r, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // Refusal is an explicitly named message that a replay will not move.

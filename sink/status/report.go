@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype/zeronull"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/kafka"
@@ -631,16 +632,17 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	}
 
 	var h UnfinishedMessage
-	var class, lastErr *string
+	// NULL error_class and last_error scan as "" (zeronull.Text).
 	err = s.pg(ctx, false, func(ctx context.Context) error {
-		return pg.QueryRow(ctx, sqlHead).Scan(&h.MsgID, &h.State, &h.EnqueuedAt, &h.Attempts, &class, &h.NextAttemptAt, &lastErr)
+		return pg.QueryRow(ctx, sqlHead).Scan(&h.MsgID, &h.State, &h.EnqueuedAt, &h.Attempts, (*zeronull.Text)(&h.ErrorClass),
+			&h.NextAttemptAt, (*zeronull.Text)(&h.LastError))
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		fail("reading the oldest unfinished message", err)
 	default:
-		h.AgeSeconds, h.ErrorClass, h.LastError = ageSeconds(s.now, h.EnqueuedAt), deref(class), clip(deref(lastErr), statusErrorChars)
+		h.AgeSeconds, h.LastError = ageSeconds(s.now, h.EnqueuedAt), clip(h.LastError, statusErrorChars)
 		m.OldestUnfinished = &h
 	}
 
@@ -668,7 +670,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	} else if latest != nil {
 		var d DeadMessage
 		err = s.pg(ctx, false, func(ctx context.Context) error {
-			return pg.QueryRow(ctx, sqlDeadOne, *latest).Scan(&d.MsgID, &class, &d.EnqueuedAt, &lastErr)
+			return pg.QueryRow(ctx, sqlDeadOne, *latest).Scan(&d.MsgID, (*zeronull.Text)(&d.ErrorClass), &d.EnqueuedAt, (*zeronull.Text)(&d.LastError))
 		})
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -676,7 +678,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 		case err != nil:
 			fail("reading the latest DEAD message", err)
 		default:
-			d.ErrorClass, d.LastError = deref(class), clip(deref(lastErr), statusErrorChars)
+			d.LastError = clip(d.LastError, statusErrorChars)
 			m.LatestDead = &d
 		}
 	}
@@ -744,13 +746,6 @@ func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
 		return nil, err.Error()
 	}
 	return lags, ""
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // clip shortens s to at most n characters without splitting one (errors
