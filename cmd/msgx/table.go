@@ -25,10 +25,10 @@ var tables = map[string]struct {
 	// view turns a table value into what the operator sees.
 	view func(any) any
 }{
-	"messages": {router.Table, router.EntryCodec{}, nil},
+	"messages": {router.Table, kafka.JSON[router.Entry]{}, nil},
 	// The flight as SPEC §6 shows it, without the table's bookkeeping.
-	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).View() }},
-	"refdata": {refdataproc.Table, refdata.StateCodec{}, func(v any) any { return v.(*refdata.State).List() }},
+	"flights": {flights.Table, kafka.JSON[flight.State]{}, func(v any) any { return v.(*flight.State).View() }},
+	"refdata": {refdataproc.Table, kafka.JSON[refdata.State]{}, func(v any) any { return v.(*refdata.State).List() }},
 }
 
 // runTable prints a goka table entry as JSON: `msgx table get <table> <key>`

@@ -124,9 +124,9 @@ func (p *Processor) Stats() Stats {
 // output msg events, table keyed by FLID.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(p.input), flight.TransitionCodec{}, p.handle),
-		goka.Loop(flight.TransitionCodec{}, p.handle),
-		goka.Persist(flight.StateCodec{}),
+		goka.Input(goka.Stream(p.input), kafka.JSON[flight.Transition]{}, p.handle),
+		goka.Loop(kafka.JSON[flight.Transition]{}, p.handle),
+		goka.Persist(kafka.JSON[flight.State]{}),
 	)
 }
 
@@ -291,7 +291,7 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 func (p *Processor) events(t *flight.Transition, res flight.Result) ([]sink.Event, error) {
 	var out []sink.Event
 	if res.Event != nil {
-		v, err := flight.EventCodec{}.Encode(res.Event)
+		v, err := kafka.JSON[flight.Event]{}.Encode(res.Event)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the event of %s: %w", t.FLID, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/lovoo/goka/tester"
 
 	"msgx/internal/clock"
+	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/flight"
@@ -89,7 +90,7 @@ func (rg *rig) events_() []*flight.Event {
 	rows.Close()
 	sort.Slice(got, func(i, j int) bool { return got[i].id < got[j].id })
 	for _, r := range got {
-		v, err := flight.EventCodec{}.Decode(r.v)
+		v, err := kafka.JSON[flight.Event]{}.Decode(r.v)
 		if err != nil {
 			rg.t.Fatal(err)
 		}

@@ -120,7 +120,7 @@ func (h *History) Sweep(ctx context.Context) (int, error) {
 	msgs := make([]*sarama.ProducerMessage, 0, len(flids))
 	before := cutoff.Format(time.DateOnly)
 	for _, flid := range flids {
-		v, err := flight.TransitionCodec{}.Encode(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: flid,
+		v, err := kafka.JSON[flight.Transition]{}.Encode(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: flid,
 			PurgeBefore: before, At: h.clock.Now()})
 		if err != nil {
 			return 0, err

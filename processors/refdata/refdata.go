@@ -75,8 +75,8 @@ func (p *Processor) Stats() Stats {
 // Graph is the group graph: input transitions, table keyed by RTYPE.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(p.input), refdata.TransitionCodec{}, p.handle),
-		goka.Persist(refdata.StateCodec{}),
+		goka.Input(goka.Stream(p.input), kafka.JSON[refdata.Transition]{}, p.handle),
+		goka.Persist(kafka.JSON[refdata.State]{}),
 	)
 }
 
@@ -106,13 +106,8 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 // (Apply re-lists the writes still current; the sink's last_msg_id guard
 // keeps them from overwriting anything newer).
 func (p *Processor) handle(gctx goka.Context, msg any) {
-	var t *refdata.Transition
-	switch v := msg.(type) {
-	case *refdata.Transition:
-		t = v
-	case refdata.Transition:
-		t = &v
-	default:
+	t, ok := msg.(*refdata.Transition)
+	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("refdata: unexpected input %T", msg))
 	}
 	log := p.log.With("msg_id", t.MsgID, "rtype", t.RType)

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -42,29 +41,6 @@ type Entry struct {
 	ReceivedAt   *time.Time `json:"receivedAt"`
 	EnqueuedAt   time.Time  `json:"enqueuedAt"`
 	DecidedAt    time.Time  `json:"decidedAt"`
-}
-
-// EntryCodec is the JSON codec of the router table.
-type EntryCodec struct{}
-
-// Encode implements goka.Codec.
-func (EntryCodec) Encode(v any) ([]byte, error) {
-	switch e := v.(type) {
-	case Entry:
-		return json.Marshal(e)
-	case *Entry:
-		return json.Marshal(e)
-	}
-	return nil, fmt.Errorf("router: cannot encode %T", v)
-}
-
-// Decode implements goka.Codec.
-func (EntryCodec) Decode(b []byte) (any, error) {
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("decoding router entry: %w", err)
-	}
-	return &e, nil
 }
 
 // Table is the router's goka table topic.
@@ -139,9 +115,9 @@ func (r *Router) Stats() Stats {
 func (r *Router) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
 		goka.Input(goka.Stream(r.inbox), ingest.Codec{}, r.handle),
-		goka.Output(goka.Stream(r.cfg.FlightTopic), flight.TransitionCodec{}),
-		goka.Output(goka.Stream(r.cfg.RefdataTopic), refdata.TransitionCodec{}),
-		goka.Persist(EntryCodec{}),
+		goka.Output(goka.Stream(r.cfg.FlightTopic), kafka.JSON[flight.Transition]{}),
+		goka.Output(goka.Stream(r.cfg.RefdataTopic), kafka.JSON[refdata.Transition]{}),
+		goka.Persist(kafka.JSON[Entry]{}),
 	)
 }
 

@@ -173,7 +173,7 @@ func TestRouterOutcomes(t *testing.T) {
 		t.Fatalf("flight transitions %+v", got)
 	}
 	_, v, ok := rg.refs.Next()
-	if rt, isT := v.(refdata.Transition); !ok || !isT || rt.RType != "AIRL" || len(rt.Records) != 3 {
+	if rt, isT := v.(*refdata.Transition); !ok || !isT || rt.RType != "AIRL" || len(rt.Records) != 3 {
 		t.Fatalf("refdata transition %v %v", v, ok)
 	}
 	// The protocol-violating DNLD indexed nothing.
