@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -36,9 +35,6 @@ import (
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
 	"msgx/sink/status"
-	"msgx/tables/flight"
-	"msgx/tables/refdata"
-	"msgx/tables/request"
 )
 
 type role int
@@ -396,23 +392,12 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 		return st.LastError != "", st.LastError
 	})
 	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		Notify: pub.Notify,
-		OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {
-			if t.Source != "SCHD-RESP" {
-				return nil
-			}
-			return reqs.Complete(ctx, tx, request.RQFD, request.STYPNone, t.MsgID, t.MsgDTTM, d.clock.Now())
-		}})
+		Notify: pub.Notify, OnMessageDone: reqs.CompleteFlightResponse})
 	supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	src.Flights = fp.Stats
 	d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
 	rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		OnApplied: func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error {
-			if t.STYP != refdata.STYPRESP {
-				return nil
-			}
-			return reqs.Complete(ctx, tx, request.RQRD, t.RType, t.MsgID, t.MsgDTTM, d.clock.Now())
-		}})
+		OnApplied: reqs.CompleteRefdataResponse})
 	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	src.Refdata = rp.Stats
 	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
