@@ -215,6 +215,26 @@ type Decision struct {
 func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	b := &pgx.Batch{}
+	q := QueueDecision(b, d)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
+	}
+	return q.Recorded(), nil
+}
+
+// QueuedDecision is a decision queued on a batch (QueueDecision).
+type QueuedDecision struct {
+	recorded bool
+}
+
+// Recorded reports, once the batch has run, whether the decision was
+// recorded (false: the message was no longer PENDING or FAILED).
+func (q *QueuedDecision) Recorded() bool { return q.recorded }
+
+// QueueDecision queues Record's statement on b: the router's write seam,
+// so that several decisions can share a round trip and a transaction.
+func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 	var backfill, routedAt *time.Time
 	if message.IsTerminal(d.State) {
 		backfill = &d.Now
@@ -230,8 +250,8 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	// The index entries are written only if the decision was: the INSERT
 	// reads the UPDATE's result. An entry that exists keeps its day unless it
 	// had none (an ADFT without SODT), as the router only ever adds a day.
-	var decided int
-	err := s.pool.QueryRow(ctx, `WITH u AS (
+	q := &QueuedDecision{}
+	b.Queue(`WITH u AS (
 			UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
 				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
 				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
@@ -245,11 +265,13 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 			ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day))
 		SELECT COUNT(*) FROM u`,
 		d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
-		d.N, d.Now, routedAt, backfill, flids, days).Scan(&decided)
-	if err != nil {
-		return false, fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
-	}
-	return decided == 1, nil
+		d.N, d.Now, routedAt, backfill, flids, days).QueryRow(func(row pgx.Row) error {
+		var decided int
+		err := row.Scan(&decided)
+		q.recorded = decided == 1
+		return err
+	})
+	return q
 }
 
 // Fail records a failure that belongs to the message and returns its attempt

@@ -236,54 +236,83 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
 			// One round trip for the common case: the events, the
 			// applied mark and the flight's incremental write.
-			now := p.d.Clock.Now()
 			b := &pgx.Batch{}
-			sink.BatchEvents(b, events, now)
-			var mark *sink.QueuedMark
-			if counted(t) {
-				mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, now)
-			}
-			var fw *sink.QueuedFlightWrite
-			if !res.Purge && res.State != nil {
-				var err error
-				if fw, err = sink.QueueFlightWrite(b, res.State); err != nil {
-					return err
-				}
+			w, err := p.queueWrite(b, log, t, res, events, p.d.Clock.Now())
+			if err != nil {
+				return err
 			}
 			if b.Len() > 0 {
 				if err := tx.SendBatch(wctx, b).Close(); err != nil {
 					return err
 				}
 			}
-			switch {
-			case res.Purge:
-				if err := sink.PurgeFlight(wctx, tx, res.State, now); err != nil {
-					return err
-				}
-			case fw != nil:
-				full, err := fw.FullWriteNeeded()
-				if err != nil {
-					return err
-				}
-				if full {
-					if err := sink.WriteFlight(wctx, tx, res.State); err != nil {
-						return err
-					}
-				}
-			}
-			if mark != nil && mark.Completed() {
-				log.Debug("message succeeded: all its transitions are applied")
-				if p.d.OnMessageDone != nil {
-					return p.d.OnMessageDone(wctx, tx, t)
-				}
-			}
-			return nil
+			return p.finishWrite(wctx, tx, w)
 		})
 	})
 	if err == nil && len(events) > 0 && p.d.Notify != nil {
 		p.d.Notify()
 	}
 	return err
+}
+
+// txWrite is one transition's share of a write transaction. The write is
+// split in two so that several transitions can share a transaction and a
+// round trip (a batched commit: queueWrite for each on one batch, send it,
+// finishWrite for each in the same order, commit): queueWrite puts the
+// statements on the batch, finishWrite runs what depends on their results.
+type txWrite struct {
+	log  *slog.Logger
+	t    *flight.Transition
+	res  flight.Result
+	now  time.Time
+	mark *sink.QueuedMark
+	fw   *sink.QueuedFlightWrite
+}
+
+// queueWrite queues the transition's events, its applied mark (for a
+// transition the router counted) and the flight's incremental write on b.
+func (p *Processor) queueWrite(b *pgx.Batch, log *slog.Logger, t *flight.Transition, res flight.Result, events []sink.Event, now time.Time) (*txWrite, error) {
+	w := &txWrite{log: log, t: t, res: res, now: now}
+	sink.BatchEvents(b, events, now)
+	if counted(t) {
+		w.mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, now)
+	}
+	if !res.Purge && res.State != nil {
+		var err error
+		if w.fw, err = sink.QueueFlightWrite(b, res.State); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// finishWrite runs, once the batch has, the rest of the write in tx: a
+// purge, the full write an incremental one left to do, and the completion
+// hook of a message whose last transition this was.
+func (p *Processor) finishWrite(ctx context.Context, tx pgx.Tx, w *txWrite) error {
+	switch {
+	case w.res.Purge:
+		if err := sink.PurgeFlight(ctx, tx, w.res.State, w.now); err != nil {
+			return err
+		}
+	case w.fw != nil:
+		full, err := w.fw.FullWriteNeeded()
+		if err != nil {
+			return err
+		}
+		if full {
+			if err := sink.WriteFlight(ctx, tx, w.res.State); err != nil {
+				return err
+			}
+		}
+	}
+	if w.mark != nil && w.mark.Completed() {
+		w.log.Debug("message succeeded: all its transitions are applied")
+		if p.d.OnMessageDone != nil {
+			return p.d.OnMessageDone(ctx, tx, w.t)
+		}
+	}
+	return nil
 }
 
 // events are what the result announces: the msg event of a change (or the

@@ -129,21 +129,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
-			if applied {
-				if err := sink.WriteRefData(wctx, tx, s, res); err != nil {
-					return err
-				}
-				if p.d.OnApplied != nil {
-					if err := p.d.OnApplied(wctx, tx, t); err != nil {
-						return err
-					}
-				}
-			}
-			done, err := sink.MarkApplied(wctx, tx, t.MsgID, "refdata", t.RType, p.d.Clock.Now())
-			if err == nil && done {
-				log.Debug("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
-			}
-			return err
+			return p.writeTx(wctx, tx, log, t, s, res, applied, p.d.Clock.Now())
 		})
 	})
 	if err != nil {
@@ -159,6 +145,30 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		p.stats.Applied++
 	}
 	p.mu.Unlock()
+}
+
+// writeTx is one transition's share of a write transaction: the category's
+// rows (when the transition applied), the completion hook and the applied
+// mark that completes the message. It is the seam of a batched commit:
+// several transitions share a transaction by calling it for each in order
+// before the commit.
+func (p *Processor) writeTx(ctx context.Context, tx pgx.Tx, log *slog.Logger, t *refdata.Transition, s *refdata.State,
+	res refdata.Result, applied bool, now time.Time) error {
+	if applied {
+		if err := sink.WriteRefData(ctx, tx, s, res); err != nil {
+			return err
+		}
+		if p.d.OnApplied != nil {
+			if err := p.d.OnApplied(ctx, tx, t); err != nil {
+				return err
+			}
+		}
+	}
+	done, err := sink.MarkApplied(ctx, tx, t.MsgID, "refdata", t.RType, now)
+	if err == nil && done {
+		log.Debug("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
+	}
+	return err
 }
 
 func (p *Processor) setPaused(v bool, _ error) {

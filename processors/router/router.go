@@ -272,6 +272,9 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 	if p.Msg != nil {
 		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
 	}
+	// The decision's write (sink.QueueDecision, on a batch of its own):
+	// a batched commit would queue the decisions of several messages on
+	// one batch and send them in one transaction.
 	var recorded bool
 	err := r.available(ctx, func(ctx context.Context) error {
 		var err error
