@@ -123,9 +123,18 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	opts := func() []goka.ProcessorOption {
 		return kafka.GokaOptions(cfg.Kafka, storage.MemoryBuilder(), log)
 	}
-	rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: sink.NewMessages(pool, cfg.DB.Timeout), Clock: clk, Log: log, Loc: cfg.Location()})
-	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
-	rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	rt, err := router.New(cfg.Router, router.Deps{Messages: sink.NewMessages(pool, cfg.DB.Timeout), Clock: clk, Log: log, Loc: cfg.Location()})
+	if err != nil {
+		return err
+	}
+	fp, err := flights.New(cfg.Flights, flights.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	if err != nil {
+		return err
+	}
+	rp, err := refdataproc.New(cfg.Refdata, refdataproc.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	if err != nil {
+		return err
+	}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(pctx)

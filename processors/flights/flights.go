@@ -40,6 +40,10 @@ var Table = goka.GroupTable(goka.Group(Group))
 
 // Config configures the flights processor.
 type Config struct {
+	// TransitionTopic is the processor's input, the router's flight
+	// transitions (key FLID; router.Config.FlightTopic reads the same
+	// variable).
+	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
 	// MsgTopic receives one event per applied change (key FLID).
 	MsgTopic string `env:"MSGX_TOPIC_MSG" envDefault:"msgx.msg"`
 	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
@@ -54,6 +58,9 @@ type Config struct {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error
+	if c.TransitionTopic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_FLIGHT_TRANSITIONS: empty"))
+	}
 	if c.MsgTopic == "" || c.SchdTopic == "" {
 		errs = append(errs, errors.New("MSGX_TOPIC_MSG and MSGX_TOPIC_SCHD must be set"))
 	}
@@ -73,10 +80,15 @@ func (c Config) TopicSpecs(partitions int32) []kafka.TopicSpec {
 
 // Deps are the processor's collaborators.
 type Deps struct {
-	Pool    *pgxpool.Pool
+	// Pool is msgx's PostgreSQL (required).
+	Pool *pgxpool.Pool
+	// Timeout bounds one write transaction (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
-	Clock   clock.Clock
-	Log     *slog.Logger
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Log receives the processor's lines (required; component=flights is
+	// added).
+	Log *slog.Logger
 	// OnMessageDone, if set, runs inside the write transaction that applied
 	// a message's last transition: request tracking completes an RQFD there,
 	// so the request is DONE exactly when its SCHD RESP is applied.
@@ -97,20 +109,44 @@ type Stats struct {
 
 // Processor is the msgx-flights processor.
 type Processor struct {
-	cfg   Config
-	input string
-	opts  flight.Options
-	d     Deps
-	log   *slog.Logger
+	cfg  Config
+	opts flight.Options
+	d    Deps
+	log  *slog.Logger
 
 	mu    sync.Mutex
 	stats Stats
 }
 
-// New returns the processor reading transitionTopic.
-func New(cfg Config, transitionTopic string, d Deps) *Processor {
-	return &Processor{cfg: cfg, input: transitionTopic, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
-		d: d, log: d.Log.With("component", "flights")}
+// New checks cfg and d and returns the processor.
+func New(cfg Config, d Deps) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkDeps("flights", d.Pool, d.Timeout, d.Clock, d.Log); err != nil {
+		return nil, err
+	}
+	return &Processor{cfg: cfg, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
+		d: d, log: d.Log.With("component", "flights")}, nil
+}
+
+// checkDeps reports which of the collaborators every flights component
+// needs are missing.
+func checkDeps(component string, pool *pgxpool.Pool, timeout time.Duration, clk clock.Clock, log *slog.Logger) error {
+	var errs []error
+	if pool == nil {
+		errs = append(errs, fmt.Errorf("%s: no PostgreSQL pool", component))
+	}
+	if timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
+	}
+	if clk == nil {
+		errs = append(errs, fmt.Errorf("%s: no clock", component))
+	}
+	if log == nil {
+		errs = append(errs, fmt.Errorf("%s: no logger", component))
+	}
+	return errors.Join(errs...)
 }
 
 // Stats returns a snapshot of the running figures.
@@ -124,7 +160,7 @@ func (p *Processor) Stats() Stats {
 // output msg events, table keyed by FLID.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(p.input), kafka.JSON[flight.Transition]{}, p.handle),
+		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[flight.Transition]{}, p.handle),
 		goka.Loop(kafka.JSON[flight.Transition]{}, p.handle),
 		goka.Persist(kafka.JSON[flight.State]{}),
 	)

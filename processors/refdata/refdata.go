@@ -7,6 +7,7 @@ package refdata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -30,12 +31,33 @@ const Group = "msgx-refdata"
 // Table is the refdata table topic.
 var Table = goka.GroupTable(goka.Group(Group))
 
+// Config configures the refdata processor.
+type Config struct {
+	// TransitionTopic is the processor's input, the router's reference
+	// transitions (key RTYPE; router.Config.RefdataTopic reads the same
+	// variable).
+	TransitionTopic string `env:"MSGX_TOPIC_REFDATA_TRANSITIONS" envDefault:"msgx.refdata-transitions"`
+}
+
+// Validate checks the configuration; errors name the variable.
+func (c Config) Validate() error {
+	if c.TransitionTopic == "" {
+		return errors.New("MSGX_TOPIC_REFDATA_TRANSITIONS: empty")
+	}
+	return nil
+}
+
 // Deps are the processor's collaborators.
 type Deps struct {
-	Pool    *pgxpool.Pool
+	// Pool is msgx's PostgreSQL (required).
+	Pool *pgxpool.Pool
+	// Timeout bounds one write transaction (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
-	Clock   clock.Clock
-	Log     *slog.Logger
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Log receives the processor's lines (required; component=refdata is
+	// added).
+	Log *slog.Logger
 	// OnApplied, if set, runs inside the write transaction after the
 	// category was written: outbound request tracking completes a
 	// request there, so it closes only once its response's data is applied.
@@ -52,17 +74,36 @@ type Stats struct {
 
 // Processor is the msgx-refdata processor.
 type Processor struct {
-	input string
-	d     Deps
-	log   *slog.Logger
+	cfg Config
+	d   Deps
+	log *slog.Logger
 
 	mu    sync.Mutex
 	stats Stats
 }
 
-// New returns the processor reading transitionTopic.
-func New(transitionTopic string, d Deps) *Processor {
-	return &Processor{input: transitionTopic, d: d, log: d.Log.With("component", "refdata")}
+// New checks cfg and d and returns the processor.
+func New(cfg Config, d Deps) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if d.Pool == nil {
+		errs = append(errs, errors.New("refdata: no PostgreSQL pool"))
+	}
+	if d.Timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
+	}
+	if d.Clock == nil {
+		errs = append(errs, errors.New("refdata: no clock"))
+	}
+	if d.Log == nil {
+		errs = append(errs, errors.New("refdata: no logger"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Processor{cfg: cfg, d: d, log: d.Log.With("component", "refdata")}, nil
 }
 
 // Stats returns a snapshot of the running figures.
@@ -75,7 +116,7 @@ func (p *Processor) Stats() Stats {
 // Graph is the group graph: input transitions, table keyed by RTYPE.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(p.input), kafka.JSON[refdata.Transition]{}, p.handle),
+		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[refdata.Transition]{}, p.handle),
 		goka.Persist(kafka.JSON[refdata.State]{}),
 	)
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -57,10 +58,15 @@ type Requests interface {
 
 // Deps are the router's collaborators.
 type Deps struct {
+	// Messages is the proc_state store (required).
 	Messages *sink.Messages
-	Clock    clock.Clock
-	Log      *slog.Logger
-	Loc      *time.Location
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Log receives the router's lines (required; component=router is
+	// added).
+	Log *slog.Logger
+	// Loc is the airport time zone (required).
+	Loc *time.Location
 	// Requests is optional: without it EROR answers close nothing and the
 	// RESP guard finds no open request.
 	Requests Requests
@@ -85,20 +91,38 @@ type Stats struct {
 
 // Router is the msgx-router processor.
 type Router struct {
-	cfg   Config
-	set   Settings
-	inbox string
-	d     Deps
-	log   *slog.Logger
+	cfg Config
+	set Settings
+	d   Deps
+	log *slog.Logger
 
 	mu    sync.Mutex
 	stats Stats
 }
 
-// New returns the router reading inboxTopic.
-func New(cfg Config, inboxTopic string, d Deps) *Router {
-	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), inbox: inboxTopic, d: d,
-		log: d.Log.With("component", "router"), stats: Stats{Decided: map[string]int64{}, Reasons: map[string]int64{}, Ignored: map[string]int64{}}}
+// New checks cfg and d and returns the router.
+func New(cfg Config, d Deps) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if d.Messages == nil {
+		errs = append(errs, errors.New("router: no proc_state store"))
+	}
+	if d.Clock == nil {
+		errs = append(errs, errors.New("router: no clock"))
+	}
+	if d.Log == nil {
+		errs = append(errs, errors.New("router: no logger"))
+	}
+	if d.Loc == nil {
+		errs = append(errs, errors.New("router: no airport time zone"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), d: d,
+		log: d.Log.With("component", "router"), stats: Stats{Decided: map[string]int64{}, Reasons: map[string]int64{}, Ignored: map[string]int64{}}}, nil
 }
 
 // Stats returns a snapshot of the running figures.
@@ -114,7 +138,7 @@ func (r *Router) Stats() Stats {
 // transition topics, table keyed by MSG_ID.
 func (r *Router) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(r.inbox), ingest.Codec{}, r.handle),
+		goka.Input(goka.Stream(r.cfg.InboxTopic), ingest.Codec{}, r.handle),
 		goka.Output(goka.Stream(r.cfg.FlightTopic), kafka.JSON[flight.Transition]{}),
 		goka.Output(goka.Stream(r.cfg.RefdataTopic), kafka.JSON[refdata.Transition]{}),
 		goka.Persist(kafka.JSON[Entry]{}),

@@ -99,9 +99,10 @@ type Deps struct {
 	// transaction of a pass (UPDATE, SELECT, COMMIT) is bounded by it as one
 	// unit.
 	Timeout time.Duration
-	// Clock is the source of time (clock.Real{} when nil).
+	// Clock is the source of time (required).
 	Clock clock.Clock
-	// Log receives the sweeper's lines (slog.Default() when nil).
+	// Log receives the sweeper's lines (required; component=backfill is
+	// added).
 	Log *slog.Logger
 }
 
@@ -143,20 +144,18 @@ func New(cfg Config, deps Deps) (*Sweeper, error) {
 	if deps.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
 	}
+	if deps.Clock == nil {
+		errs = append(errs, errors.New("backfill: no clock"))
+	}
+	if deps.Log == nil {
+		errs = append(errs, errors.New("backfill: no logger"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	clk := deps.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	log := deps.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	return &Sweeper{
 		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, loc: deps.Location,
-		timeout: deps.Timeout, clk: clk, log: log.With("component", "backfill"),
+		timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "backfill"),
 		stats: Stats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
 	}, nil
 }

@@ -69,7 +69,7 @@ type Report struct {
 
 	// th are the thresholds the alerts were computed with, kept so that
 	// Merge can recompute them.
-	th Thresholds
+	th Config
 }
 
 // InboxStatus is the ingest side of the report (SPEC §4; 000 §4.1 asks to
@@ -251,71 +251,59 @@ type ComponentState struct {
 	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 }
 
-// Thresholds decide when a figure becomes an alert. A zero field
-// takes its default (DefaultThresholds).
-type Thresholds struct {
-	// HoleAge: an open hole older than this is an alert. Ingest releases a
-	// hole after MSGX_MAX_COMMIT_DELAY (5m) at the latest, so a hole that
-	// stays open much longer means the bridge is not running. Default 10m.
-	HoleAge time.Duration
+// Config decides when a figure becomes an alert. Durations are Go
+// durations ("5m", "720h").
+type Config struct {
+	// MaxCommitDelay is ingest's MSGX_MAX_COMMIT_DELAY (read here too): the
+	// bridge releases a hole after it at the latest, so a hole open for
+	// twice as long (HoleAge) means the bridge is not running.
+	MaxCommitDelay time.Duration `env:"MSGX_MAX_COMMIT_DELAY" envDefault:"5m"`
 	// OldestUnfinishedAge: an unfinished message older than this is an
 	// alert (a FAILED head blocks everything behind it; a ROUTED one waits
-	// for a processor). Retries take 15s by default. Default 5m.
-	OldestUnfinishedAge time.Duration
-	// InboxLag: more IDs than this above the watermark is an alert.
-	// Default 10000.
-	InboxLag int64
+	// for a processor). Retries take 15s by default.
+	OldestUnfinishedAge time.Duration `env:"MSGX_STATUS_UNFINISHED_AGE" envDefault:"5m"`
+	// InboxLag: more IDs than this above the watermark is an alert (a
+	// count of inbox IDs).
+	InboxLag int64 `env:"MSGX_STATUS_INBOX_LAG" envDefault:"10000"`
 	// UnreadAge: the next inbox row waiting longer than this for ingest is
-	// an alert (ingest not keeping up). Default 5m.
-	UnreadAge time.Duration
+	// an alert (ingest not keeping up).
+	UnreadAge time.Duration `env:"MSGX_STATUS_UNREAD_AGE" envDefault:"5m"`
 	// GroupLag: a consumer group more records than this behind on a topic
-	// is an alert. Default 1000.
-	GroupLag int64
-	// DeadWindow is the window of Messages.DeadRecent. Default 1h.
-	DeadWindow time.Duration
-	// BackfillOverdue is R (MSGX_OVERDUE_BACKFILL): a pending mark older
-	// than it is overdue. Default 720h.
-	BackfillOverdue time.Duration
+	// is an alert (a count of records).
+	GroupLag int64 `env:"MSGX_STATUS_GROUP_LAG" envDefault:"1000"`
+	// DeadWindow is the window of Messages.DeadRecent.
+	DeadWindow time.Duration `env:"MSGX_STATUS_DEAD_WINDOW" envDefault:"1h"`
+	// BackfillOverdue is the sweeper's R (MSGX_OVERDUE_BACKFILL, read here
+	// too): a pending mark older than it is overdue.
+	BackfillOverdue time.Duration `env:"MSGX_OVERDUE_BACKFILL" envDefault:"720h"`
 }
 
-// DefaultThresholds are the defaults of every threshold.
-func DefaultThresholds() Thresholds {
-	return Thresholds{
-		HoleAge:             10 * time.Minute,
-		OldestUnfinishedAge: 5 * time.Minute,
-		InboxLag:            10000,
-		UnreadAge:           5 * time.Minute,
-		GroupLag:            1000,
-		DeadWindow:          time.Hour,
-		BackfillOverdue:     720 * time.Hour,
-	}
-}
+// HoleAge is the age at which an open hole is an alert: twice
+// MaxCommitDelay.
+func (c Config) HoleAge() time.Duration { return 2 * c.MaxCommitDelay }
 
-// withDefaults fills the zero fields.
-func (t Thresholds) withDefaults() Thresholds {
-	d := DefaultThresholds()
-	if t.HoleAge <= 0 {
-		t.HoleAge = d.HoleAge
+// Validate checks every value; errors name the variable.
+func (c Config) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MSGX_MAX_COMMIT_DELAY", c.MaxCommitDelay}, {"MSGX_STATUS_UNFINISHED_AGE", c.OldestUnfinishedAge},
+		{"MSGX_STATUS_UNREAD_AGE", c.UnreadAge}, {"MSGX_STATUS_DEAD_WINDOW", c.DeadWindow},
+		{"MSGX_OVERDUE_BACKFILL", c.BackfillOverdue},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive", d.name))
+		}
 	}
-	if t.OldestUnfinishedAge <= 0 {
-		t.OldestUnfinishedAge = d.OldestUnfinishedAge
+	if c.InboxLag < 0 {
+		errs = append(errs, errors.New("MSGX_STATUS_INBOX_LAG: must not be negative"))
 	}
-	if t.InboxLag <= 0 {
-		t.InboxLag = d.InboxLag
+	if c.GroupLag < 0 {
+		errs = append(errs, errors.New("MSGX_STATUS_GROUP_LAG: must not be negative"))
 	}
-	if t.UnreadAge <= 0 {
-		t.UnreadAge = d.UnreadAge
-	}
-	if t.GroupLag <= 0 {
-		t.GroupLag = d.GroupLag
-	}
-	if t.DeadWindow <= 0 {
-		t.DeadWindow = d.DeadWindow
-	}
-	if t.BackfillOverdue <= 0 {
-		t.BackfillOverdue = d.BackfillOverdue
-	}
-	return t
+	return errors.Join(errs...)
 }
 
 // Deps is what Collect reads.
@@ -325,7 +313,7 @@ type Deps struct {
 	// MySQL is the shared inbox; nil leaves MaxID unknown ("not
 	// configured").
 	MySQL *sql.DB
-	// InboxTable is the inbox table (MSGX_INBOX_TABLE); default cminmsgs.
+	// InboxTable is the inbox table (MSGX_INBOX_TABLE, required).
 	InboxTable string
 	// Brokers are the Kafka bootstrap addresses; empty falls back to
 	// Kafka.Brokers, and when both are empty the groups are not reported.
@@ -334,37 +322,52 @@ type Deps struct {
 	// Kafka gives the admin round-trip timeout (Kafka.Timeout).
 	Kafka kafka.Config
 	// Groups are the consumer groups to report with their input topics
-	// (the processors know them; none: no group is reported).
+	// (required: the processors know them).
 	Groups []kafka.Group
 	// Timeout bounds every single database call and, when Kafka.Timeout is
-	// zero, every Kafka call (MSGX_DB_TIMEOUT); default 10s.
+	// zero, every Kafka call (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
-	// Thresholds decide the alerts.
-	Thresholds Thresholds
 }
 
 // statusErrorChars caps the error texts quoted in the report (one line
 // each on a screen).
 const statusErrorChars = 200
 
-// Collect takes the status report at now. Every source is read under
-// its own timeouts, concurrently; a failing source degrades its section
-// (see Report). The error is only for unusable deps (no PostgreSQL pool, a
-// bad table name).
-func Collect(ctx context.Context, deps Deps, now time.Time) (Report, error) {
-	if deps.PG == nil {
-		return Report{}, errors.New("status: no PostgreSQL pool")
+// Collector takes status reports.
+type Collector struct {
+	cfg  Config
+	deps Deps
+}
+
+// New checks cfg and deps and returns the collector.
+func New(cfg Config, deps Deps) (*Collector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if deps.InboxTable == "" {
-		deps.InboxTable = "cminmsgs"
+	var errs []error
+	if deps.PG == nil {
+		errs = append(errs, errors.New("status: no PostgreSQL pool"))
 	}
 	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.InboxTable); err != nil {
-		return Report{}, err
+		errs = append(errs, err)
 	}
 	if deps.Timeout <= 0 {
-		deps.Timeout = 10 * time.Second
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
 	}
-	th := deps.Thresholds.withDefaults()
+	if len(deps.Groups) == 0 {
+		errs = append(errs, errors.New("status: no consumer groups to report"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Collector{cfg: cfg, deps: deps}, nil
+}
+
+// Collect takes the status report at now. Every source is read under
+// its own timeouts, concurrently; a failing source degrades its section
+// (see Report).
+func (c *Collector) Collect(ctx context.Context, now time.Time) Report {
+	th, deps := c.cfg, c.deps
 	r := Report{
 		GeneratedAt: now,
 		Inbox: InboxStatus{
@@ -410,7 +413,7 @@ func Collect(ctx context.Context, deps Deps, now time.Time) (Report, error) {
 		r.Inbox.Lag = max(0, r.Inbox.MaxID-r.Inbox.Watermark)
 	}
 	r.Alerts = Alerts(r, th)
-	return r, nil
+	return r
 }
 
 // Merge adds the daemon's component states (replacing those of the same
@@ -435,7 +438,7 @@ func (r *Report) Merge(components []ComponentState) {
 type statusRun struct {
 	deps Deps
 	now  time.Time
-	th   Thresholds
+	th   Config
 	// pgDown is the first PostgreSQL outage seen (see pg).
 	pgDown error
 }
