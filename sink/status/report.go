@@ -329,9 +329,9 @@ type Deps struct {
 	Timeout time.Duration
 }
 
-// statusErrorChars caps the error texts quoted in the report (one line
+// errorChars caps the error texts quoted in the report (one line
 // each on a screen).
-const statusErrorChars = 200
+const errorChars = 200
 
 // Collector takes status reports.
 type Collector struct {
@@ -383,7 +383,7 @@ func (c *Collector) Collect(ctx context.Context, now time.Time) Report {
 		Components: []ComponentState{},
 		th:         th,
 	}
-	s := &statusRun{deps: deps, now: now, th: th}
+	s := &collection{deps: deps, now: now, th: th}
 
 	// The cursor is read first because the MySQL side needs W to find the
 	// next unread row; everything else runs at once, so an unreachable
@@ -434,8 +434,8 @@ func (r *Report) Merge(components []ComponentState) {
 	r.Alerts = Alerts(*r, r.th)
 }
 
-// statusRun is one Collect call.
-type statusRun struct {
+// collection is one Collect call.
+type collection struct {
 	deps Deps
 	now  time.Time
 	th   Config
@@ -444,7 +444,7 @@ type statusRun struct {
 }
 
 // call runs one database call under its own timeout.
-func (s *statusRun) call(ctx context.Context, fn func(ctx context.Context) error) error {
+func (s *collection) call(ctx context.Context, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.deps.Timeout)
 	defer cancel()
 	return fn(ctx)
@@ -456,7 +456,7 @@ func (s *statusRun) call(ctx context.Context, fn func(ctx context.Context) error
 // the operator needs the report fast. A timeout of a linear query (a big
 // count) is not taken for an outage — it may just be slow on a large table.
 // The PostgreSQL calls run on one goroutine, so pgDown needs no lock.
-func (s *statusRun) pg(ctx context.Context, linear bool, fn func(ctx context.Context) error) error {
+func (s *collection) pg(ctx context.Context, linear bool, fn func(ctx context.Context) error) error {
 	if s.pgDown != nil {
 		return fmt.Errorf("not tried, PostgreSQL unreachable: %w", s.pgDown)
 	}
@@ -507,7 +507,7 @@ const (
 
 // inboxPG reads the cursor, holes and late rows; W (-1 when unknown) goes
 // to cursorRead as soon as the cursor has been read.
-func (s *statusRun) inboxPG(ctx context.Context, in *InboxStatus, cursorRead chan<- int64) {
+func (s *collection) inboxPG(ctx context.Context, in *InboxStatus, cursorRead chan<- int64) {
 	fail := func(what string, err error) {
 		in.Errors = append(in.Errors, fmt.Sprintf("%s: %v", what, err))
 	}
@@ -577,7 +577,7 @@ func (s *statusRun) inboxPG(ctx context.Context, in *InboxStatus, cursorRead cha
 }
 
 // inboxMySQL reads MAX(CMINMSGS_ID) and the first row above W.
-func (s *statusRun) inboxMySQL(ctx context.Context, cursorRead <-chan int64) InboxStatus {
+func (s *collection) inboxMySQL(ctx context.Context, cursorRead <-chan int64) InboxStatus {
 	out := InboxStatus{MaxID: -1}
 	if s.deps.MySQL == nil {
 		out.MaxIDError = "MySQL not configured"
@@ -620,7 +620,7 @@ func (s *statusRun) inboxMySQL(ctx context.Context, cursorRead <-chan int64) Inb
 }
 
 // messages fills the proc_state section.
-func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
+func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 	pg := s.deps.PG
 	fail := func(what string, err error) {
 		m.Errors = append(m.Errors, fmt.Sprintf("%s: %v", what, err))
@@ -645,7 +645,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	case err != nil:
 		fail("reading the oldest unfinished message", err)
 	default:
-		h.AgeSeconds, h.LastError = ageSeconds(s.now, h.EnqueuedAt), clip(h.LastError, statusErrorChars)
+		h.AgeSeconds, h.LastError = ageSeconds(s.now, h.EnqueuedAt), clip(h.LastError, errorChars)
 		m.OldestUnfinished = &h
 	}
 
@@ -681,7 +681,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 		case err != nil:
 			fail("reading the latest DEAD message", err)
 		default:
-			d.LastError = clip(d.LastError, statusErrorChars)
+			d.LastError = clip(d.LastError, errorChars)
 			m.LatestDead = &d
 		}
 	}
@@ -692,7 +692,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 }
 
 // backfill fills the backfill section.
-func (s *statusRun) backfill(ctx context.Context, b *BackfillStatus) {
+func (s *collection) backfill(ctx context.Context, b *BackfillStatus) {
 	var oldest *time.Time
 	err := s.pg(ctx, false, func(ctx context.Context) error {
 		return s.deps.PG.QueryRow(ctx, sqlBackfillPending, s.now.Add(-s.th.BackfillOverdue)).Scan(&b.Pending, &b.Overdue, &oldest)
@@ -710,7 +710,7 @@ func (s *statusRun) backfill(ctx context.Context, b *BackfillStatus) {
 
 // countBy runs a "key, count" query into a map (never nil on success);
 // linear as for pg.
-func (s *statusRun) countBy(ctx context.Context, linear bool, q string) (map[string]int64, error) {
+func (s *collection) countBy(ctx context.Context, linear bool, q string) (map[string]int64, error) {
 	out := map[string]int64{}
 	err := s.pg(ctx, linear, func(ctx context.Context) error {
 		rows, err := s.deps.PG.Query(ctx, q)
@@ -732,7 +732,7 @@ func (s *statusRun) countBy(ctx context.Context, linear bool, q string) (map[str
 }
 
 // groups reads the consumer lag of every group on its topics.
-func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
+func (s *collection) groups(ctx context.Context) ([]GroupLag, string) {
 	brokers := s.deps.Brokers
 	if len(brokers) == 0 {
 		brokers = s.deps.Kafka.Brokers
