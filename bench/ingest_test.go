@@ -100,7 +100,10 @@ func newIngestRig(b *testing.B, rows int) *ingestRig {
 // run ingests until the topic holds want records and returns the elapsed time.
 func (r *ingestRig) run(b *testing.B, cfg ingest.Config, want int64, limit time.Duration) (int64, time.Duration) {
 	b.Helper()
-	br := ingest.NewBridge(cfg, r.deps)
+	br, err := ingest.New(cfg, r.deps)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	start := time.Now()

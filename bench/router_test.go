@@ -35,7 +35,7 @@ func BenchmarkRouter(b *testing.B) {
 		}
 		brokers := broker.Addrs()
 		kc := testenv.KafkaConfig(brokers)
-		cfg := router.Config{FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1, MaxAttempts: 5,
+		cfg := router.Config{InboxTopic: "msgx.inbox", FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1, MaxAttempts: 5,
 			Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute, IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
 		if err := kafka.EnsureTopics(brokers, kc, append(cfg.TopicSpecs(), kafka.TopicSpec{Name: "msgx.inbox", Partitions: 1}), testenv.Logger(b)); err != nil {
 			b.Fatal(err)
@@ -53,8 +53,11 @@ func BenchmarkRouter(b *testing.B) {
 			b.Fatal(err)
 		}
 		cl.Close()
-		rt := router.New(cfg, "msgx.inbox", router.Deps{Messages: sink.NewMessages(pool, 10*time.Second), Clock: clock.Real{},
+		rt, err := router.New(cfg, router.Deps{Messages: sink.NewMessages(pool, 10*time.Second), Clock: clock.Real{},
 			Log: testenv.Logger(b), Loc: testenv.Shanghai})
+		if err != nil {
+			b.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		b.ResetTimer()

@@ -22,14 +22,20 @@ var ErrNotSeeded = errors.New("no inbox cursor yet: set MSGX_CUTOVER_WATERMARK=m
 
 // Deps are the bridge's collaborators.
 type Deps struct {
-	Inbox   *Inbox
+	// Inbox reads the shared MySQL inbox (required).
+	Inbox *Inbox
+	// Cursors is the watermark store in PostgreSQL (required).
 	Cursors *Cursors
 	// PG is used for the ingest advisory lock (one active instance).
-	PG      sink.Config
+	PG sink.Config
+	// Brokers and Kafka are where msgx.inbox is produced (required).
 	Brokers []string
 	Kafka   kafka.Config
-	Clock   clock.Clock
-	Log     *slog.Logger
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Log receives the bridge's lines (required; component=ingest is
+	// added).
+	Log *slog.Logger
 }
 
 // Stats are the bridge's running figures for status and metrics.
@@ -64,9 +70,31 @@ type Bridge struct {
 	afterProduce func() error
 }
 
-// NewBridge returns a bridge; Run starts it.
-func NewBridge(cfg Config, d Deps) *Bridge {
-	return &Bridge{cfg: cfg, d: d, log: d.Log.With("component", "ingest")}
+// New checks cfg and d and returns the bridge; Run starts it.
+func New(cfg Config, d Deps) (*Bridge, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if d.Inbox == nil {
+		errs = append(errs, errors.New("ingest: no inbox reader"))
+	}
+	if d.Cursors == nil {
+		errs = append(errs, errors.New("ingest: no cursor store"))
+	}
+	if len(d.Brokers) == 0 {
+		errs = append(errs, errors.New("ingest: no Kafka brokers"))
+	}
+	if d.Clock == nil {
+		errs = append(errs, errors.New("ingest: no clock"))
+	}
+	if d.Log == nil {
+		errs = append(errs, errors.New("ingest: no logger"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Bridge{cfg: cfg, d: d, log: d.Log.With("component", "ingest")}, nil
 }
 
 // Stats returns a snapshot of the running figures.

@@ -485,3 +485,19 @@ func TestOversizeRowDoesNotBlockIngest(t *testing.T) {
 		t.Fatalf("records %+v", ids(recs))
 	}
 }
+
+// New names what is missing: a nil collaborator is an error, not a panic.
+func TestNewRefusesIncompleteDeps(t *testing.T) {
+	cfg := Config{Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
+		MaxCommitDelay: 5 * time.Minute, HoleProbeTimeout: 2 * time.Second, LateWatch: time.Hour, LateCheckInterval: time.Second}
+	_, err := New(cfg, Deps{})
+	for _, want := range []string{"no inbox reader", "no cursor store", "no Kafka brokers", "no clock", "no logger"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with empty deps: %v, want it to name %q", err, want)
+		}
+	}
+	cfg.Topic = ""
+	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_INBOX") {
+		t.Errorf("New without a topic: %v", err)
+	}
+}

@@ -69,12 +69,15 @@ func (h *harness) bridge(c clock.Clock) *Bridge {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { probe.Close() })
-	b := NewBridge(h.cfg, Deps{
+	b, err := New(h.cfg, Deps{
 		Inbox:   NewInbox(h.my, probe, h.cfg.Table, 10*time.Second),
 		Cursors: NewCursors(h.pool, 10*time.Second),
 		PG:      h.pg, Brokers: h.brokers, Kafka: testenv.KafkaConfig(h.brokers),
 		Clock: c, Log: testenv.Logger(h.t),
 	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	h.t.Cleanup(b.closeProducer)
 	return b
 }

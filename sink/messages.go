@@ -46,6 +46,20 @@ func scanMessage(row pgx.Row) (Message, error) {
 	return m, err
 }
 
+// The backfill predicates on proc_state (docs/design.md#backfill-predicate), for the sweeper, the
+// operator's commands and the status report. The states and IS NULL tests
+// are literals so that the planner matches the partial index
+// proc_state_backfill (migration 0002); ARCHIVED rows are excluded by the
+// explicit list of terminal states.
+const (
+	// BackfillOwed holds for a terminal message still owing its processed
+	// mark: the sweeper's queue.
+	BackfillOwed = `state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+	// BackfillAbandoned holds for a terminal message whose mark the sweeper
+	// gave up on (not written, abandoned): reconciled by hand.
+	BackfillAbandoned = `state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NOT NULL`
+)
+
 // Messages is the proc_state store. The router is its writer for message
 // decisions; the applying processors complete messages through MarkApplied.
 type Messages struct {
@@ -212,6 +226,26 @@ type Decision struct {
 func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	b := &pgx.Batch{}
+	q := QueueDecision(b, d)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
+	}
+	return q.Recorded(), nil
+}
+
+// QueuedDecision is a decision queued on a batch (QueueDecision).
+type QueuedDecision struct {
+	recorded bool
+}
+
+// Recorded reports, once the batch has run, whether the decision was
+// recorded (false: the message was no longer PENDING or FAILED).
+func (q *QueuedDecision) Recorded() bool { return q.recorded }
+
+// QueueDecision queues Record's statement on b: the router's write seam,
+// so that several decisions can share a round trip and a transaction.
+func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 	var backfill, routedAt *time.Time
 	if message.IsTerminal(d.State) {
 		backfill = &d.Now
@@ -232,8 +266,8 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	// read the UPDATE's result. A flight entry that exists keeps its day
 	// unless it had none (an ADFT without SODT), as the router only ever
 	// adds a day; a key-tag entry takes the latest routed message's tag.
-	var decided int
-	err := s.pool.QueryRow(ctx, `WITH u AS (
+	q := &QueuedDecision{}
+	b.Queue(`WITH u AS (
 			UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
 				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
 				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
@@ -251,18 +285,20 @@ func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 			ON CONFLICT (rtype) DO UPDATE SET key_tag = EXCLUDED.key_tag, msg_id = EXCLUDED.msg_id)
 		SELECT COUNT(*) FROM u`,
 		d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
-		d.N, d.Now, routedAt, backfill, flids, days, refType, keyTag).Scan(&decided)
-	if err != nil {
-		return false, fmt.Errorf("recording decision %s for message %d: %w", d.State, d.MsgID, err)
-	}
-	return decided == 1, nil
+		d.N, d.Now, routedAt, backfill, flids, days, refType, keyTag).QueryRow(func(row pgx.Row) error {
+		var decided int
+		err := row.Scan(&decided)
+		q.recorded = decided == 1
+		return err
+	})
+	return q
 }
 
 // Fail records a failure that belongs to the message and returns its attempt
 // count: the message stays FAILED, at the head, until nextAt. The message's
 // identity (identityKey, "" when none was computed) is bound in the same
 // statement if no other message holds it, and stays bound when the message
-// is exhausted (000 §5.2 step 3): a resend of a failed or exhausted message
+// is exhausted (docs/design.md#identity): a resend of a failed or exhausted message
 // is its duplicate. When another message holds it, the decision after the
 // retry says duplicate-of.
 func (s *Messages) Fail(ctx context.Context, msgID int64, identityKey, class, lastError string, nextAt, now time.Time) (int, error) {

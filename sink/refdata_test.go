@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/refdata"
@@ -249,11 +250,11 @@ func refSnapshot(t *testing.T, pool *pgxpool.Pool) []string {
 // table value would hold it.
 func refCloneState(t *testing.T, s *refdata.State) *refdata.State {
 	t.Helper()
-	b, err := refdata.StateCodec{}.Encode(s)
+	b, err := kafka.JSON[refdata.State]{}.Encode(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := refdata.StateCodec{}.Decode(b)
+	v, err := kafka.JSON[refdata.State]{}.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 // Config is how msgx reaches its databases.
 type Config struct {
 	// PGDSN is msgx's own PostgreSQL (state, read model). URL or key=value form.
-	PGDSN string `env:"MSGX_PG_DSN" envDefault:"postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable"` // keep in step with cmd/msgx defaultPGDSN
+	PGDSN string `env:"MSGX_PG_DSN" envDefault:"postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable"`
 	// MySQLDSN is the shared legacy inbox (go-sql-driver DSN). parseTime and the
 	// airport time zone are forced by OpenMySQL.
 	MySQLDSN string `env:"MSGX_MYSQL_DSN" envDefault:"root@tcp(127.0.0.1:3306)/aodbinterface"`

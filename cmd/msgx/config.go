@@ -17,10 +17,12 @@ import (
 	"msgx/ingest"
 	"msgx/internal/kafka"
 	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
+	"msgx/sink/status"
 )
 
 // Config is the whole daemon's configuration: one struct per component plus
@@ -48,12 +50,14 @@ type Config struct {
 	HTTP      ingest.HTTPConfig
 	Router    router.Config
 	Flights   flights.Config
+	Refdata   refdataproc.Config
 	Backfill  backfill.Config
 	Requests  outbound.Config
 	Schd      schd.Config
 	Publisher event.Config
 	Jobs      maintenance.Config
 	History   flights.HistoryConfig
+	Status    status.Config
 
 	loc *time.Location
 }
@@ -83,7 +87,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
 	errs = append(errs, c.productionChecks()...)
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}
@@ -91,11 +95,15 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Defaults a production deployment must not run on.
-const (
-	defaultPGDSN    = "postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable"
-	defaultMySQLDSN = "root@tcp(127.0.0.1:3306)/aodbinterface"
-)
+// envDefault is the default of field of struct type T, from its envDefault
+// tag: the one place a default is written.
+func envDefault[T any](field string) string {
+	f, ok := reflect.TypeFor[T]().FieldByName(field)
+	if !ok {
+		panic(fmt.Sprintf("%v has no field %s", reflect.TypeFor[T](), field))
+	}
+	return f.Tag.Get("envDefault")
+}
 
 // productionChecks refuses, with MSGX_ENV=production, what is only meant for
 // development: the embedded Kafka and the built-in local DSNs.
@@ -107,10 +115,11 @@ func (c *Config) productionChecks() []error {
 	if c.Kafka.Embedded() {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_KAFKA_BROKERS is empty, but the embedded Kafka is for development; point it at the cluster"))
 	}
-	if c.DB.PGDSN == defaultPGDSN {
+	// The development defaults a production deployment must not run on.
+	if c.DB.PGDSN == envDefault[sink.Config]("PGDSN") {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_PG_DSN is the development default; set the production database"))
 	}
-	if c.DB.MySQLDSN == defaultMySQLDSN {
+	if c.DB.MySQLDSN == envDefault[sink.Config]("MySQLDSN") {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_MYSQL_DSN is the development default; set the shared inbox's primary"))
 	}
 	return errs

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgx/internal/testenv"
+	"msgx/processors/flights"
 	"msgx/processors/router"
 	"msgx/processors/sis"
 )
@@ -114,7 +115,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	_ = pool.QueryRow(context.Background(), "SELECT state_version FROM flight_schd WHERE flid = '15'").Scan(&v15)
 
 	// msg: every version of every flight, read by an independent client.
-	testenv.WaitCaughtUp(t, brokers, "msgx-flights", []string{"msgx.flight-transitions", "msgx-flights-loop"}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.Group, []string{"msgx.flight-transitions", flights.LoopTopic}, time.Minute)
 	events := map[string]bool{}
 	var tombstone16 bool
 	for _, r := range testenv.ReadTopic(t, brokers, "msgx.msg", 1<<20, 3*time.Second) {
@@ -168,7 +169,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	dupes := testenv.ReadTopic(t, brokers, "msgx.inbox", n, 10*time.Second)
 	produce(t, brokers, dupes)
 	testenv.WaitCaughtUp(t, brokers, router.Group, []string{"msgx.inbox"}, time.Minute)
-	testenv.WaitCaughtUp(t, brokers, "msgx-flights", []string{"msgx.flight-transitions", "msgx-flights-loop"}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.Group, []string{"msgx.flight-transitions", flights.LoopTopic}, time.Minute)
 	if after := snapshot(t, pool); after != before {
 		t.Fatalf("re-delivering the inbox changed state:\nbefore %s\nafter  %s", before, after)
 	}

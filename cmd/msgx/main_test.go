@@ -213,3 +213,35 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+// A variable read by several components' Configs (MSGX_TOPIC_INBOX by
+// ingest and the router, …) has one default.
+func TestSharedVariablesHaveOneDefault(t *testing.T) {
+	defaults := map[string]map[string]bool{}
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Time{}) {
+				walk(f.Type)
+				continue
+			}
+			if tag := f.Tag.Get("env"); tag != "" {
+				name, _, _ := strings.Cut(tag, ",")
+				if defaults[name] == nil {
+					defaults[name] = map[string]bool{}
+				}
+				defaults[name][f.Tag.Get("envDefault")] = true
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}))
+	for name, ds := range defaults {
+		if len(ds) > 1 {
+			t.Errorf("%s has %d defaults: %v", name, len(ds), ds)
+		}
+	}
+	if len(defaults["MSGX_TOPIC_FLIGHT_TRANSITIONS"]) != 1 {
+		t.Error("MSGX_TOPIC_FLIGHT_TRANSITIONS not found")
+	}
+}

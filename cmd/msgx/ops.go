@@ -17,6 +17,7 @@ import (
 	"msgx/cmd/msgx/metric"
 	"msgx/internal/clock"
 	"msgx/internal/health"
+	"msgx/internal/kafka"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
@@ -24,22 +25,31 @@ import (
 	"msgx/sink/status"
 )
 
-// statusDeps is how the status report reads this deployment.
-func statusDeps(cfg Config, d *deps) status.Deps {
-	return status.Deps{
+// collect takes the status report of this deployment.
+func collect(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
+	c, err := status.New(cfg.Status, status.Deps{
 		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
-		Groups: []status.Group{
-			{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
-			{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.Group + "-loop"}},
-			{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
-		},
-		Thresholds: status.Thresholds{HoleAge: 2 * cfg.Ingest.MaxCommitDelay, BackfillOverdue: cfg.Backfill.Overdue},
+		Groups: processorGroups(cfg),
+	})
+	if err != nil {
+		return status.Report{}, err
+	}
+	return c.Collect(ctx, d.clock.Now()), nil
+}
+
+// processorGroups are the goka groups of the processors and their input
+// topics: the status report's consumer lag and rebuild's progress.
+func processorGroups(cfg Config) []kafka.Group {
+	return []kafka.Group{
+		{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
+		{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.LoopTopic}},
+		{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
 	}
 }
 
 // report collects the status report and adds the components' states.
 func report(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
-	r, err := status.Collect(ctx, statusDeps(cfg, d), d.clock.Now())
+	r, err := collect(ctx, cfg, d)
 	if err != nil {
 		return r, err
 	}
@@ -168,5 +178,5 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
 	d := &deps{pool: pool, mysql: my, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
-	return status.Collect(ctx, statusDeps(cfg, d), d.clock.Now())
+	return collect(ctx, cfg, d)
 }

@@ -73,26 +73,26 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 		return errors.New("another msgx instance is processing (it holds the process lock): stop it before rebuilding")
 	}
 	defer lock.Release()
-	groups := map[string][]string{
-		router.Group:      {cfg.Ingest.Topic},
-		flights.Group:     {cfg.Router.FlightTopic, flights.Group + "-loop"},
-		refdataproc.Group: {cfg.Router.RefdataTopic},
-	}
+	groups := processorGroups(cfg)
 	// A stopped instance stays a (static) member until its session times
 	// out: wait that long before deciding another one still runs.
 	deadline := clk.Now().Add(2*cfg.Kafka.SessionTimeout + 5*time.Second)
-	for g, topics := range groups {
-		for {
-			_, active, err := kafka.Lag(ctx, brokers, cfg.Kafka, g, topics)
-			if err != nil || !active {
-				break
+	for {
+		lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, groups)
+		active := ""
+		for _, l := range lags {
+			if l.Members > 0 {
+				active = l.Group
 			}
-			if clk.Now().After(deadline) {
-				return fmt.Errorf("consumer group %s has active members: stop every msgx instance before rebuilding", g)
-			}
-			if err := clock.Sleep(ctx, clk, time.Second); err != nil {
-				return err
-			}
+		}
+		if err != nil || active == "" {
+			break
+		}
+		if clk.Now().After(deadline) {
+			return fmt.Errorf("consumer group %s has active members: stop every msgx instance before rebuilding", active)
+		}
+		if err := clock.Sleep(ctx, clk, time.Second); err != nil {
+			return err
 		}
 	}
 	pool, err := sink.OpenPG(ctx, cfg.DB)
@@ -108,7 +108,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{router.Group, flights.Group, refdataproc.Group}); err != nil {
 		return err
 	}
-	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: flights.Group + "-loop", Partitions: cfg.Router.Partitions})
+	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: flights.LoopTopic, Partitions: cfg.Router.Partitions})
 	internal = append(internal, tableTopics(cfg)...)
 	if err := kafka.RecreateTopics(ctx, clk, brokers, cfg.Kafka, internal, log); err != nil {
 		return err
@@ -129,9 +129,18 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	opts := func() []goka.ProcessorOption {
 		return kafka.GokaOptions(cfg.Kafka, storage.MemoryBuilder(), log)
 	}
-	rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: sink.NewMessages(pool, cfg.DB.Timeout), Clock: clk, Log: log, Loc: cfg.Location()})
-	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
-	rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	rt, err := router.New(cfg.Router, router.Deps{Messages: sink.NewMessages(pool, cfg.DB.Timeout), Clock: clk, Log: log, Loc: cfg.Location()})
+	if err != nil {
+		return err
+	}
+	fp, err := flights.New(cfg.Flights, flights.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	if err != nil {
+		return err
+	}
+	rp, err := refdataproc.New(cfg.Refdata, refdataproc.Deps{Pool: pool, Timeout: cfg.DB.Timeout, Clock: clk, Log: log})
+	if err != nil {
+		return err
+	}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(pctx)
@@ -145,18 +154,18 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 		if err := clock.Sleep(gctx, clk, time.Second); err != nil {
 			return fmt.Errorf("rebuild interrupted: %w", errors.Join(err, g.Wait()))
 		}
-		var remaining int64
+		remaining := int64(-1)
 		done := total
-		for grp, topics := range groups {
-			lag, _, err := kafka.Lag(ctx, brokers, cfg.Kafka, grp, topics)
-			if err != nil {
-				remaining = -1
-				break
-			}
-			for t, l := range lag {
-				remaining += l
-				if t == cfg.Ingest.Topic {
-					done = total - l
+		if lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, groups); err == nil {
+			remaining = 0
+			for _, l := range lags {
+				if l.Error != "" {
+					remaining = -1
+					break
+				}
+				remaining += l.Lag
+				if l.Group == router.Group && l.Topic == cfg.Ingest.Topic {
+					done = total - l.Lag
 				}
 			}
 		}
@@ -181,12 +190,17 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	return nil
 }
 
+// inboxEnd is the number of records in the inbox topic: the lag of a group
+// that never committed.
 func inboxEnd(ctx context.Context, brokers []string, cfg Config) (int64, error) {
-	lag, _, err := kafka.Lag(ctx, brokers, cfg.Kafka, "msgx-rebuild-probe", []string{cfg.Ingest.Topic})
+	lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, []kafka.Group{{Group: "msgx-rebuild-probe", Topics: []string{cfg.Ingest.Topic}}})
 	if err != nil {
 		return 0, err
 	}
-	return lag[cfg.Ingest.Topic], nil
+	if lags[0].Error != "" {
+		return 0, fmt.Errorf("reading the end of %s: %s", cfg.Ingest.Topic, lags[0].Error)
+	}
+	return lags[0].Lag, nil
 }
 
 func bar(done, total int64) string {

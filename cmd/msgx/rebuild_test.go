@@ -61,7 +61,7 @@ func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]strin
 	for _, tbl := range []struct {
 		table goka.Table
 		codec goka.Codec
-	}{{flights.Table, flight.StateCodec{}}, {refdataproc.Table, refdata.StateCodec{}}} {
+	}{{flights.Table, kafka.JSON[flight.State]{}}, {refdataproc.Table, kafka.JSON[refdata.State]{}}} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err := kafka.ReadTable(ctx, brokers, cfg.Kafka, tbl.table, tbl.codec, testenv.Logger(t), func(v *goka.View) error {
 			it, err := v.Iterator()

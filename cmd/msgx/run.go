@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -36,9 +35,6 @@ import (
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
 	"msgx/sink/status"
-	"msgx/tables/flight"
-	"msgx/tables/refdata"
-	"msgx/tables/request"
 )
 
 type role int
@@ -188,11 +184,14 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	}
 
 	if r.has(roleIngest) {
-		bridge := ingest.NewBridge(cfg.Ingest, ingest.Deps{
+		bridge, err := ingest.New(cfg.Ingest, ingest.Deps{
 			Inbox:   ingest.NewInbox(d.mysql, d.probe, cfg.Ingest.Table, cfg.DB.Timeout),
 			Cursors: ingest.NewCursors(d.pool, cfg.DB.Timeout),
 			PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
 		})
+		if err != nil {
+			return err
+		}
 		supervise("ingest", bridge.Run)
 		src.Ingest = bridge.Stats
 		send := &ingest.SendHandler{
@@ -379,8 +378,11 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	}
 	supervise("requests", reqs.Run)
 	msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
-	rt := router.New(cfg.Router, cfg.Ingest.Topic, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
+	rt, err := router.New(cfg.Router, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
 		Requests: reqs, ObserveDecision: m.ObserveDecision})
+	if err != nil {
+		return err
+	}
 	src.Router = rt.Stats
 	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
 	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
@@ -395,24 +397,19 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 		st := pub.Stats()
 		return st.LastError != "", st.LastError
 	})
-	fp := flights.New(cfg.Flights, cfg.Router.FlightTopic, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		Notify: pub.Notify,
-		OnMessageDone: func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error {
-			if t.Source != "SCHD-RESP" {
-				return nil
-			}
-			return reqs.Complete(ctx, tx, request.RQFD, request.STYPNone, t.MsgID, t.MsgDTTM, d.clock.Now())
-		}})
+	fp, err := flights.New(cfg.Flights, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+		Notify: pub.Notify, OnMessageDone: reqs.CompleteFlightResponse})
+	if err != nil {
+		return err
+	}
 	supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	src.Flights = fp.Stats
 	d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
-	rp := refdataproc.New(cfg.Router.RefdataTopic, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		OnApplied: func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error {
-			if t.STYP != refdata.STYPRESP {
-				return nil
-			}
-			return reqs.Complete(ctx, tx, request.RQRD, t.RType, t.MsgID, t.MsgDTTM, d.clock.Now())
-		}})
+	rp, err := refdataproc.New(cfg.Refdata, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+		OnApplied: reqs.CompleteRefdataResponse})
+	if err != nil {
+		return err
+	}
 	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	src.Refdata = rp.Stats
 	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
@@ -423,7 +420,7 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	}
 	supervise("backfill", bf.Run)
 	src.Backfill = bf.Stats
-	fl, err := schd.NewFlusher(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
+	fl, err := schd.New(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
 		Kafka: cfg.Kafka, Clock: d.clock, Log: log})
 	if err != nil {
 		return err
@@ -442,7 +439,11 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 		return err
 	}
 	supervise("maintenance", jobs.Run)
-	hist := flights.NewHistory(cfg.History, cfg.Router.FlightTopic, d.pool, cfg.DB.Timeout, d.brokers, cfg.Kafka, d.clock, cfg.Location(), log)
+	hist, err := flights.NewHistory(cfg.History, flights.HistoryDeps{Pool: d.pool, Timeout: cfg.DB.Timeout, Brokers: d.brokers,
+		Kafka: cfg.Kafka, Clock: d.clock, Location: cfg.Location(), Log: log})
+	if err != nil {
+		return err
+	}
 	supervise("history", hist.Run)
 	return nil
 }

@@ -25,12 +25,12 @@ var tables = map[string]struct {
 	// view turns a table value into what the operator sees.
 	view func(any) any
 }{
-	"messages": {router.Table, router.EntryCodec{}, nil},
+	"messages": {router.Table, kafka.JSON[router.Entry]{}, nil},
 	// The flight JSON of docs/design.md#events without the table's
 	// bookkeeping (or, for a master not created yet, the children waiting
 	// for it).
-	"flights": {flights.Table, flight.StateCodec{}, func(v any) any { return v.(*flight.State).Inspect() }},
-	"refdata": {refdataproc.Table, refdata.StateCodec{}, func(v any) any { return v.(*refdata.State).List() }},
+	"flights": {flights.Table, kafka.JSON[flight.State]{}, func(v any) any { return v.(*flight.State).Inspect() }},
+	"refdata": {refdataproc.Table, kafka.JSON[refdata.State]{}, func(v any) any { return v.(*refdata.State).List() }},
 }
 
 // runTable prints a goka table entry as JSON: `msgx table get <table> <key>`

@@ -81,10 +81,10 @@ type Flusher struct {
 	afterProduce func(ctx context.Context) error
 }
 
-// NewFlusher checks the configuration and returns a flusher; Run starts it.
+// New checks the configuration and returns a flusher; Run starts it.
 // A producer configuration other than docs/design.md#kafka-settings is
 // refused here, at start-up.
-func NewFlusher(cfg Config, d Deps) (*Flusher, error) {
+func New(cfg Config, d Deps) (*Flusher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -53,11 +53,11 @@ func TestNewFlusherRefusesNonD3Producer(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	kc := testenv.KafkaConfig(h.brokers)
 	kc.Idempotent = false
-	_, err := NewFlusher(h.cfg, Deps{Pool: h.pool, DBTimeout: time.Second, Brokers: h.brokers, Kafka: kc, Clock: h.clock, Log: testenv.Logger(t)})
+	_, err := New(h.cfg, Deps{Pool: h.pool, DBTimeout: time.Second, Brokers: h.brokers, Kafka: kc, Clock: h.clock, Log: testenv.Logger(t)})
 	if err == nil || !strings.Contains(err.Error(), "D3") {
 		t.Fatalf("non-idempotent producer: %v", err)
 	}
-	if _, err := NewFlusher(Config{}, Deps{}); err == nil {
+	if _, err := New(Config{}, Deps{}); err == nil {
 		t.Fatal("invalid configuration accepted")
 	}
 }

@@ -133,7 +133,7 @@ func (l *lockedBuffer) String() string {
 // flusher returns a new Flusher (a "process") logging into h.logs.
 func (h *harness) flusher() *Flusher {
 	h.t.Helper()
-	f, err := NewFlusher(h.cfg, Deps{
+	f, err := New(h.cfg, Deps{
 		Pool: h.pool, DBTimeout: 5 * time.Second, Brokers: h.brokers, Kafka: testenv.KafkaConfig(h.brokers),
 		Clock: h.clock, Log: slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype/zeronull"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/ingest"
@@ -61,7 +62,9 @@ const resetByReplaySQL = `(p.state = 'PENDING' AND EXISTS (SELECT 1 FROM replay_
 const unproducedSQL = `(p.state = 'PENDING' AND NOT (SELECT i.produced FROM replay_audit_msg i
 	WHERE i.msg_id = p.msg_id ORDER BY i.audit_id DESC LIMIT 1))`
 
-const replayColumns = `p.msg_id, p.state, p.error_class, p.reason, p.last_error, p.identity_key, p.attempts`
+// rowColumns are the proc_state columns of a Row (alias p), in scanRow's
+// order.
+const rowColumns = `p.msg_id, p.state, p.error_class, p.reason, p.last_error, p.identity_key, p.attempts`
 
 // Selector names the messages to replay. Exactly one field is set.
 type Selector struct {
@@ -186,22 +189,15 @@ type Row struct {
 	Attempts    int    `json:"attempts"`
 }
 
-func scanReplayRow(row pgx.Row, extra ...any) (Row, error) {
+func scanRow(row pgx.Row, extra ...any) (Row, error) {
 	var r Row
-	var class, reason, lastErr, identity *string
-	dest := append([]any{&r.MsgID, &r.State, &class, &reason, &lastErr, &identity, &r.Attempts}, extra...)
+	// NULL columns scan as "" (zeronull.Text).
+	dest := append([]any{&r.MsgID, &r.State, (*zeronull.Text)(&r.ErrorClass), (*zeronull.Text)(&r.Reason),
+		(*zeronull.Text)(&r.LastError), (*zeronull.Text)(&r.IdentityKey), &r.Attempts}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return Row{}, err
 	}
-	r.ErrorClass, r.Reason, r.LastError, r.IdentityKey = deref(class), deref(reason), deref(lastErr), deref(identity)
 	return r, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // Refusal is an explicitly named message that a replay will not move.
@@ -298,12 +294,12 @@ func DryRun(ctx context.Context, pool *pgxpool.Pool, sel Selector, limit int) (P
 		if limit > 0 {
 			lim = &limit
 		}
-		rows, err := pool.Query(ctx, `SELECT `+replayColumns+` FROM proc_state p WHERE `+cond+
+		rows, err := pool.Query(ctx, `SELECT `+rowColumns+` FROM proc_state p WHERE `+cond+
 			` ORDER BY p.msg_id LIMIT $`+strconv.Itoa(len(args)+1), append(args, lim)...)
 		if err != nil {
 			return fmt.Errorf("listing messages to replay (%s): %w", plan.Selector, err)
 		}
-		plan.Rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanReplayRow(r) })
+		plan.Rows, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanRow(r) })
 		if err != nil {
 			return fmt.Errorf("listing messages to replay (%s): %w", plan.Selector, err)
 		}
@@ -334,7 +330,7 @@ func namedRows(ctx context.Context, q queryer, f filter, ids []int64, timeout ti
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cond, args := f.sql(2)
-	rows, err := q.Query(ctx, `SELECT `+replayColumns+`, COALESCE(`+cond+`, false) FROM proc_state p
+	rows, err := q.Query(ctx, `SELECT `+rowColumns+`, COALESCE(`+cond+`, false) FROM proc_state p
 		WHERE p.msg_id = ANY($1) ORDER BY p.msg_id`, append([]any{ids}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("reading %d named messages: %w", len(ids), err)
@@ -343,7 +339,7 @@ func namedRows(ctx context.Context, q queryer, f filter, ids []int64, timeout ti
 	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
 		var n named
 		var err error
-		n.row, err = scanReplayRow(r, &n.ok)
+		n.row, err = scanRow(r, &n.ok)
 		n.found = true
 		found[n.row.MsgID] = n
 		return struct{}{}, err
@@ -661,12 +657,12 @@ func (r *replayer) candidates(ctx context.Context, tx pgx.Tx, after int64) ([]Ro
 	var out []Row
 	err := r.call(ctx, func(ctx context.Context) error {
 		cond, args := r.f.sql(3)
-		rows, err := tx.Query(ctx, `SELECT `+replayColumns+` FROM proc_state p
+		rows, err := tx.Query(ctx, `SELECT `+rowColumns+` FROM proc_state p
 			WHERE p.msg_id > $1 AND `+cond+` ORDER BY p.msg_id LIMIT $2`, append([]any{after, Batch + 1}, args...)...)
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanReplayRow(r) })
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanRow(r) })
 		return err
 	})
 	if err != nil {
@@ -690,7 +686,7 @@ func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []in
 	err := r.call(ctx, func(ctx context.Context) error {
 		cond, args := r.f.sql(4)
 		rows, err := tx.Query(ctx, `WITH old AS (
-				SELECT `+replayColumns+` FROM proc_state p
+				SELECT `+rowColumns+` FROM proc_state p
 				WHERE p.msg_id = ANY($1) AND `+cond+`
 				FOR UPDATE
 			), reset AS (
@@ -706,11 +702,11 @@ func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []in
 				INSERT INTO replay_audit_msg (audit_id, msg_id, state, error_class, reason, last_error, attempts, identity_key)
 				SELECT $3::bigint, msg_id, state, error_class, reason, last_error, attempts, identity_key FROM old
 			)
-			SELECT `+replayColumns+` FROM old p ORDER BY p.msg_id`, append([]any{ids, r.now, auditID}, args...)...)
+			SELECT `+rowColumns+` FROM old p ORDER BY p.msg_id`, append([]any{ids, r.now, auditID}, args...)...)
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanReplayRow(r) })
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) { return scanRow(r) })
 		return err
 	})
 	if err != nil {

@@ -1054,7 +1054,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	kc := testenv.KafkaConfig(brokers)
 	log := testenv.Logger(t)
 
-	rcfg := router.Config{FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1,
+	rcfg := router.Config{InboxTopic: rpTopic, FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1,
 		MaxAttempts: 2, Backoff: "1s", BackoffCap: time.Minute, IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
 	if err := rcfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -1066,11 +1066,17 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	}
 	routerClock := clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	msgs := sink.NewMessages(pool, 5*time.Second)
-	bridge := ingest.NewBridge(icfg, ingest.Deps{
+	bridge, err := ingest.New(icfg, ingest.Deps{
 		Inbox: ingest.NewInbox(my, nil, "cminmsgs", 10*time.Second), Cursors: ingest.NewCursors(pool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
-	r := router.New(rcfg, rpTopic, router.Deps{Messages: msgs, Clock: routerClock, Log: log, Loc: testenv.Shanghai})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := router.New(rcfg, router.Deps{Messages: msgs, Clock: routerClock, Log: log, Loc: testenv.Shanghai})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 2)
 	go func() { stopped <- bridge.Run(rctx) }()

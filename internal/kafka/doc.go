@@ -2,6 +2,7 @@
 // (acks=all, idempotence, max.in.flight=1; docs/design.md#kafka-settings)
 // enforced at start-up, consumers that start from the oldest offset, topic
 // creation with explicit partitions, replication and cleanup policy, the goka
-// options every processor shares, and the embedded broker (kfake) used when no
-// cluster is configured.
+// options every processor shares, consumer-group lag ([Lags], for the status
+// report and rebuild), the one producer constructor ([NewSyncProducer]) and
+// the embedded broker (kfake) used when no cluster is configured.
 package kafka

@@ -129,9 +129,6 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 	// Batches are split to stay under this; one record above it would be
 	// refused by the broker forever.
 	sc.Producer.MaxMessageBytes = c.MaxMessageBytes
-	if sc.Producer.MaxMessageBytes == 0 {
-		sc.Producer.MaxMessageBytes = 1000000
-	}
 
 	sc.Consumer.Return.Errors = true
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest

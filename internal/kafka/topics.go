@@ -153,58 +153,6 @@ func Abort(ctx goka.Context, err error) {
 	panic(fmt.Errorf("callback aborted: %w", err))
 }
 
-// Lag returns, for each topic, how many records (over all its partitions)
-// the group has not committed yet (everything when it never committed), and
-// whether the group has active members.
-func Lag(ctx context.Context, brokers []string, c Config, group string, topics []string) (map[string]int64, bool, error) {
-	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
-	if err != nil {
-		return nil, false, fmt.Errorf("connecting kafka admin: %w", err)
-	}
-	defer admin.Close()
-	client, err := sarama.NewClient(brokers, c.Sarama("msgx-admin"))
-	if err != nil {
-		return nil, false, fmt.Errorf("connecting kafka client: %w", err)
-	}
-	defer client.Close()
-	parts := map[string][]int32{}
-	for _, t := range topics {
-		ps, err := client.Partitions(t)
-		if err != nil {
-			return nil, false, fmt.Errorf("reading partitions of %s: %w", t, err)
-		}
-		parts[t] = ps
-	}
-	offs, err := admin.ListConsumerGroupOffsets(group, parts)
-	if errors.Is(err, sarama.ErrGroupIDNotFound) {
-		// A group that never committed (or was just deleted).
-		offs, err = &sarama.OffsetFetchResponse{}, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("reading offsets of group %s: %w", group, err)
-	}
-	lag := map[string]int64{}
-	for t, ps := range parts {
-		for _, p := range ps {
-			end, err := client.GetOffset(t, p, sarama.OffsetNewest)
-			if err != nil {
-				return nil, false, fmt.Errorf("reading end offset of %s/%d: %w", t, p, err)
-			}
-			committed := int64(0)
-			if b := offs.GetBlock(t, p); b != nil && b.Offset > 0 {
-				committed = b.Offset
-			}
-			lag[t] += max(0, end-committed)
-		}
-	}
-	desc, err := admin.DescribeConsumerGroups([]string{group})
-	active := false
-	if err == nil && len(desc) == 1 {
-		active = len(desc[0].Members) > 0
-	}
-	return lag, active, nil
-}
-
 // ResetGroups deletes the consumer groups (their committed offsets): the
 // next run of their processors starts from the oldest offset. A group with
 // active members is refused by the broker.

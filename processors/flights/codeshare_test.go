@@ -35,9 +35,9 @@ type faults struct {
 
 func (f *faults) graph(p *Processor) *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream("msgx.flight-transitions"), flight.TransitionCodec{}, f.wrap(p, false)),
-		goka.Loop(flight.TransitionCodec{}, f.wrap(p, true)),
-		goka.Persist(flight.StateCodec{}),
+		goka.Input(goka.Stream("msgx.flight-transitions"), kafka.JSON[flight.Transition]{}, f.wrap(p, false)),
+		goka.Loop(kafka.JSON[flight.Transition]{}, f.wrap(p, true)),
+		goka.Persist(kafka.JSON[flight.State]{}),
 	)
 }
 
@@ -274,13 +274,16 @@ func TestCodeshareOverKafka(t *testing.T) {
 	kc := testenv.KafkaConfig(brokers)
 	log := testenv.Logger(t)
 	const input = "msgx.flight-transitions"
-	cfg := Config{MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}
+	cfg := Config{TransitionTopic: input, MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}
 	specs := append(cfg.TopicSpecs(1), kafka.TopicSpec{Name: input, Partitions: 1},
 		kafka.TopicSpec{Name: string(Table), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes})
 	if err := kafka.EnsureTopics(brokers, kc, specs, log); err != nil {
 		t.Fatal(err)
 	}
-	p := New(cfg, input, Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: log})
+	p, err := New(cfg, Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx, brokers, kafka.GokaOptions(kc, storage.MemoryBuilder(), log)...) }()
@@ -299,7 +302,7 @@ func TestCodeshareOverKafka(t *testing.T) {
 		t.Helper()
 		for _, tr := range ts {
 			tr.At = rg.t0
-			v, err := flight.TransitionCodec{}.Encode(tr)
+			v, err := kafka.JSON[flight.Transition]{}.Encode(tr)
 			if err != nil {
 				t.Fatal(err)
 			}

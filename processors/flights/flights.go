@@ -21,14 +21,23 @@ import (
 
 // Group is the processor's goka group; its table (key FLID) is
 // msgx-flights-table and derived transitions (MAFL links, cascades) travel
-// on its loop topic msgx-flights-loop.
+// on its loop topic LoopTopic.
 const Group = "msgx-flights"
+
+// LoopTopic is the group's loop topic, msgx-flights-loop: goka names it
+// after the group (goka.Loop), and msgx creates it, reports its lag and
+// recreates it on rebuild under this name.
+const LoopTopic = Group + "-loop"
 
 // Table is the flights table topic.
 var Table = goka.GroupTable(goka.Group(Group))
 
 // Config configures the flights processor.
 type Config struct {
+	// TransitionTopic is the processor's input, the router's flight
+	// transitions (key FLID; router.Config.FlightTopic reads the same
+	// variable).
+	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
 	// MsgTopic receives one event per applied change (key FLID).
 	MsgTopic string `env:"MSGX_TOPIC_MSG" envDefault:"msgx.msg"`
 	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept ("keep",
@@ -43,6 +52,9 @@ type Config struct {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error
+	if c.TransitionTopic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_FLIGHT_TRANSITIONS: empty"))
+	}
 	if c.MsgTopic == "" || c.SchdTopic == "" {
 		errs = append(errs, errors.New("MSGX_TOPIC_MSG and MSGX_TOPIC_SCHD must be set"))
 	}
@@ -56,16 +68,21 @@ func (c Config) Validate() error {
 func (c Config) TopicSpecs(partitions int32) []kafka.TopicSpec {
 	return []kafka.TopicSpec{
 		{Name: c.MsgTopic, Partitions: partitions},
-		{Name: Group + "-loop", Partitions: partitions},
+		{Name: LoopTopic, Partitions: partitions},
 	}
 }
 
 // Deps are the processor's collaborators.
 type Deps struct {
-	Pool    *pgxpool.Pool
+	// Pool is msgx's PostgreSQL (required).
+	Pool *pgxpool.Pool
+	// Timeout bounds one write transaction (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
-	Clock   clock.Clock
-	Log     *slog.Logger
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Log receives the processor's lines (required; component=flights is
+	// added).
+	Log *slog.Logger
 	// OnMessageDone, if set, runs inside the write transaction that applied
 	// a message's last transition: request tracking completes an RQFD there,
 	// so the request is DONE exactly when its SCHD RESP is applied.
@@ -86,20 +103,44 @@ type Stats struct {
 
 // Processor is the msgx-flights processor.
 type Processor struct {
-	cfg   Config
-	input string
-	opts  flight.Options
-	d     Deps
-	log   *slog.Logger
+	cfg  Config
+	opts flight.Options
+	d    Deps
+	log  *slog.Logger
 
 	mu    sync.Mutex
 	stats Stats
 }
 
-// New returns the processor reading transitionTopic.
-func New(cfg Config, transitionTopic string, d Deps) *Processor {
-	return &Processor{cfg: cfg, input: transitionTopic, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
-		d: d, log: d.Log.With("component", "flights")}
+// New checks cfg and d and returns the processor.
+func New(cfg Config, d Deps) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkDeps("flights", d.Pool, d.Timeout, d.Clock, d.Log); err != nil {
+		return nil, err
+	}
+	return &Processor{cfg: cfg, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
+		d: d, log: d.Log.With("component", "flights")}, nil
+}
+
+// checkDeps reports which of the collaborators every flights component
+// needs are missing.
+func checkDeps(component string, pool *pgxpool.Pool, timeout time.Duration, clk clock.Clock, log *slog.Logger) error {
+	var errs []error
+	if pool == nil {
+		errs = append(errs, fmt.Errorf("%s: no PostgreSQL pool", component))
+	}
+	if timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
+	}
+	if clk == nil {
+		errs = append(errs, fmt.Errorf("%s: no clock", component))
+	}
+	if log == nil {
+		errs = append(errs, fmt.Errorf("%s: no logger", component))
+	}
+	return errors.Join(errs...)
 }
 
 // Stats returns a snapshot of the running figures.
@@ -113,9 +154,9 @@ func (p *Processor) Stats() Stats {
 // output msg events, table keyed by FLID.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(p.input), flight.TransitionCodec{}, p.handle),
-		goka.Loop(flight.TransitionCodec{}, p.handle),
-		goka.Persist(flight.StateCodec{}),
+		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[flight.Transition]{}, p.handle),
+		goka.Loop(kafka.JSON[flight.Transition]{}, p.handle),
+		goka.Persist(kafka.JSON[flight.State]{}),
 	)
 }
 
@@ -233,48 +274,17 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
 			// One round trip for the common case: the events, the
 			// applied mark and the flight's incremental write.
-			now := p.d.Clock.Now()
 			b := &pgx.Batch{}
-			sink.BatchEvents(b, events, now)
-			var mark *sink.QueuedMark
-			if counted(t) {
-				mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, now)
-			}
-			var fw *sink.QueuedFlightWrite
-			if !res.Purge && row {
-				var err error
-				if fw, err = sink.QueueFlightWrite(b, res.State); err != nil {
-					return err
-				}
+			w, err := p.queueWrite(b, log, t, res, events, p.d.Clock.Now())
+			if err != nil {
+				return err
 			}
 			if b.Len() > 0 {
 				if err := tx.SendBatch(wctx, b).Close(); err != nil {
 					return err
 				}
 			}
-			switch {
-			case res.Purge:
-				if err := sink.PurgeFlight(wctx, tx, res.State, now); err != nil {
-					return err
-				}
-			case fw != nil:
-				full, err := fw.FullWriteNeeded()
-				if err != nil {
-					return err
-				}
-				if full {
-					if err := sink.WriteFlight(wctx, tx, res.State); err != nil {
-						return err
-					}
-				}
-			}
-			if mark != nil && mark.Completed() {
-				log.Debug("message succeeded: all its transitions are applied")
-				if p.d.OnMessageDone != nil {
-					return p.d.OnMessageDone(wctx, tx, t)
-				}
-			}
-			return nil
+			return p.finishWrite(wctx, tx, w)
 		})
 	})
 	if err == nil && len(events) > 0 && p.d.Notify != nil {
@@ -283,12 +293,73 @@ func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Trans
 	return err
 }
 
+// txWrite is one transition's share of a write transaction. The write is
+// split in two so that several transitions can share a transaction and a
+// round trip (a batched commit: queueWrite for each on one batch, send it,
+// finishWrite for each in the same order, commit): queueWrite puts the
+// statements on the batch, finishWrite runs what depends on their results.
+type txWrite struct {
+	log  *slog.Logger
+	t    *flight.Transition
+	res  flight.Result
+	now  time.Time
+	mark *sink.QueuedMark
+	fw   *sink.QueuedFlightWrite
+}
+
+// queueWrite queues the transition's events, its applied mark (for a
+// transition the router counted) and the flight's incremental write on b.
+func (p *Processor) queueWrite(b *pgx.Batch, log *slog.Logger, t *flight.Transition, res flight.Result, events []sink.Event, now time.Time) (*txWrite, error) {
+	w := &txWrite{log: log, t: t, res: res, now: now}
+	sink.BatchEvents(b, events, now)
+	if counted(t) {
+		w.mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, now)
+	}
+	// A placeholder is table bookkeeping, not a flight: no row.
+	if !res.Purge && res.State != nil && !res.State.IsPlaceholder() {
+		var err error
+		if w.fw, err = sink.QueueFlightWrite(b, res.State); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// finishWrite runs, once the batch has, the rest of the write in tx: a
+// purge, the full write an incremental one left to do, and the completion
+// hook of a message whose last transition this was.
+func (p *Processor) finishWrite(ctx context.Context, tx pgx.Tx, w *txWrite) error {
+	switch {
+	case w.res.Purge:
+		if err := sink.PurgeFlight(ctx, tx, w.res.State, w.now); err != nil {
+			return err
+		}
+	case w.fw != nil:
+		full, err := w.fw.FullWriteNeeded()
+		if err != nil {
+			return err
+		}
+		if full {
+			if err := sink.WriteFlight(ctx, tx, w.res.State); err != nil {
+				return err
+			}
+		}
+	}
+	if w.mark != nil && w.mark.Completed() {
+		w.log.Debug("message succeeded: all its transitions are applied")
+		if p.d.OnMessageDone != nil {
+			return p.d.OnMessageDone(ctx, tx, w.t)
+		}
+	}
+	return nil
+}
+
 // events are what the result announces: the msg event of a change (or the
 // one a replay implies) and, for a purged flight, the schd tombstone.
 func (p *Processor) events(t *flight.Transition, res flight.Result) ([]sink.Event, error) {
 	var out []sink.Event
 	if res.Event != nil {
-		v, err := flight.EventCodec{}.Encode(res.Event)
+		v, err := kafka.JSON[flight.Event]{}.Encode(res.Event)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the event of %s: %w", t.FLID, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/lovoo/goka/tester"
 
 	"msgx/internal/clock"
+	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/flight"
@@ -37,8 +39,11 @@ func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	}
 	t.Cleanup(pool.Close)
 	rg := &rig{t: t, pool: pool, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
-	p := New(Config{MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}, "msgx.flight-transitions",
+	p, err := New(Config{TransitionTopic: "msgx.flight-transitions", MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"},
 		Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rg.tt = tester.New(t)
 	var gp *goka.Processor
 	if graph == nil {
@@ -97,7 +102,7 @@ func (rg *rig) events_() []*flight.Event {
 	rows.Close()
 	sort.Slice(got, func(i, j int) bool { return got[i].id < got[j].id })
 	for _, r := range got {
-		v, err := flight.EventCodec{}.Decode(r.v)
+		v, err := kafka.JSON[flight.Event]{}.Decode(r.v)
 		if err != nil {
 			rg.t.Fatal(err)
 		}
@@ -217,5 +222,28 @@ func TestPurgeThroughTheProcessor(t *testing.T) {
 	_ = rg.pool.QueryRow(ctx, "SELECT COUNT(*) FROM flight_hist WHERE flid = '30'").Scan(&inHist)
 	if inHist != 1 || len(rg.events_()) != 0 {
 		t.Fatalf("a second purge archived again (%d) or emitted", inHist)
+	}
+}
+
+// New and NewHistory name what is missing: a nil collaborator is an error,
+// not a panic.
+func TestNewRefusesIncompleteDeps(t *testing.T) {
+	cfg := Config{TransitionTopic: "msgx.flight-transitions", MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}
+	_, err := New(cfg, Deps{})
+	for _, want := range []string{"no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no clock", "no logger"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with empty deps: %v, want it to name %q", err, want)
+		}
+	}
+	cfg.TransitionTopic = ""
+	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_FLIGHT_TRANSITIONS") {
+		t.Errorf("New without an input topic: %v", err)
+	}
+	hcfg := HistoryConfig{TransitionTopic: "msgx.flight-transitions", SweepAt: "03:30", Retention: 720 * time.Hour, Batch: 10}
+	_, err = NewHistory(hcfg, HistoryDeps{})
+	for _, want := range []string{"history: no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no Kafka brokers", "no clock", "no logger", "no airport time zone"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewHistory with empty deps: %v, want it to name %q", err, want)
+		}
 	}
 }

@@ -19,18 +19,25 @@ import (
 
 // HistoryConfig configures the flight history sweep.
 type HistoryConfig struct {
+	// TransitionTopic is where the sweep hands flights to the processor: its
+	// input (Config.TransitionTopic reads the same variable).
+	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
 	// SweepAt is the daily time (HH:MM, airport time) of the sweep.
 	SweepAt string `env:"MSGX_HISTORY_SWEEP_AT" envDefault:"03:30"`
 	// Retention is how long after its operation day a flight stays in the
 	// read model and the flights table (whole days; 0 disables the sweep).
 	Retention time.Duration `env:"MSGX_HISTORY_RETENTION" envDefault:"720h"`
-	// Batch is how many flights one sweep hands to the processor at most.
+	// Batch is how many flights one sweep hands to the processor at most (a
+	// count).
 	Batch int `env:"MSGX_HISTORY_BATCH" envDefault:"10000"`
 }
 
 // Validate checks the configuration.
 func (c HistoryConfig) Validate() error {
 	var errs []error
+	if c.TransitionTopic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_FLIGHT_TRANSITIONS: empty"))
+	}
 	if _, err := time.Parse("15:04", c.SweepAt); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_HISTORY_SWEEP_AT=%q: want HH:MM", c.SweepAt))
 	}
@@ -52,7 +59,6 @@ func (c HistoryConfig) Validate() error {
 // emits the tombstone of a flight that was never deleted before removing it.
 type History struct {
 	cfg     HistoryConfig
-	topic   string
 	pool    *pgxpool.Pool
 	brokers []string
 	kafka   kafka.Config
@@ -62,11 +68,43 @@ type History struct {
 	log     *slog.Logger
 }
 
-// NewHistory returns the sweep writing to transitionTopic.
-func NewHistory(cfg HistoryConfig, transitionTopic string, pool *pgxpool.Pool, timeout time.Duration, brokers []string, kc kafka.Config,
-	clk clock.Clock, loc *time.Location, log *slog.Logger) *History {
-	return &History{cfg: cfg, topic: transitionTopic, pool: pool, brokers: brokers, kafka: kc, clock: clk, loc: loc, timeout: timeout,
-		log: log.With("component", "history")}
+// HistoryDeps are the sweep's collaborators.
+type HistoryDeps struct {
+	// Pool is msgx's PostgreSQL, where the candidates are found (required).
+	Pool *pgxpool.Pool
+	// Timeout bounds the candidates' query (MSGX_DB_TIMEOUT, positive).
+	Timeout time.Duration
+	// Brokers and Kafka are where the PURGE transitions are produced
+	// (required).
+	Brokers []string
+	Kafka   kafka.Config
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Location is the airport time zone of SweepAt and of the cut-off day
+	// (required).
+	Location *time.Location
+	// Log receives the sweep's lines (required; component=history is
+	// added).
+	Log *slog.Logger
+}
+
+// NewHistory checks cfg and d and returns the sweep.
+func NewHistory(cfg HistoryConfig, d HistoryDeps) (*History, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	errs := []error{checkDeps("history", d.Pool, d.Timeout, d.Clock, d.Log)}
+	if len(d.Brokers) == 0 {
+		errs = append(errs, errors.New("history: no Kafka brokers"))
+	}
+	if d.Location == nil {
+		errs = append(errs, errors.New("history: no airport time zone"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &History{cfg: cfg, pool: d.Pool, brokers: d.Brokers, kafka: d.Kafka, clock: d.Clock, loc: d.Location, timeout: d.Timeout,
+		log: d.Log.With("component", "history")}, nil
 }
 
 // next returns the next sweep time strictly after now.
@@ -120,12 +158,12 @@ func (h *History) Sweep(ctx context.Context) (int, error) {
 	msgs := make([]*sarama.ProducerMessage, 0, len(flids))
 	before := cutoff.Format(time.DateOnly)
 	for _, flid := range flids {
-		v, err := flight.TransitionCodec{}.Encode(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: flid,
+		v, err := kafka.JSON[flight.Transition]{}.Encode(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: flid,
 			PurgeBefore: before, At: h.clock.Now()})
 		if err != nil {
 			return 0, err
 		}
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: h.topic, Key: sarama.StringEncoder(flid), Value: sarama.ByteEncoder(v)})
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: h.cfg.TransitionTopic, Key: sarama.StringEncoder(flid), Value: sarama.ByteEncoder(v)})
 	}
 	if err := p.SendMessages(msgs); err != nil {
 		return 0, retry.Outage("kafka", fmt.Errorf("handing %d flights to the processor: %w", len(msgs), err))

@@ -40,8 +40,11 @@ func TestHistorySweep(t *testing.T) {
 	}
 	// 03:29 airport time on 30 November: one minute before the sweep.
 	fake := clock.NewFake(time.Date(2026, 11, 30, 3, 29, 0, 0, testenv.Shanghai))
-	h := NewHistory(HistoryConfig{SweepAt: "03:30", Retention: 30 * 24 * time.Hour, Batch: 100}, "msgx.flight-transitions", pool,
-		10*time.Second, brokers, kc, fake, testenv.Shanghai, testenv.Logger(t))
+	h, err := NewHistory(HistoryConfig{TransitionTopic: "msgx.flight-transitions", SweepAt: "03:30", Retention: 30 * 24 * time.Hour, Batch: 100},
+		HistoryDeps{Pool: pool, Timeout: 10 * time.Second, Brokers: brokers, Kafka: kc, Clock: fake, Location: testenv.Shanghai, Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- h.Run(runCtx) }()

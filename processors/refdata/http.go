@@ -68,26 +68,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mux.ServeHTTP(w, r)
 }
 
-// refEntryJSON is one element of the responses. The embedded pointer is nil
+// entryJSON is one element of the responses. The embedded pointer is nil
 // for every RTYPE but RSTA, which leaves status and statusUntil out, while an
 // RSTA entry always carries both (statusUntil may be null).
-type refEntryJSON struct {
+type entryJSON struct {
 	Key       string          `json:"key"`
 	Attrs     json.RawMessage `json:"attrs"`
 	UpdatedAt time.Time       `json:"updatedAt"`
 	LastMsgID int64           `json:"lastMsgId"`
-	*refStatusJSON
+	*statusJSON
 }
 
-type refStatusJSON struct {
+type statusJSON struct {
 	Status      string     `json:"status"`
 	StatusUntil *time.Time `json:"statusUntil"`
 }
 
-func refEntry(r sink.RefRow) refEntryJSON {
-	e := refEntryJSON{Key: r.RKey, Attrs: r.Attributes, UpdatedAt: r.UpdatedAt, LastMsgID: r.LastMsgID}
+func toEntryJSON(r sink.RefRow) entryJSON {
+	e := entryJSON{Key: r.RKey, Attrs: r.Attributes, UpdatedAt: r.UpdatedAt, LastMsgID: r.LastMsgID}
 	if r.RType == refdata.RSTA {
-		e.refStatusJSON = &refStatusJSON{Status: r.Status, StatusUntil: r.StatusUntil}
+		e.statusJSON = &statusJSON{Status: r.Status, StatusUntil: r.StatusUntil}
 	}
 	return e
 }
@@ -121,9 +121,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, "rtype", rtype)
 		return
 	}
-	out := make([]refEntryJSON, len(rows))
+	out := make([]entryJSON, len(rows))
 	for i, row := range rows {
-		out[i] = refEntry(row)
+		out[i] = toEntryJSON(row)
 	}
 	h.writeJSON(w, r, out)
 }
@@ -143,7 +143,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no "+rtype+" record "+rkey, http.StatusNotFound)
 		return
 	}
-	h.writeJSON(w, r, refEntry(row))
+	h.writeJSON(w, r, toEntryJSON(row))
 }
 
 // fail answers a database error. A client that went away is not worth an

@@ -2,6 +2,7 @@ package refdata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -25,12 +26,33 @@ const Group = "msgx-refdata"
 // Table is the refdata table topic.
 var Table = goka.GroupTable(goka.Group(Group))
 
+// Config configures the refdata processor.
+type Config struct {
+	// TransitionTopic is the processor's input, the router's reference
+	// transitions (key RTYPE; router.Config.RefdataTopic reads the same
+	// variable).
+	TransitionTopic string `env:"MSGX_TOPIC_REFDATA_TRANSITIONS" envDefault:"msgx.refdata-transitions"`
+}
+
+// Validate checks the configuration; errors name the variable.
+func (c Config) Validate() error {
+	if c.TransitionTopic == "" {
+		return errors.New("MSGX_TOPIC_REFDATA_TRANSITIONS: empty")
+	}
+	return nil
+}
+
 // Deps are the processor's collaborators.
 type Deps struct {
-	Pool    *pgxpool.Pool
+	// Pool is msgx's PostgreSQL (required).
+	Pool *pgxpool.Pool
+	// Timeout bounds one write transaction (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
-	Clock   clock.Clock
-	Log     *slog.Logger
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Log receives the processor's lines (required; component=refdata is
+	// added).
+	Log *slog.Logger
 	// OnApplied, if set, runs inside the write transaction after the
 	// category was written: outbound request tracking completes a
 	// request there, so it closes only once its response's data is applied.
@@ -47,17 +69,36 @@ type Stats struct {
 
 // Processor is the msgx-refdata processor.
 type Processor struct {
-	input string
-	d     Deps
-	log   *slog.Logger
+	cfg Config
+	d   Deps
+	log *slog.Logger
 
 	mu    sync.Mutex
 	stats Stats
 }
 
-// New returns the processor reading transitionTopic.
-func New(transitionTopic string, d Deps) *Processor {
-	return &Processor{input: transitionTopic, d: d, log: d.Log.With("component", "refdata")}
+// New checks cfg and d and returns the processor.
+func New(cfg Config, d Deps) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if d.Pool == nil {
+		errs = append(errs, errors.New("refdata: no PostgreSQL pool"))
+	}
+	if d.Timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
+	}
+	if d.Clock == nil {
+		errs = append(errs, errors.New("refdata: no clock"))
+	}
+	if d.Log == nil {
+		errs = append(errs, errors.New("refdata: no logger"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Processor{cfg: cfg, d: d, log: d.Log.With("component", "refdata")}, nil
 }
 
 // Stats returns a snapshot of the running figures.
@@ -70,8 +111,8 @@ func (p *Processor) Stats() Stats {
 // Graph is the group graph: input transitions, table keyed by RTYPE.
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(p.input), refdata.TransitionCodec{}, p.handle),
-		goka.Persist(refdata.StateCodec{}),
+		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[refdata.Transition]{}, p.handle),
+		goka.Persist(kafka.JSON[refdata.State]{}),
 	)
 }
 
@@ -101,13 +142,8 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 // (Apply re-lists the writes still current; the sink's last_msg_id guard
 // keeps them from overwriting anything newer).
 func (p *Processor) handle(gctx goka.Context, msg any) {
-	var t *refdata.Transition
-	switch v := msg.(type) {
-	case *refdata.Transition:
-		t = v
-	case refdata.Transition:
-		t = &v
-	default:
+	t, ok := msg.(*refdata.Transition)
+	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("refdata: unexpected input %T", msg))
 	}
 	log := p.log.With("msg_id", t.MsgID, "rtype", t.RType)
@@ -129,21 +165,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
-			if applied {
-				if err := sink.WriteRefData(wctx, tx, s, res); err != nil {
-					return err
-				}
-				if p.d.OnApplied != nil {
-					if err := p.d.OnApplied(wctx, tx, t); err != nil {
-						return err
-					}
-				}
-			}
-			done, err := sink.MarkApplied(wctx, tx, t.MsgID, "refdata", t.RType, p.d.Clock.Now())
-			if err == nil && done {
-				log.Debug("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
-			}
-			return err
+			return p.writeTx(wctx, tx, log, t, s, res, applied, p.d.Clock.Now())
 		})
 	})
 	if err != nil {
@@ -159,6 +181,30 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		p.stats.Applied++
 	}
 	p.mu.Unlock()
+}
+
+// writeTx is one transition's share of a write transaction: the category's
+// rows (when the transition applied), the completion hook and the applied
+// mark that completes the message. It is the seam of a batched commit:
+// several transitions share a transaction by calling it for each in order
+// before the commit.
+func (p *Processor) writeTx(ctx context.Context, tx pgx.Tx, log *slog.Logger, t *refdata.Transition, s *refdata.State,
+	res refdata.Result, applied bool, now time.Time) error {
+	if applied {
+		if err := sink.WriteRefData(ctx, tx, s, res); err != nil {
+			return err
+		}
+		if p.d.OnApplied != nil {
+			if err := p.d.OnApplied(ctx, tx, t); err != nil {
+				return err
+			}
+		}
+	}
+	done, err := sink.MarkApplied(ctx, tx, t.MsgID, "refdata", t.RType, now)
+	if err == nil && done {
+		log.Debug("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
+	}
+	return err
 }
 
 func (p *Processor) setPaused(v bool, _ error) {

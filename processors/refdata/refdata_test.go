@@ -32,7 +32,10 @@ func TestEverySampleReferenceFile(t *testing.T) {
 	msgs := sink.NewMessages(pool, 10*time.Second)
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	tt := tester.New(t)
-	p := New("msgx.refdata-transitions", Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(t0), Log: testenv.Logger(t)})
+	p, err := New(Config{TransitionTopic: "msgx.refdata-transitions"}, Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(t0), Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	gp, err := p.Processor(nil, goka.WithTester(tt))
 	if err != nil {
 		t.Fatal(err)
@@ -113,5 +116,18 @@ func TestEverySampleReferenceFile(t *testing.T) {
 	}
 	if !strings.Contains(string(season.Attributes), `"STDT": "14NOV20"`) || strings.Contains(string(season.Attributes), `"14NOV21"`) {
 		t.Fatalf("season Winter = %s", season.Attributes)
+	}
+}
+
+// New names what is missing: a nil collaborator is an error, not a panic.
+func TestNewRefusesIncompleteDeps(t *testing.T) {
+	_, err := New(Config{TransitionTopic: "msgx.refdata-transitions"}, Deps{})
+	for _, want := range []string{"no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no clock", "no logger"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with empty deps: %v, want it to name %q", err, want)
+		}
+	}
+	if _, err := New(Config{}, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_REFDATA_TRANSITIONS") {
+		t.Errorf("New without an input topic: %v", err)
 	}
 }

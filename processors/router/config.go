@@ -17,6 +17,10 @@ const Group = "msgx-router"
 
 // Config configures the router.
 type Config struct {
+	// InboxTopic is the router's input, the single-partition source of
+	// truth the ingest bridge writes (ingest.Config.Topic reads the same
+	// variable).
+	InboxTopic string `env:"MSGX_TOPIC_INBOX" envDefault:"msgx.inbox"`
 	// FlightTopic carries one transition per flight (key FLID).
 	FlightTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
 	// RefdataTopic carries one transition per reference type (key RTYPE).
@@ -24,12 +28,13 @@ type Config struct {
 	// Partitions of the transition topics (1 keeps the pipeline globally FIFO).
 	Partitions int32 `env:"MSGX_TRANSITION_PARTITIONS" envDefault:"1"`
 	// MaxAttempts is how often a message's own failure is tried before it is
-	// DEAD(EXHAUSTED).
+	// DEAD(EXHAUSTED) (a count, at least 1).
 	MaxAttempts int `env:"MSGX_MAX_ATTEMPTS" envDefault:"5"`
-	// Backoff lists the waits after the 1st, 2nd, … failure; there must be
-	// exactly MaxAttempts-1 tiers (a tier that never fires is a mistake).
+	// Backoff lists the waits after the 1st, 2nd, … failure (Go durations,
+	// comma-separated); there must be exactly MaxAttempts-1 tiers (a tier
+	// that never fires is a mistake).
 	Backoff string `env:"MSGX_BACKOFF" envDefault:"1s,2s,4s,8s"`
-	// BackoffCap bounds every wait.
+	// BackoffCap bounds every wait (a Go duration).
 	BackoffCap time.Duration `env:"MSGX_BACKOFF_CAP" envDefault:"60s"`
 	// IgnoreRules are TYPE-STYP or TYPE-* patterns (case-insensitive) whose
 	// messages are SKIPPED ignored:<rule>.
@@ -52,6 +57,9 @@ type Config struct {
 // Validate checks the configuration; errors name the variable.
 func (c Config) Validate() error {
 	var errs []error
+	if strings.TrimSpace(c.InboxTopic) == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
+	}
 	if c.FlightTopic == "" || c.RefdataTopic == "" {
 		errs = append(errs, errors.New("MSGX_TOPIC_FLIGHT_TRANSITIONS and MSGX_TOPIC_REFDATA_TRANSITIONS must be set"))
 	}

@@ -144,7 +144,7 @@ func Prepare(msgID int64, raw string, s Settings) Plan {
 // undecodable is the verdict on a message the codec rejects: MALFORMED, or
 // CODEC_ERROR. Both are DEAD at once: the same bytes through the same code
 // cannot succeed, and retrying would stall the queue behind them; a
-// CODEC_ERROR is replayable once the codec is fixed (SPEC §11).
+// CODEC_ERROR is replayable once the codec is fixed (docs/design.md#decisions).
 func undecodable(err error) *Verdict {
 	class, reason := message.ClassMalformed, err.Error()
 	var de *sis.DecodeError

@@ -312,7 +312,7 @@ func TestOperationDay(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{FlightTopic: "a", RefdataTopic: "b", Partitions: 1, MaxAttempts: 5, Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute,
+	good := Config{InboxTopic: "msgx.inbox", FlightTopic: "a", RefdataTopic: "b", Partitions: 1, MaxAttempts: 5, Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute,
 		IgnoreRules: "LDM-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)

@@ -67,11 +67,17 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	t.Cleanup(routerPool.Close)
 	p.msgs = sink.NewMessages(routerPool, 2*time.Second)
 
-	bridge := ingest.NewBridge(icfg, ingest.Deps{
+	bridge, err := ingest.New(icfg, ingest.Deps{
 		Inbox: ingest.NewInbox(p.my, nil, "cminmsgs", 10*time.Second), Cursors: ingest.NewCursors(ingestPool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: p.brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
-	r := New(p.cfg, "msgx.inbox", Deps{Messages: p.msgs, Clock: p.clock, Log: log, Loc: shanghai})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(p.cfg, Deps{Messages: p.msgs, Clock: p.clock, Log: log, Loc: shanghai})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan error, 2)
 	go func() { p.done <- bridge.Run(ctx) }()

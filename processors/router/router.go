@@ -2,7 +2,7 @@ package router
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -44,29 +44,6 @@ type Entry struct {
 	DecidedAt    time.Time  `json:"decidedAt"`
 }
 
-// EntryCodec is the JSON codec of the router table.
-type EntryCodec struct{}
-
-// Encode implements goka.Codec.
-func (EntryCodec) Encode(v any) ([]byte, error) {
-	switch e := v.(type) {
-	case Entry:
-		return json.Marshal(e)
-	case *Entry:
-		return json.Marshal(e)
-	}
-	return nil, fmt.Errorf("router: cannot encode %T", v)
-}
-
-// Decode implements goka.Codec.
-func (EntryCodec) Decode(b []byte) (any, error) {
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("decoding router entry: %w", err)
-	}
-	return &e, nil
-}
-
 // Table is the router's goka table topic.
 var Table = goka.GroupTable(goka.Group(Group))
 
@@ -81,10 +58,15 @@ type Requests interface {
 
 // Deps are the router's collaborators.
 type Deps struct {
+	// Messages is the proc_state store (required).
 	Messages *sink.Messages
-	Clock    clock.Clock
-	Log      *slog.Logger
-	Loc      *time.Location
+	// Clock is the source of time (required).
+	Clock clock.Clock
+	// Log receives the router's lines (required; component=router is
+	// added).
+	Log *slog.Logger
+	// Loc is the airport time zone (required).
+	Loc *time.Location
 	// Requests is optional: without it EROR answers close nothing and the
 	// RESP guard finds no open request.
 	Requests Requests
@@ -109,20 +91,38 @@ type Stats struct {
 
 // Router is the msgx-router processor.
 type Router struct {
-	cfg   Config
-	set   Settings
-	inbox string
-	d     Deps
-	log   *slog.Logger
+	cfg Config
+	set Settings
+	d   Deps
+	log *slog.Logger
 
 	mu    sync.Mutex
 	stats Stats
 }
 
-// New returns the router reading inboxTopic.
-func New(cfg Config, inboxTopic string, d Deps) *Router {
-	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), inbox: inboxTopic, d: d,
-		log: d.Log.With("component", "router"), stats: Stats{Decided: map[string]int64{}, Reasons: map[string]int64{}, Ignored: map[string]int64{}}}
+// New checks cfg and d and returns the router.
+func New(cfg Config, d Deps) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if d.Messages == nil {
+		errs = append(errs, errors.New("router: no proc_state store"))
+	}
+	if d.Clock == nil {
+		errs = append(errs, errors.New("router: no clock"))
+	}
+	if d.Log == nil {
+		errs = append(errs, errors.New("router: no logger"))
+	}
+	if d.Loc == nil {
+		errs = append(errs, errors.New("router: no airport time zone"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), d: d,
+		log: d.Log.With("component", "router"), stats: Stats{Decided: map[string]int64{}, Reasons: map[string]int64{}, Ignored: map[string]int64{}}}, nil
 }
 
 // Stats returns a snapshot of the running figures.
@@ -138,10 +138,10 @@ func (r *Router) Stats() Stats {
 // transition topics, table keyed by MSG_ID.
 func (r *Router) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(goka.Group(Group),
-		goka.Input(goka.Stream(r.inbox), ingest.Codec{}, r.handle),
-		goka.Output(goka.Stream(r.cfg.FlightTopic), flight.TransitionCodec{}),
-		goka.Output(goka.Stream(r.cfg.RefdataTopic), refdata.TransitionCodec{}),
-		goka.Persist(EntryCodec{}),
+		goka.Input(goka.Stream(r.cfg.InboxTopic), ingest.Codec{}, r.handle),
+		goka.Output(goka.Stream(r.cfg.FlightTopic), kafka.JSON[flight.Transition]{}),
+		goka.Output(goka.Stream(r.cfg.RefdataTopic), kafka.JSON[refdata.Transition]{}),
+		goka.Persist(kafka.JSON[Entry]{}),
 	)
 }
 
@@ -297,6 +297,9 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 	if p.Msg != nil {
 		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
 	}
+	// The decision's write (sink.QueueDecision, on a batch of its own):
+	// a batched commit would queue the decisions of several messages on
+	// one batch and send them in one transaction.
 	var recorded bool
 	err := r.available(ctx, func(ctx context.Context) error {
 		var err error
@@ -421,7 +424,7 @@ func (f *Failure) Error() string { return f.Class + ": " + f.Err.Error() }
 
 // fail records a failure of the message, binding its identity (identityKey,
 // "" when none was computed) so that a resend is a duplicate of it even once
-// it is exhausted (000 §5.2 step 3), and waits its backoff; when the
+// it is exhausted (docs/design.md#identity), and waits its backoff; when the
 // attempts are used up the message becomes DEAD(EXHAUSTED) on the next turn.
 func (r *Router) fail(ctx context.Context, log *slog.Logger, msgID int64, identityKey string, f *Failure) error {
 	var attempts int

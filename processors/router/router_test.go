@@ -37,7 +37,7 @@ type rig struct {
 }
 
 func testConfig() Config {
-	return Config{FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1,
+	return Config{InboxTopic: "msgx.inbox", FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1,
 		MaxAttempts: 5, Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute, IgnoreRules: "LDM-*,EROR-*",
 		OpdayCutover: "00:00", ScheduleAbsent: "keep"}
 }
@@ -59,7 +59,9 @@ func newRig(t *testing.T, mut func(*Config)) *rig {
 	rg := &rig{t: t, pool: pool, t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	rg.clock = clock.NewFake(rg.t0)
 	rg.msgs = sink.NewMessages(pool, 10*time.Second)
-	rg.r = New(cfg, "msgx.inbox", Deps{Messages: rg.msgs, Clock: rg.clock, Log: testenv.Logger(t), Loc: shanghai})
+	if rg.r, err = New(cfg, Deps{Messages: rg.msgs, Clock: rg.clock, Log: testenv.Logger(t), Loc: shanghai}); err != nil {
+		t.Fatal(err)
+	}
 	rg.tt = tester.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -173,7 +175,7 @@ func TestRouterOutcomes(t *testing.T) {
 		t.Fatalf("flight transitions %+v", got)
 	}
 	_, v, ok := rg.refs.Next()
-	if rt, isT := v.(refdata.Transition); !ok || !isT || rt.RType != "AIRL" || len(rt.Records) != 3 {
+	if rt, isT := v.(*refdata.Transition); !ok || !isT || rt.RType != "AIRL" || len(rt.Records) != 3 {
 		t.Fatalf("refdata transition %v %v", v, ok)
 	}
 	// The protocol-violating DNLD indexed nothing.
@@ -451,5 +453,20 @@ func TestRouterRerouteOfGuardedResp(t *testing.T) {
 	}
 	if rg.row(1).State != message.StateRouted {
 		t.Fatal("re-routing changed the message")
+	}
+}
+
+// New names what is missing: a nil collaborator is an error, not a panic.
+func TestNewRefusesIncompleteDeps(t *testing.T) {
+	_, err := New(testConfig(), Deps{})
+	for _, want := range []string{"no proc_state store", "no clock", "no logger", "no airport time zone"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with empty deps: %v, want it to name %q", err, want)
+		}
+	}
+	cfg := testConfig()
+	cfg.InboxTopic = ""
+	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_INBOX") {
+		t.Errorf("New without an input topic: %v", err)
 	}
 }

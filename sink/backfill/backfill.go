@@ -100,9 +100,10 @@ type Deps struct {
 	// transaction of a pass (UPDATE, SELECT, COMMIT) is bounded by it as one
 	// unit.
 	Timeout time.Duration
-	// Clock is the source of time (clock.Real{} when nil).
+	// Clock is the source of time (required).
 	Clock clock.Clock
-	// Log receives the sweeper's lines (slog.Default() when nil).
+	// Log receives the sweeper's lines (required; component=backfill is
+	// added).
 	Log *slog.Logger
 }
 
@@ -144,20 +145,18 @@ func New(cfg Config, deps Deps) (*Sweeper, error) {
 	if deps.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
 	}
+	if deps.Clock == nil {
+		errs = append(errs, errors.New("backfill: no clock"))
+	}
+	if deps.Log == nil {
+		errs = append(errs, errors.New("backfill: no logger"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	clk := deps.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	log := deps.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	return &Sweeper{
 		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, loc: deps.Location,
-		timeout: deps.Timeout, clk: clk, log: log.With("component", "backfill"),
+		timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "backfill"),
 		stats: Stats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
 	}, nil
 }
@@ -336,15 +335,13 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
-// scanSQL is the predicate and order of docs/design.md#backfill-predicate, word
-// for word. The states and IS NULL conditions are literals so the planner
-// matches the partial index proc_state_backfill (backfill_attempts, msg_id),
-// which also yields the ORDER BY. ARCHIVED shadow rows are excluded by the
-// explicit list of terminal states (docs/design.md#archive).
+// scanSQL is the predicate and order of docs/design.md#backfill-predicate,
+// word for word. With sink.BackfillOwed the planner matches the partial
+// index proc_state_backfill (backfill_attempts, msg_id), which also yields
+// the ORDER BY. ARCHIVED shadow rows are excluded by its explicit list of
+// terminal states (docs/design.md#archive).
 const scanSQL = `SELECT msg_id, enqueued_at, backfill_attempts FROM proc_state
-	WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-	  AND backfill_at IS NULL
-	  AND backfill_abandoned_at IS NULL
+	WHERE ` + sink.BackfillOwed + `
 	  AND (backfill_next_at IS NULL OR backfill_next_at <= $1 OR enqueued_at < $2)
 	ORDER BY backfill_attempts, msg_id
 	LIMIT $3`
@@ -563,7 +560,7 @@ func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims [
 			}
 		}
 	}
-	const owed = ` AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+	const owed = ` AND ` + sink.BackfillOwed
 	batch := &pgx.Batch{}
 	if len(done) > 0 {
 		// updated_at moves when backfill is settled: it is the archive
@@ -652,8 +649,7 @@ func (b *Sweeper) refreshPending(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	var n int64
-	err := b.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state
-		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`).Scan(&n)
+	err := b.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE `+sink.BackfillOwed).Scan(&n)
 	if err != nil {
 		b.log.Debug("counting pending backfills", "err", err)
 		return
@@ -690,7 +686,7 @@ func Abandoned(ctx context.Context, pool *pgxpool.Pool, limit int) ([]AbandonedR
 	rows, err := pool.Query(ctx, `SELECT msg_id, state, msg_type, msg_styp, backfill_abandoned_reason, backfill_abandoned_at,
 			backfill_attempts, backfill_error, enqueued_at
 		FROM proc_state
-		WHERE backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		WHERE `+sink.BackfillAbandoned+`
 		ORDER BY msg_id LIMIT $1`, lim)
 	if err != nil {
 		return nil, fmt.Errorf("listing abandoned backfills: %w", err)
@@ -734,8 +730,7 @@ func Reopen(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time)
 			}
 			tag, err := tx.Exec(ctx, `UPDATE proc_state SET backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL,
 					backfill_attempts = 0, backfill_error = NULL, backfill_next_at = $2, updated_at = $2
-				WHERE msg_id = ANY($1) AND backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL
-				  AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')`, ids, now)
+				WHERE msg_id = ANY($1) AND `+sink.BackfillAbandoned, ids, now)
 			if err != nil {
 				return fmt.Errorf("reopening %d backfills: %w", len(ids), err)
 			}

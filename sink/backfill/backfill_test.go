@@ -619,7 +619,8 @@ func TestBackfillShadowWritesNothing(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// Shadow mode needs no inbox connection at all.
-	if _, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: time.Second}); err != nil {
+	if _, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: time.Second,
+		Clock: e.clk, Log: testenv.Logger(t)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

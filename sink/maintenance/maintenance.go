@@ -60,9 +60,10 @@ type Deps struct {
 	// Timeout bounds every single database call (MSGX_DB_TIMEOUT), one
 	// archive or retention batch included.
 	Timeout time.Duration
-	// Clock is the source of time (clock.Real{} when nil).
+	// Clock is the source of time (required).
 	Clock clock.Clock
-	// Log receives the jobs' lines (slog.Default() when nil).
+	// Log receives the jobs' lines (required; component=maintenance is
+	// added).
 	Log *slog.Logger
 	// Location is the airport time zone, in which schd_snap_log.scope_end
 	// dates are days (MSGX_AIRPORT_TZ). Optional: UTC when nil, which moves
@@ -98,22 +99,20 @@ func New(cfg Config, deps Deps) (*Runner, error) {
 	if deps.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
 	}
+	if deps.Clock == nil {
+		errs = append(errs, errors.New("maintenance: no clock"))
+	}
+	if deps.Log == nil {
+		errs = append(errs, errors.New("maintenance: no logger"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
-	}
-	clk := deps.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	log := deps.Log
-	if log == nil {
-		log = slog.Default()
 	}
 	loc := deps.Location
 	if loc == nil {
 		loc = time.UTC
 	}
-	return &Runner{cfg: cfg, pg: deps.PG, timeout: deps.Timeout, clk: clk, log: log.With("component", "maintenance"), loc: loc}, nil
+	return &Runner{cfg: cfg, pg: deps.PG, timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "maintenance"), loc: loc}, nil
 }
 
 // Result is what one pass did.

@@ -35,8 +35,7 @@ import (
 // reports: when ingest, the router or a processor falls behind, the age of
 // the next unread row or of the oldest unfinished message grows past its
 // threshold, and DeadRecent counts the DEAD of the last window.
-func Alerts(r Report, th Thresholds) []string {
-	th = th.withDefaults()
+func Alerts(r Report, th Config) []string {
 	out := []string{}
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 
@@ -61,10 +60,10 @@ func Alerts(r Report, th Thresholds) []string {
 		add("ingest is not seeded (no inbox_cursor): nothing is read from the inbox until ingest starts once with MSGX_CUTOVER_WATERMARK set")
 	}
 	holeAlert := false
-	if h := in.Hole; h != nil && time.Duration(h.AgeSeconds)*time.Second >= th.HoleAge {
+	if h := in.Hole; h != nil && time.Duration(h.AgeSeconds)*time.Second >= th.HoleAge() {
 		holeAlert = true
 		add("inbox hole at IDs %s open for %s (threshold %s): ingest holds every row after W=%d; it should have been released after MSGX_MAX_COMMIT_DELAY — is the ingest bridge running?",
-			idRange(h.From, h.To), fmtAge(h.AgeSeconds), fmtDur(th.HoleAge), in.Watermark)
+			idRange(h.From, h.To), fmtAge(h.AgeSeconds), fmtDur(th.HoleAge()), in.Watermark)
 	}
 	if in.MaxID >= 0 && in.Watermark > in.MaxID && in.Seeded {
 		// The newest rows vanished, or this is not the inbox ingest read

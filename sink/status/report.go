@@ -7,16 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype/zeronull"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
@@ -72,7 +69,7 @@ type Report struct {
 
 	// th are the thresholds the alerts were computed with, kept so that
 	// Merge can recompute them.
-	th Thresholds
+	th Config
 }
 
 // InboxStatus is the ingest side of the report: permanent holes and
@@ -225,29 +222,8 @@ type BackfillStatus struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// GroupLag is one goka group on one of its input topics. With several
-// partitions the offsets are sums over them.
-type GroupLag struct {
-	Group string `json:"group"`
-	Topic string `json:"topic"`
-	// State is the group's state at the coordinator (Stable, Empty,
-	// PreparingRebalance, Dead, …); Members its live members. A group with
-	// no members is not consuming.
-	State      string `json:"state"`
-	Members    int    `json:"members"`
-	Partitions int    `json:"partitions"`
-	// Committed is the committed offset (the next record the group will
-	// read); -1 when the group has never committed on this topic.
-	// Partitions without a commit count at their log start, where the
-	// group begins (Offsets.Initial = oldest).
-	Committed int64 `json:"committed"`
-	// End is the topic's end offset (high watermark).
-	End int64 `json:"end"`
-	// Lag is End − Committed: records not yet processed.
-	Lag int64 `json:"lag"`
-	// Error is why this row is incomplete (e.g. the topic does not exist).
-	Error string `json:"error,omitempty"`
-}
+// GroupLag is one goka group on one of its input topics (kafka.Lags).
+type GroupLag = kafka.GroupLag
 
 // Component states reported by the daemon in ComponentState.State.
 const (
@@ -275,89 +251,59 @@ type ComponentState struct {
 	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 }
 
-// Thresholds decide when a figure becomes an alert. A zero field
-// takes its default (DefaultThresholds).
-type Thresholds struct {
-	// HoleAge: an open hole older than this is an alert. Ingest releases a
-	// hole after MSGX_MAX_COMMIT_DELAY (5m) at the latest, so a hole that
-	// stays open much longer means the bridge is not running. Default 10m.
-	HoleAge time.Duration
+// Config decides when a figure becomes an alert. Durations are Go
+// durations ("5m", "720h").
+type Config struct {
+	// MaxCommitDelay is ingest's MSGX_MAX_COMMIT_DELAY (read here too): the
+	// bridge releases a hole after it at the latest, so a hole open for
+	// twice as long (HoleAge) means the bridge is not running.
+	MaxCommitDelay time.Duration `env:"MSGX_MAX_COMMIT_DELAY" envDefault:"5m"`
 	// OldestUnfinishedAge: an unfinished message older than this is an
 	// alert (a FAILED head blocks everything behind it; a ROUTED one waits
-	// for a processor). Retries take 15s by default. Default 5m.
-	OldestUnfinishedAge time.Duration
-	// InboxLag: more IDs than this above the watermark is an alert.
-	// Default 10000.
-	InboxLag int64
+	// for a processor). Retries take 15s by default.
+	OldestUnfinishedAge time.Duration `env:"MSGX_STATUS_UNFINISHED_AGE" envDefault:"5m"`
+	// InboxLag: more IDs than this above the watermark is an alert (a
+	// count of inbox IDs).
+	InboxLag int64 `env:"MSGX_STATUS_INBOX_LAG" envDefault:"10000"`
 	// UnreadAge: the next inbox row waiting longer than this for ingest is
-	// an alert (ingest not keeping up). Default 5m.
-	UnreadAge time.Duration
+	// an alert (ingest not keeping up).
+	UnreadAge time.Duration `env:"MSGX_STATUS_UNREAD_AGE" envDefault:"5m"`
 	// GroupLag: a consumer group more records than this behind on a topic
-	// is an alert. Default 1000.
-	GroupLag int64
-	// DeadWindow is the window of Messages.DeadRecent. Default 1h.
-	DeadWindow time.Duration
-	// BackfillOverdue is R (MSGX_OVERDUE_BACKFILL): a pending mark older
-	// than it is overdue. Default 720h.
-	BackfillOverdue time.Duration
+	// is an alert (a count of records).
+	GroupLag int64 `env:"MSGX_STATUS_GROUP_LAG" envDefault:"1000"`
+	// DeadWindow is the window of Messages.DeadRecent.
+	DeadWindow time.Duration `env:"MSGX_STATUS_DEAD_WINDOW" envDefault:"1h"`
+	// BackfillOverdue is the sweeper's R (MSGX_OVERDUE_BACKFILL, read here
+	// too): a pending mark older than it is overdue.
+	BackfillOverdue time.Duration `env:"MSGX_OVERDUE_BACKFILL" envDefault:"720h"`
 }
 
-// DefaultThresholds are the defaults of every threshold.
-func DefaultThresholds() Thresholds {
-	return Thresholds{
-		HoleAge:             10 * time.Minute,
-		OldestUnfinishedAge: 5 * time.Minute,
-		InboxLag:            10000,
-		UnreadAge:           5 * time.Minute,
-		GroupLag:            1000,
-		DeadWindow:          time.Hour,
-		BackfillOverdue:     720 * time.Hour,
-	}
-}
+// HoleAge is the age at which an open hole is an alert: twice
+// MaxCommitDelay.
+func (c Config) HoleAge() time.Duration { return 2 * c.MaxCommitDelay }
 
-// withDefaults fills the zero fields.
-func (t Thresholds) withDefaults() Thresholds {
-	d := DefaultThresholds()
-	if t.HoleAge <= 0 {
-		t.HoleAge = d.HoleAge
+// Validate checks every value; errors name the variable.
+func (c Config) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MSGX_MAX_COMMIT_DELAY", c.MaxCommitDelay}, {"MSGX_STATUS_UNFINISHED_AGE", c.OldestUnfinishedAge},
+		{"MSGX_STATUS_UNREAD_AGE", c.UnreadAge}, {"MSGX_STATUS_DEAD_WINDOW", c.DeadWindow},
+		{"MSGX_OVERDUE_BACKFILL", c.BackfillOverdue},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive", d.name))
+		}
 	}
-	if t.OldestUnfinishedAge <= 0 {
-		t.OldestUnfinishedAge = d.OldestUnfinishedAge
+	if c.InboxLag < 0 {
+		errs = append(errs, errors.New("MSGX_STATUS_INBOX_LAG: must not be negative"))
 	}
-	if t.InboxLag <= 0 {
-		t.InboxLag = d.InboxLag
+	if c.GroupLag < 0 {
+		errs = append(errs, errors.New("MSGX_STATUS_GROUP_LAG: must not be negative"))
 	}
-	if t.UnreadAge <= 0 {
-		t.UnreadAge = d.UnreadAge
-	}
-	if t.GroupLag <= 0 {
-		t.GroupLag = d.GroupLag
-	}
-	if t.DeadWindow <= 0 {
-		t.DeadWindow = d.DeadWindow
-	}
-	if t.BackfillOverdue <= 0 {
-		t.BackfillOverdue = d.BackfillOverdue
-	}
-	return t
-}
-
-// Group is a goka group and the input topics whose lag is reported.
-type Group struct {
-	Group  string
-	Topics []string
-}
-
-// DefaultGroups are msgx's goka groups with the default topic names.
-// The caller passes the configured names instead when MSGX_TOPIC_* are set.
-// (The group names are the processors' constants; they are repeated here
-// because the processors import sink.)
-func DefaultGroups() []Group {
-	return []Group{
-		{Group: "msgx-router", Topics: []string{"msgx.inbox"}},
-		{Group: "msgx-flights", Topics: []string{"msgx.flight-transitions", "msgx-flights-loop"}},
-		{Group: "msgx-refdata", Topics: []string{"msgx.refdata-transitions"}},
-	}
+	return errors.Join(errs...)
 }
 
 // Deps is what Collect reads.
@@ -367,7 +313,7 @@ type Deps struct {
 	// MySQL is the shared inbox; nil leaves MaxID unknown ("not
 	// configured").
 	MySQL *sql.DB
-	// InboxTable is the inbox table (MSGX_INBOX_TABLE); default cminmsgs.
+	// InboxTable is the inbox table (MSGX_INBOX_TABLE, required).
 	InboxTable string
 	// Brokers are the Kafka bootstrap addresses; empty falls back to
 	// Kafka.Brokers, and when both are empty the groups are not reported.
@@ -375,41 +321,53 @@ type Deps struct {
 	Brokers []string
 	// Kafka gives the admin round-trip timeout (Kafka.Timeout).
 	Kafka kafka.Config
-	// Groups are the consumer groups to report; nil means
-	// DefaultGroups.
-	Groups []Group
+	// Groups are the consumer groups to report with their input topics
+	// (required: the processors know them).
+	Groups []kafka.Group
 	// Timeout bounds every single database call and, when Kafka.Timeout is
-	// zero, every Kafka call (MSGX_DB_TIMEOUT); default 10s.
+	// zero, every Kafka call (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
-	// Thresholds decide the alerts.
-	Thresholds Thresholds
 }
 
-// statusErrorChars caps the error texts quoted in the report (one line
+// errorChars caps the error texts quoted in the report (one line
 // each on a screen).
-const statusErrorChars = 200
+const errorChars = 200
+
+// Collector takes status reports.
+type Collector struct {
+	cfg  Config
+	deps Deps
+}
+
+// New checks cfg and deps and returns the collector.
+func New(cfg Config, deps Deps) (*Collector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if deps.PG == nil {
+		errs = append(errs, errors.New("status: no PostgreSQL pool"))
+	}
+	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.InboxTable); err != nil {
+		errs = append(errs, err)
+	}
+	if deps.Timeout <= 0 {
+		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
+	}
+	if len(deps.Groups) == 0 {
+		errs = append(errs, errors.New("status: no consumer groups to report"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Collector{cfg: cfg, deps: deps}, nil
+}
 
 // Collect takes the status report at now. Every source is read under
 // its own timeouts, concurrently; a failing source degrades its section
-// (see Report). The error is only for unusable deps (no PostgreSQL pool, a
-// bad table name).
-func Collect(ctx context.Context, deps Deps, now time.Time) (Report, error) {
-	if deps.PG == nil {
-		return Report{}, errors.New("status: no PostgreSQL pool")
-	}
-	if deps.InboxTable == "" {
-		deps.InboxTable = "cminmsgs"
-	}
-	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.InboxTable); err != nil {
-		return Report{}, err
-	}
-	if deps.Timeout <= 0 {
-		deps.Timeout = 10 * time.Second
-	}
-	if deps.Groups == nil {
-		deps.Groups = DefaultGroups()
-	}
-	th := deps.Thresholds.withDefaults()
+// (see Report).
+func (c *Collector) Collect(ctx context.Context, now time.Time) Report {
+	th, deps := c.cfg, c.deps
 	r := Report{
 		GeneratedAt: now,
 		Inbox: InboxStatus{
@@ -425,7 +383,7 @@ func Collect(ctx context.Context, deps Deps, now time.Time) (Report, error) {
 		Components: []ComponentState{},
 		th:         th,
 	}
-	s := &statusRun{deps: deps, now: now, th: th}
+	s := &collection{deps: deps, now: now, th: th}
 
 	// The cursor is read first because the MySQL side needs W to find the
 	// next unread row; everything else runs at once, so an unreachable
@@ -455,7 +413,7 @@ func Collect(ctx context.Context, deps Deps, now time.Time) (Report, error) {
 		r.Inbox.Lag = max(0, r.Inbox.MaxID-r.Inbox.Watermark)
 	}
 	r.Alerts = Alerts(r, th)
-	return r, nil
+	return r
 }
 
 // Merge adds the daemon's component states (replacing those of the same
@@ -476,17 +434,17 @@ func (r *Report) Merge(components []ComponentState) {
 	r.Alerts = Alerts(*r, r.th)
 }
 
-// statusRun is one Collect call.
-type statusRun struct {
+// collection is one Collect call.
+type collection struct {
 	deps Deps
 	now  time.Time
-	th   Thresholds
+	th   Config
 	// pgDown is the first PostgreSQL outage seen (see pg).
 	pgDown error
 }
 
 // call runs one database call under its own timeout.
-func (s *statusRun) call(ctx context.Context, fn func(ctx context.Context) error) error {
+func (s *collection) call(ctx context.Context, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.deps.Timeout)
 	defer cancel()
 	return fn(ctx)
@@ -498,7 +456,7 @@ func (s *statusRun) call(ctx context.Context, fn func(ctx context.Context) error
 // the operator needs the report fast. A timeout of a linear query (a big
 // count) is not taken for an outage — it may just be slow on a large table.
 // The PostgreSQL calls run on one goroutine, so pgDown needs no lock.
-func (s *statusRun) pg(ctx context.Context, linear bool, fn func(ctx context.Context) error) error {
+func (s *collection) pg(ctx context.Context, linear bool, fn func(ctx context.Context) error) error {
 	if s.pgDown != nil {
 		return fmt.Errorf("not tried, PostgreSQL unreachable: %w", s.pgDown)
 	}
@@ -542,16 +500,15 @@ const (
 	// proc_state_backfill: exactly the sweeper's predicate
 	// (docs/design.md#backfill-predicate).
 	sqlBackfillPending = `SELECT count(*), count(*) FILTER (WHERE enqueued_at < $1), min(enqueued_at) FROM proc_state
-		WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
+		WHERE ` + sink.BackfillOwed
 	// No index: a sequential scan (see the package comment).
 	sqlAbandoned = `SELECT COALESCE(backfill_abandoned_reason, 'UNKNOWN'), count(*) FROM proc_state
-		WHERE backfill_abandoned_at IS NOT NULL AND backfill_at IS NULL AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
-		GROUP BY 1`
+		WHERE ` + sink.BackfillAbandoned + ` GROUP BY 1`
 )
 
 // inboxPG reads the cursor, holes and late rows; W (-1 when unknown) goes
 // to cursorRead as soon as the cursor has been read.
-func (s *statusRun) inboxPG(ctx context.Context, in *InboxStatus, cursorRead chan<- int64) {
+func (s *collection) inboxPG(ctx context.Context, in *InboxStatus, cursorRead chan<- int64) {
 	fail := func(what string, err error) {
 		in.Errors = append(in.Errors, fmt.Sprintf("%s: %v", what, err))
 	}
@@ -621,7 +578,7 @@ func (s *statusRun) inboxPG(ctx context.Context, in *InboxStatus, cursorRead cha
 }
 
 // inboxMySQL reads MAX(CMINMSGS_ID) and the first row above W.
-func (s *statusRun) inboxMySQL(ctx context.Context, cursorRead <-chan int64) InboxStatus {
+func (s *collection) inboxMySQL(ctx context.Context, cursorRead <-chan int64) InboxStatus {
 	out := InboxStatus{MaxID: -1}
 	if s.deps.MySQL == nil {
 		out.MaxIDError = "MySQL not configured"
@@ -664,7 +621,7 @@ func (s *statusRun) inboxMySQL(ctx context.Context, cursorRead <-chan int64) Inb
 }
 
 // messages fills the proc_state section.
-func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
+func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 	pg := s.deps.PG
 	fail := func(what string, err error) {
 		m.Errors = append(m.Errors, fmt.Sprintf("%s: %v", what, err))
@@ -679,16 +636,17 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	}
 
 	var h UnfinishedMessage
-	var class, lastErr *string
+	// NULL error_class and last_error scan as "" (zeronull.Text).
 	err = s.pg(ctx, false, func(ctx context.Context) error {
-		return pg.QueryRow(ctx, sqlHead).Scan(&h.MsgID, &h.State, &h.EnqueuedAt, &h.Attempts, &class, &h.NextAttemptAt, &lastErr)
+		return pg.QueryRow(ctx, sqlHead).Scan(&h.MsgID, &h.State, &h.EnqueuedAt, &h.Attempts, (*zeronull.Text)(&h.ErrorClass),
+			&h.NextAttemptAt, (*zeronull.Text)(&h.LastError))
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		fail("reading the oldest unfinished message", err)
 	default:
-		h.AgeSeconds, h.ErrorClass, h.LastError = ageSeconds(s.now, h.EnqueuedAt), deref(class), clip(deref(lastErr), statusErrorChars)
+		h.AgeSeconds, h.LastError = ageSeconds(s.now, h.EnqueuedAt), clip(h.LastError, errorChars)
 		m.OldestUnfinished = &h
 	}
 
@@ -716,7 +674,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 	} else if latest != nil {
 		var d DeadMessage
 		err = s.pg(ctx, false, func(ctx context.Context) error {
-			return pg.QueryRow(ctx, sqlDeadOne, *latest).Scan(&d.MsgID, &class, &d.EnqueuedAt, &lastErr)
+			return pg.QueryRow(ctx, sqlDeadOne, *latest).Scan(&d.MsgID, (*zeronull.Text)(&d.ErrorClass), &d.EnqueuedAt, (*zeronull.Text)(&d.LastError))
 		})
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -724,7 +682,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 		case err != nil:
 			fail("reading the latest DEAD message", err)
 		default:
-			d.ErrorClass, d.LastError = deref(class), clip(deref(lastErr), statusErrorChars)
+			d.LastError = clip(d.LastError, errorChars)
 			m.LatestDead = &d
 		}
 	}
@@ -735,7 +693,7 @@ func (s *statusRun) messages(ctx context.Context, m *MessageStatus) {
 }
 
 // backfill fills the backfill section.
-func (s *statusRun) backfill(ctx context.Context, b *BackfillStatus) {
+func (s *collection) backfill(ctx context.Context, b *BackfillStatus) {
 	var oldest *time.Time
 	err := s.pg(ctx, false, func(ctx context.Context) error {
 		return s.deps.PG.QueryRow(ctx, sqlBackfillPending, s.now.Add(-s.th.BackfillOverdue)).Scan(&b.Pending, &b.Overdue, &oldest)
@@ -753,7 +711,7 @@ func (s *statusRun) backfill(ctx context.Context, b *BackfillStatus) {
 
 // countBy runs a "key, count" query into a map (never nil on success);
 // linear as for pg.
-func (s *statusRun) countBy(ctx context.Context, linear bool, q string) (map[string]int64, error) {
+func (s *collection) countBy(ctx context.Context, linear bool, q string) (map[string]int64, error) {
 	out := map[string]int64{}
 	err := s.pg(ctx, linear, func(ctx context.Context) error {
 		rows, err := s.deps.PG.Query(ctx, q)
@@ -774,8 +732,8 @@ func (s *statusRun) countBy(ctx context.Context, linear bool, q string) (map[str
 	return out, nil
 }
 
-// groups reads the consumer lag of every group on its topics with kadm.
-func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
+// groups reads the consumer lag of every group on its topics.
+func (s *collection) groups(ctx context.Context) ([]GroupLag, string) {
 	brokers := s.deps.Brokers
 	if len(brokers) == 0 {
 		brokers = s.deps.Kafka.Brokers
@@ -787,115 +745,11 @@ func (s *statusRun) groups(ctx context.Context) ([]GroupLag, string) {
 	if timeout <= 0 {
 		timeout = s.deps.Timeout
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(timeout))
+	lags, err := kafka.Lags(ctx, brokers, timeout, s.deps.Groups)
 	if err != nil {
-		return nil, fmt.Sprintf("creating Kafka client: %v", err)
+		return nil, err.Error()
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	kcall := func(fn func(ctx context.Context) error) error {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return fn(ctx)
-	}
-
-	var topics, names []string
-	for _, g := range s.deps.Groups {
-		names = append(names, g.Group)
-		for _, t := range g.Topics {
-			if !slices.Contains(topics, t) {
-				topics = append(topics, t)
-			}
-		}
-	}
-	// One failed round trip means Kafka is unreachable: stop at the first
-	// so that an outage costs one timeout.
-	var ends, starts kadm.ListedOffsets
-	if err := kcall(func(ctx context.Context) (err error) { ends, err = adm.ListEndOffsets(ctx, topics...); return }); err != nil {
-		return nil, fmt.Sprintf("listing end offsets of %s: %v", strings.Join(topics, ", "), err)
-	}
-	if err := kcall(func(ctx context.Context) (err error) { starts, err = adm.ListStartOffsets(ctx, topics...); return }); err != nil {
-		return nil, fmt.Sprintf("listing start offsets of %s: %v", strings.Join(topics, ", "), err)
-	}
-	var described kadm.DescribedGroups
-	var descErr error
-	if err := kcall(func(ctx context.Context) (err error) { described, err = adm.DescribeGroups(ctx, names...); return }); err != nil {
-		// Offsets still say how far behind the groups are.
-		descErr = fmt.Errorf("describing groups: %w", err)
-	}
-	var fetched kadm.FetchOffsetsResponses
-	_ = kcall(func(ctx context.Context) error { fetched = adm.FetchManyOffsets(ctx, names...); return nil })
-
-	var out []GroupLag
-	for _, g := range s.deps.Groups {
-		var errs []string
-		if descErr != nil {
-			errs = append(errs, descErr.Error())
-		}
-		state, members := "", 0
-		if d, ok := described[g.Group]; ok {
-			state, members = d.State, len(d.Members)
-			switch {
-			case errors.Is(d.Err, kerr.GroupIDNotFound):
-				// A group that never joined nor committed. Kafka describes
-				// it as Dead without error; some brokers (kfake) answer
-				// GROUP_ID_NOT_FOUND. Either way: nobody consumes.
-				state = "Dead"
-			case d.Err != nil:
-				errs = append(errs, fmt.Sprintf("describing group: %v", d.Err))
-			}
-		}
-		committed, ok := fetched[g.Group]
-		switch {
-		case !ok:
-			errs = append(errs, "committed offsets not fetched")
-		case errors.Is(committed.Err, kerr.GroupIDNotFound):
-			// Never committed: the lag counts from the log start below.
-		case committed.Err != nil:
-			errs = append(errs, fmt.Sprintf("fetching committed offsets: %v", committed.Err))
-		}
-		for _, t := range g.Topics {
-			row := GroupLag{Group: g.Group, Topic: t, State: state, Members: members, Committed: -1}
-			rowErrs := append([]string(nil), errs...)
-			parts := ends[t]
-			if p, bad := parts[-1]; bad && p.Err != nil {
-				rowErrs = append(rowErrs, fmt.Sprintf("topic %s: %v", t, p.Err))
-				parts = nil
-			}
-			sumAt, anyCommitted := int64(0), false
-			for p, end := range parts {
-				if end.Err != nil {
-					rowErrs = append(rowErrs, fmt.Sprintf("end offset of %s/%d: %v", t, p, end.Err))
-					continue
-				}
-				row.Partitions++
-				row.End += end.Offset
-				var at int64
-				if c, ok := committed.Fetched.Lookup(t, p); ok && c.Err == nil && c.At >= 0 {
-					at, anyCommitted = c.At, true
-				} else if st, ok := starts.Lookup(t, p); ok && st.Err == nil {
-					// Never committed here: the group starts at the oldest
-					// offset, so everything still in the log is its lag.
-					at = st.Offset
-				}
-				sumAt += at
-				row.Lag += max(0, end.Offset-at)
-			}
-			if anyCommitted {
-				row.Committed = sumAt
-			}
-			row.Error = strings.Join(rowErrs, "; ")
-			out = append(out, row)
-		}
-	}
-	return out, ""
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return lags, ""
 }
 
 // clip shortens s to at most n characters without splitting one (errors

@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caarlos0/env/v11"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink/backfill"
 	"msgx/sink/status"
@@ -137,6 +139,54 @@ func stScenarioMySQL(t *testing.T, db *sql.DB) {
 	}
 }
 
+// stGroups are msgx's goka groups with the default topic names.
+var stGroups = []kafka.Group{
+	{Group: "msgx-router", Topics: []string{"msgx.inbox"}},
+	{Group: "msgx-flights", Topics: []string{"msgx.flight-transitions", "msgx-flights-loop"}},
+	{Group: "msgx-refdata", Topics: []string{"msgx.refdata-transitions"}},
+}
+
+// stConfig is the configuration from an empty environment (its
+// defaults), changed by change.
+func stConfig(t *testing.T, change ...func(*status.Config)) status.Config {
+	t.Helper()
+	cfg, err := env.ParseAsWithOptions[status.Config](env.Options{Environment: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range change {
+		c(&cfg)
+	}
+	return cfg
+}
+
+// stCollect takes the report at stNow with stConfig(t, change...).
+func stCollect(t *testing.T, deps status.Deps, change ...func(*status.Config)) (status.Report, error) {
+	t.Helper()
+	c, err := status.New(stConfig(t, change...), deps)
+	if err != nil {
+		return status.Report{}, err
+	}
+	return c.Collect(context.Background(), stNow), nil
+}
+
+// New names what is missing or wrong.
+func TestNewRefusesIncompleteDeps(t *testing.T) {
+	t.Parallel()
+	_, err := status.New(stConfig(t), status.Deps{InboxTable: "cminmsgs; DROP TABLE x"})
+	for _, want := range []string{"no PostgreSQL pool", "MSGX_INBOX_TABLE", "MSGX_DB_TIMEOUT", "no consumer groups"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with empty deps: %v, want it to name %q", err, want)
+		}
+	}
+	_, err = status.New(stConfig(t, func(c *status.Config) { c.GroupLag, c.DeadWindow = -1, 0 }), status.Deps{})
+	for _, want := range []string{"MSGX_STATUS_GROUP_LAG", "MSGX_STATUS_DEAD_WINDOW"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with a bad configuration: %v, want it to name %q", err, want)
+		}
+	}
+}
+
 // stScenarioKafka creates the groups' topics with records and commits part
 // of them: msgx-router 7 of 10 on msgx.inbox, msgx-flights 4 of 4 on the
 // transitions and nothing on its empty loop topic, msgx-refdata nothing of
@@ -221,10 +271,10 @@ func TestCollectReportScenario(t *testing.T) {
 	stScenarioMySQL(t, my)
 	stScenarioKafka(t, brokers)
 
-	r, err := status.Collect(context.Background(), status.Deps{
-		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers),
-		Timeout: 10 * time.Second, Thresholds: status.Thresholds{GroupLag: 2},
-	}, stNow)
+	r, err := stCollect(t, status.Deps{
+		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers), Groups: stGroups,
+		Timeout: 10 * time.Second,
+	}, func(c *status.Config) { c.GroupLag = 2 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +456,7 @@ func TestCollectReportScenario(t *testing.T) {
 func TestCollectReportEmpty(t *testing.T) {
 	t.Parallel()
 	pool := stPG(t, testenv.NewPG(t))
-	r, err := status.Collect(context.Background(), status.Deps{PG: pool, Timeout: 5 * time.Second}, stNow)
+	r, err := stCollect(t, status.Deps{PG: pool, InboxTable: "cminmsgs", Groups: stGroups, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,10 +513,10 @@ func TestCollectReportMySQLDown(t *testing.T) {
 	my, proxy := stProxiedMySQL(t)
 	brokers := testenv.NewBroker(t)
 	stScenarioKafka(t, brokers)
-	deps := status.Deps{PG: pool, MySQL: my, Brokers: brokers, Timeout: 3 * time.Second}
+	deps := status.Deps{PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Groups: stGroups, Timeout: 3 * time.Second}
 
 	// Up first: the proxy itself is not what the figures depend on.
-	r, err := status.Collect(context.Background(), deps, stNow)
+	r, err := stCollect(t, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +524,7 @@ func TestCollectReportMySQLDown(t *testing.T) {
 
 	proxy.Down()
 	start := time.Now()
-	r, err = status.Collect(context.Background(), deps, stNow)
+	r, err = stCollect(t, deps)
 	if err != nil {
 		t.Fatalf("Collect with MySQL down: %v", err)
 	}
@@ -529,9 +579,9 @@ func TestCollectReportEverythingDown(t *testing.T) {
 	kProxy.Down()
 
 	start := time.Now()
-	r, err := status.Collect(context.Background(), status.Deps{
-		PG: pool, MySQL: my, Brokers: []string{kProxy.Addr()}, Timeout: 2 * time.Second,
-	}, stNow)
+	r, err := stCollect(t, status.Deps{
+		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: []string{kProxy.Addr()}, Groups: stGroups, Timeout: 2 * time.Second,
+	})
 	if err != nil {
 		t.Fatalf("Collect with everything down: %v", err)
 	}
@@ -624,9 +674,9 @@ func TestCollectReportHangingSources(t *testing.T) {
 
 	const timeout = time.Second
 	start := time.Now()
-	r, err := status.Collect(context.Background(), status.Deps{
-		PG: pool, MySQL: my, Brokers: []string{hole}, Timeout: timeout,
-	}, stNow)
+	r, err := stCollect(t, status.Deps{
+		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: []string{hole}, Groups: stGroups, Timeout: timeout,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,7 +713,7 @@ func TestReportText(t *testing.T) {
 	stScenarioPG(t, pool)
 	stScenarioMySQL(t, my)
 	stScenarioKafka(t, brokers)
-	r, err := status.Collect(context.Background(), status.Deps{PG: pool, MySQL: my, Brokers: brokers}, stNow)
+	r, err := stCollect(t, status.Deps{PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Groups: stGroups, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -754,7 +804,7 @@ func TestAlertRules(t *testing.T) {
 			Groups:   []status.GroupLag{{Group: "msgx-router", Topic: "msgx.inbox", State: "Stable", Members: 1, Committed: 100, End: 100}},
 		}
 	}
-	th := status.Thresholds{HoleAge: 10 * time.Minute, OldestUnfinishedAge: 5 * time.Minute, InboxLag: 100,
+	th := status.Config{MaxCommitDelay: 5 * time.Minute, OldestUnfinishedAge: 5 * time.Minute, InboxLag: 100,
 		UnreadAge: 5 * time.Minute, GroupLag: 50, DeadWindow: time.Hour, BackfillOverdue: 720 * time.Hour}
 	tests := []struct {
 		name   string
@@ -859,15 +909,15 @@ func TestAlertRules(t *testing.T) {
 		})
 	}
 
-	// Zero thresholds take the defaults.
+	// The defaults.
 	r := base()
 	r.Inbox.Hole = &status.OpenHole{From: 101, To: 101, AgeSeconds: 599}
 	r.Groups[0].Lag = 1000
-	if got := status.Alerts(r, status.Thresholds{}); len(got) != 0 {
+	if got := status.Alerts(r, stConfig(t)); len(got) != 0 {
 		t.Errorf("defaults: %q", got)
 	}
 	r.Inbox.Hole.AgeSeconds, r.Groups[0].Lag = 600, 1001
-	if got := status.Alerts(r, status.Thresholds{}); len(got) != 2 {
+	if got := status.Alerts(r, stConfig(t)); len(got) != 2 {
 		t.Errorf("defaults: %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"msgx/internal/kafka"
 	"slices"
 	"strings"
 	"testing"
@@ -514,11 +515,11 @@ func TestPlaceholder(t *testing.T) {
 	if r.Outcome != OutcomePlaceholder || !p.IsPlaceholder() || p.StateVersion != 0 || p.LastMsgID != 0 || p.OperationDay != "" || r.Event != nil {
 		t.Fatalf("%+v", r)
 	}
-	b, err := StateCodec{}.Encode(p)
+	b, err := kafka.JSON[State]{}.Encode(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := (StateCodec{}).Decode(b); err != nil || !back.(*State).IsPlaceholder() || !strings.Contains(string(b), `"state":"PLACEHOLDER"`) {
+	if back, err := (kafka.JSON[State]{}).Decode(b); err != nil || !back.(*State).IsPlaceholder() || !strings.Contains(string(b), `"state":"PLACEHOLDER"`) {
 		t.Fatalf("table codec: %s → %+v (%v)", b, back, err)
 	}
 

@@ -3,6 +3,7 @@ package refdata
 import (
 	"encoding/json"
 	"errors"
+	"msgx/internal/kafka"
 	"reflect"
 	"testing"
 	"time"
@@ -596,25 +597,25 @@ func TestJSONRoundTrip(t *testing.T) {
 	s := NewState("ABDG")
 	for _, x := range transitions {
 		// The transition as it travels on msgx.refdata-transitions.
-		b, err := TransitionCodec{}.Encode(x)
+		b, err := kafka.JSON[Transition]{}.Encode(x)
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := TransitionCodec{}.Decode(b)
+		v, err := kafka.JSON[Transition]{}.Decode(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(v.(Transition), x) {
+		if !reflect.DeepEqual(*v.(*Transition), x) {
 			t.Fatalf("transition round trip\n%+v\nwant %+v", v, x)
 		}
-		mustApply(t, s, v.(Transition))
+		mustApply(t, s, *v.(*Transition))
 	}
 
-	b, err := StateCodec{}.Encode(s)
+	b, err := kafka.JSON[State]{}.Encode(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := StateCodec{}.Decode(b)
+	v, err := kafka.JSON[State]{}.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,12 +635,12 @@ func TestJSONRoundTrip(t *testing.T) {
 		t.Fatal("replay guard lost in the round trip")
 	}
 
-	empty, err := StateCodec{}.Decode([]byte(`{"rtype":"AIRL"}`))
+	empty, err := kafka.JSON[State]{}.Decode([]byte(`{"rtype":"AIRL"}`))
 	if err != nil || empty.(*State).Records == nil {
 		t.Fatalf("decoded state without records: %v %v", empty, err)
 	}
-	if _, err := (StateCodec{}).Encode("x"); err == nil {
-		t.Fatal("StateCodec encoded a string")
+	if _, err := (kafka.JSON[State]{}).Encode("x"); err == nil {
+		t.Fatal("the state codec encoded a string")
 	}
 }
 

@@ -396,53 +396,17 @@ func cloneValue(v any) any {
 	return v
 }
 
-// StateCodec is the goka codec of the msgx-refdata table: JSON of *State.
-// It satisfies goka.Codec structurally, so this package needs no goka import.
-type StateCodec struct{}
-
-// Encode marshals a *State (or State) to JSON.
-func (StateCodec) Encode(v any) ([]byte, error) {
-	switch s := v.(type) {
-	case *State:
-		return json.Marshal(s)
-	case State:
-		return json.Marshal(&s)
-	}
-	return nil, fmt.Errorf("refdata: StateCodec cannot encode %T", v)
-}
-
-// Decode unmarshals JSON into a *State with a non-nil Records map.
-func (StateCodec) Decode(b []byte) (any, error) {
-	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("refdata: decode state: %w", err)
+// UnmarshalJSON decodes a state (the msgx-refdata table's value) with a
+// non-nil Records map, so that a restored state takes records like a new
+// one.
+func (s *State) UnmarshalJSON(b []byte) error {
+	// plain drops the method set, so json.Unmarshal does not recurse here.
+	type plain State
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+		return err
 	}
 	if s.Records == nil {
 		s.Records = map[string]Entry{}
 	}
-	return &s, nil
-}
-
-// TransitionCodec is the goka codec of msgx.refdata-transitions: JSON of
-// Transition.
-type TransitionCodec struct{}
-
-// Encode marshals a Transition (or *Transition) to JSON.
-func (TransitionCodec) Encode(v any) ([]byte, error) {
-	switch t := v.(type) {
-	case Transition:
-		return json.Marshal(t)
-	case *Transition:
-		return json.Marshal(t)
-	}
-	return nil, fmt.Errorf("refdata: TransitionCodec cannot encode %T", v)
-}
-
-// Decode unmarshals JSON into a Transition (a value, not a pointer).
-func (TransitionCodec) Decode(b []byte) (any, error) {
-	var t Transition
-	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("refdata: decode transition: %w", err)
-	}
-	return t, nil
+	return nil
 }
