@@ -56,7 +56,9 @@ type Bridge struct {
 	mu    sync.Mutex
 	stats Stats
 
-	producer  sarama.SyncProducer
+	producer sarama.SyncProducer
+	// window is how many rows the next poll looks at (0: MSGX_CLAIM_BATCH).
+	window    int
 	lastLate  time.Time
 	sleepHook func() // tests: called when the bridge is about to wait
 	// afterProduce lets tests crash the bridge between produce and cursor
@@ -220,10 +222,24 @@ func (b *Bridge) seedWatermark(ctx context.Context, mode string, id int64) (w in
 // poll runs one read-plan-produce-save round and returns how long to wait
 // before the next one (0: poll again at once).
 func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
-	rows, err := b.d.Inbox.ReadAfter(ctx, cur.Watermark, b.cfg.ClaimBatch)
+	window := b.window
+	if window <= 0 || window > b.cfg.ClaimBatch {
+		window = b.cfg.ClaimBatch
+	}
+	rows, cut, err := b.d.Inbox.ReadAfter(ctx, cur.Watermark, window, b.cfg.claimMaxBytes())
 	if err != nil {
 		return 0, retry.Outage("mysql", err)
 	}
+	// Reading the lengths of large rows is what the byte bound costs the
+	// database (each one is read whole). After a poll the bound cut short,
+	// the next one looks only twice as far ahead as this one read; polls
+	// that are not cut widen the window again up to MSGX_CLAIM_BATCH.
+	if cut {
+		b.window = 2 * len(rows)
+	} else {
+		b.window = 2 * window
+	}
+	more := cut || len(rows) == window
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
@@ -261,7 +277,7 @@ func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
 		})
 	}
 	if step.Gap == nil {
-		if len(rows) == b.cfg.ClaimBatch {
+		if more {
 			return 0, nil
 		}
 		return b.cfg.PollInterval, nil

@@ -485,3 +485,34 @@ func TestOversizeRowDoesNotBlockIngest(t *testing.T) {
 		t.Fatalf("records %+v", ids(recs))
 	}
 }
+
+// A poll reads at most MSGX_CLAIM_MAX_BYTES of message text: it stops
+// before the row that would exceed it, always takes at least one row (one
+// larger than the bound is read alone), and asks to poll again at once
+// while rows were left out.
+func TestPollBoundedByBytes(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ClaimMaxBytes = 2500 })
+	text := func(n int) string { return "<MSG>" + strings.Repeat("x", n-11) + "</MSG>" }
+	for _, n := range []int{1000, 1000, 1000, 1000, 1000, 10000, 1000, 1000} {
+		testenv.InsertInbox(t, h.my, text(n))
+	}
+	b, cur := h.started(h.clock)
+	var marks []int64
+	var waits []time.Duration
+	for i := 0; i < 6; i++ {
+		waits = append(waits, h.poll(b, cur))
+		marks = append(marks, cur.Watermark)
+	}
+	if !reflect.DeepEqual(marks, []int64{2, 4, 5, 6, 8, 8}) {
+		t.Fatalf("watermarks after each poll %v, want 2 4 5 6 8 8 (two 1000-byte rows per 2500 bytes, the 10000-byte row alone)", marks)
+	}
+	// Polls cut short poll again at once; so does the fifth, which filled
+	// the narrowed window (two rows); the sixth finds nothing and waits.
+	if !reflect.DeepEqual(waits, []time.Duration{0, 0, 0, 0, 0, time.Second}) {
+		t.Fatalf("waits %v: a poll cut short by the byte bound must poll again at once", waits)
+	}
+	recs := h.topic(8)
+	if !reflect.DeepEqual(ids(recs), seq(1, 8)) || len(recs[5].Raw) != 10000 {
+		t.Fatalf("topic %v", ids(recs))
+	}
+}

@@ -343,4 +343,3 @@ func newRefPool(t *testing.T) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
-
