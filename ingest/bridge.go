@@ -92,8 +92,11 @@ func (b *Bridge) update(fn func(*Stats)) {
 // lost, another instance moved the cursor, or start-up has no cut-over
 // decision.
 func (b *Bridge) Run(ctx context.Context) error {
+	lockOutage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
 	lock, err := sink.AcquireLock(ctx, b.d.PG, b.d.Clock, sink.LockIngest, b.cfg.PollInterval, func() {
 		b.log.Info("standby: another instance holds the ingest lock; waiting to take over")
+	}, func(err error) {
+		lockOutage.Failed("ingest lock: PostgreSQL unavailable, retrying every poll", err)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -102,6 +105,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("taking the ingest lock: %w", err)
 	}
 	defer lock.Release()
+	lockOutage.Recovered("ingest lock: PostgreSQL reachable again")
 	b.log.Info("ingest lock acquired: this instance reads the inbox")
 	defer b.closeProducer()
 	defer b.update(func(s *Stats) { s.Active = false })
@@ -114,6 +118,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return err
 	}
 	b.update(func(s *Stats) { s.Active = true; s.Watermark = cur.Watermark })
+	// An outage fails every poll (every MSGX_POLL_INTERVAL): its first
+	// failure, a summary every 30 s and the recovery are logged, not each
+	// poll.
+	pollOutage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
 	for {
 		if err := lock.Alive(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -129,9 +137,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 			if errors.Is(err, ErrCursorMoved) {
 				return err
 			}
-			b.log.Warn("ingest poll failed; watermark kept, retrying next poll", "err", err, "watermark", cur.Watermark)
+			pollOutage.Failed("ingest poll failed; watermark kept, retrying every poll", err, "watermark", cur.Watermark)
 			b.update(func(s *Stats) { s.LastError, s.LastErrorAt = err.Error(), b.d.Clock.Now() })
 			wait = b.cfg.PollInterval
+		} else {
+			pollOutage.Recovered("ingest poll succeeded again after failures", "watermark", cur.Watermark)
 		}
 		if err := b.maybeCheckLate(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("late-row check failed", "err", err)
@@ -154,6 +164,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 		return Cursor{}, fmt.Errorf("MSGX_CUTOVER_WATERMARK: %w", err)
 	}
 	waitingForRow := false
+	outage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
 	for {
 		cur, ok, err := b.d.Cursors.Load(ctx)
 		if err == nil && ok {
@@ -189,7 +200,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 			}
 		}
 		if err != nil {
-			b.log.Warn("loading or seeding the inbox cursor failed; retrying", "err", err)
+			outage.Failed("loading or seeding the inbox cursor failed; retrying every poll", err)
 		}
 		if err := clock.Sleep(ctx, b.d.Clock, b.cfg.PollInterval); err != nil {
 			return Cursor{}, err

@@ -1,11 +1,15 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -515,4 +519,92 @@ func TestPollBoundedByBytes(t *testing.T) {
 	if !reflect.DeepEqual(ids(recs), seq(1, 8)) || len(recs[5].Raw) != 10000 {
 		t.Fatalf("topic %v", ids(recs))
 	}
+}
+
+// A MySQL outage fails every poll. The bridge logs the first failure, a
+// summary at most every 30 s while it lasts and the recovery: a minute of
+// 200 ms polls makes four lines, not three hundred.
+func TestMySQLOutageLogsAreThrottled(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.PollInterval = 200 * time.Millisecond })
+	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.Shanghai, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var lines logLines
+	b := h.bridge(h.clock)
+	b.d.Inbox = NewInbox(db, nil, "cminmsgs", 2*time.Second)
+	b.log = slog.New(slog.NewJSONHandler(&lines, nil)).With("component", "ingest")
+	h.insert(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	step := func() {
+		t.Helper()
+		if err := h.clock.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(200 * time.Millisecond)
+	}
+	step() // the first poll read the two rows and waits
+	proxy.Down()
+	for i := 0; i <= 300; i++ { // 60 s of failing polls
+		step()
+	}
+	proxy.Up()
+	h.insert(1)
+	step()
+	if err := h.clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range lines.all() {
+		if m["level"] == "WARN" || strings.Contains(m["msg"].(string), "again") {
+			got = append(got, m["level"].(string)+" "+m["msg"].(string))
+		}
+	}
+	want := []string{
+		"WARN ingest poll failed; watermark kept, retrying every poll",
+		"WARN ingest poll failed; watermark kept, retrying every poll (still failing)",
+		"WARN ingest poll failed; watermark kept, retrying every poll (still failing)",
+		"INFO ingest poll succeeded again after failures",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("outage log lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := ids(h.topic(3)); !reflect.DeepEqual(got, seq(1, 3)) {
+		t.Fatalf("after the outage topic = %v", got)
+	}
+}
+
+// logLines collects JSON log lines.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) all() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"msgx/emitters/schd"
 	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/internal/web"
 	"msgx/processors/flights"
 	"msgx/processors/router"
 	"msgx/sink"
@@ -46,6 +47,7 @@ type Config struct {
 	Kafka     kafka.Config
 	Ingest    ingest.Config
 	HTTP      ingest.HTTPConfig
+	Web       web.Config
 	Router    router.Config
 	Flights   flights.Config
 	Backfill  backfill.Config
@@ -83,7 +85,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
 	errs = append(errs, c.productionChecks()...)
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History} {
+	if err := c.HTTP.CheckRecordLimit(c.Kafka.MaxMessageBytes); err != nil {
+		errs = append(errs, err)
+	}
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}
