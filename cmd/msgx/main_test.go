@@ -188,8 +188,16 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 			t.Errorf("%v: error %v does not name %s", tc.env, err, tc.want)
 		}
 	}
-	if _, err := loadConfig(map[string]string{}); err != nil {
+	defaults, err := loadConfig(map[string]string{})
+	if err != nil {
 		t.Fatalf("defaults rejected: %v", err)
+	}
+	// The manual promises work resumes within 5 s of PostgreSQL coming
+	// back: both locks are retried at least that often (sink's
+	// TestAcquireLockRetriesOutagesEveryInterval shows the interval holds
+	// through an outage of any length).
+	if defaults.DB.LockRetry > 5*time.Second || defaults.Ingest.PollInterval > 5*time.Second {
+		t.Fatalf("lock retry intervals %v / %v exceed 5 s", defaults.DB.LockRetry, defaults.Ingest.PollInterval)
 	}
 	// A body limit the record limit can carry is accepted.
 	if _, err := loadConfig(map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "2000000", "MSGX_HTTP_MAX_BODY": "1048576"}); err != nil {
@@ -201,7 +209,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		t.Fatalf("a complete production configuration was rejected: %v", err)
 	}
 	// Each refusal is one clear line naming its variable.
-	_, err := loadConfig(map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_ACKS": "1"})
+	_, err = loadConfig(map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_ACKS": "1"})
 	lines := splitErrors(err)
 	if len(lines) != 4 {
 		t.Fatalf("want 4 refusals (embedded kafka, two DSNs, acks), got %q", lines)
