@@ -44,7 +44,7 @@ func TestReadyPrintsNoCredentials(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"postgres unreachable: connection refused", "mysql unreachable: timeout",
-		"kafka unreachable: failed (see the logs)", "component router paused by an outage", "component ingest is restarting"} {
+		"kafka unreachable: failed (msgx status shows why)", "component router paused by an outage", "component ingest is restarting"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/readyz lacks %q:\n%s", want, body)
 		}

@@ -78,7 +78,7 @@ func (h *Ready) Evaluate(ctx context.Context) Result {
 // Cause names why a dependency did not answer, in words that never carry
 // a DSN part or a credential: timeout, connection refused, connection
 // lost, host unreachable, name not resolved, refused by the server
-// (with its SQLSTATE when it has one), or "failed (see the logs)".
+// (with its SQLSTATE when it has one), or "failed (msgx status shows why)".
 func Cause(err error) string {
 	var dnsErr *net.DNSError
 	var netErr net.Error
@@ -97,7 +97,7 @@ func Cause(err error) string {
 	case errors.As(err, &sqlState):
 		return "refused by the server (SQLSTATE " + sqlState.SQLState() + ")"
 	}
-	return "failed (see the logs)"
+	return "failed (msgx status shows why)"
 }
 
 func (h *Ready) ServeHTTP(w http.ResponseWriter, r *http.Request) {
