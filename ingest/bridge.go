@@ -62,7 +62,9 @@ type Bridge struct {
 	mu    sync.Mutex
 	stats Stats
 
-	producer  sarama.SyncProducer
+	producer sarama.SyncProducer
+	// window is how many rows the next poll looks at (0: MSGX_CLAIM_BATCH).
+	window    int
 	lastLate  time.Time
 	sleepHook func() // tests: called when the bridge is about to wait
 	// afterProduce lets tests crash the bridge between produce and cursor
@@ -118,8 +120,11 @@ func (b *Bridge) update(fn func(*Stats)) {
 // lost, another instance moved the cursor, or start-up has no cut-over
 // decision.
 func (b *Bridge) Run(ctx context.Context) error {
+	lockOutage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
 	lock, err := sink.AcquireLock(ctx, b.d.PG, b.d.Clock, sink.LockIngest, b.cfg.PollInterval, func() {
 		b.log.Info("standby: another instance holds the ingest lock; waiting to take over")
+	}, func(err error) {
+		lockOutage.Failed("ingest lock: PostgreSQL unavailable, retrying every poll", err)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -128,6 +133,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("taking the ingest lock: %w", err)
 	}
 	defer lock.Release()
+	lockOutage.Recovered("ingest lock: PostgreSQL reachable again")
 	b.log.Info("ingest lock acquired: this instance reads the inbox")
 	defer b.closeProducer()
 	defer b.update(func(s *Stats) { s.Active = false })
@@ -140,6 +146,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return err
 	}
 	b.update(func(s *Stats) { s.Active = true; s.Watermark = cur.Watermark })
+	// An outage fails every poll (every MSGX_POLL_INTERVAL): its first
+	// failure, a summary every 30 s and the recovery are logged, not each
+	// poll.
+	pollOutage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
 	for {
 		if err := lock.Alive(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -155,9 +165,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 			if errors.Is(err, ErrCursorMoved) {
 				return err
 			}
-			b.log.Warn("ingest poll failed; watermark kept, retrying next poll", "err", err, "watermark", cur.Watermark)
+			pollOutage.Failed("ingest poll failed; watermark kept, retrying every poll", err, "watermark", cur.Watermark)
 			b.update(func(s *Stats) { s.LastError, s.LastErrorAt = err.Error(), b.d.Clock.Now() })
 			wait = b.cfg.PollInterval
+		} else {
+			pollOutage.Recovered("ingest poll succeeded again after failures", "watermark", cur.Watermark)
 		}
 		if err := b.maybeCheckLate(ctx); err != nil && ctx.Err() == nil {
 			b.log.Warn("late-row check failed", "err", err)
@@ -180,6 +192,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 		return Cursor{}, fmt.Errorf("MSGX_CUTOVER_WATERMARK: %w", err)
 	}
 	waitingForRow := false
+	outage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
 	for {
 		cur, ok, err := b.d.Cursors.Load(ctx)
 		if err == nil && ok {
@@ -215,7 +228,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 			}
 		}
 		if err != nil {
-			b.log.Warn("loading or seeding the inbox cursor failed; retrying", "err", err)
+			outage.Failed("loading or seeding the inbox cursor failed; retrying every poll", err)
 		}
 		if err := clock.Sleep(ctx, b.d.Clock, b.cfg.PollInterval); err != nil {
 			return Cursor{}, err
@@ -248,10 +261,24 @@ func (b *Bridge) seedWatermark(ctx context.Context, mode string, id int64) (w in
 // poll runs one read-plan-produce-save round and returns how long to wait
 // before the next one (0: poll again at once).
 func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
-	rows, err := b.d.Inbox.ReadAfter(ctx, cur.Watermark, b.cfg.ClaimBatch)
+	window := b.window
+	if window <= 0 || window > b.cfg.ClaimBatch {
+		window = b.cfg.ClaimBatch
+	}
+	rows, cut, err := b.d.Inbox.ReadAfter(ctx, cur.Watermark, window, b.cfg.claimMaxBytes())
 	if err != nil {
 		return 0, retry.Outage("mysql", err)
 	}
+	// Reading the lengths of large rows is what the byte bound costs the
+	// database (each one is read whole). After a poll the bound cut short,
+	// the next one looks only twice as far ahead as this one read; polls
+	// that are not cut widen the window again up to MSGX_CLAIM_BATCH.
+	if cut {
+		b.window = 2 * len(rows)
+	} else {
+		b.window = 2 * window
+	}
+	more := cut || len(rows) == window
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
@@ -289,7 +316,7 @@ func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
 		})
 	}
 	if step.Gap == nil {
-		if len(rows) == b.cfg.ClaimBatch {
+		if more {
 			return 0, nil
 		}
 		return b.cfg.PollInterval, nil

@@ -1,11 +1,15 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -500,4 +504,123 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_INBOX") {
 		t.Errorf("New without a topic: %v", err)
 	}
+}
+
+// A poll reads at most MSGX_CLAIM_MAX_BYTES of message text: it stops
+// before the row that would exceed it, always takes at least one row (one
+// larger than the bound is read alone), and asks to poll again at once
+// while rows were left out.
+func TestPollBoundedByBytes(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ClaimMaxBytes = 2500 })
+	text := func(n int) string { return "<MSG>" + strings.Repeat("x", n-11) + "</MSG>" }
+	for _, n := range []int{1000, 1000, 1000, 1000, 1000, 10000, 1000, 1000} {
+		testenv.InsertInbox(t, h.my, text(n))
+	}
+	b, cur := h.started(h.clock)
+	var marks []int64
+	var waits []time.Duration
+	for i := 0; i < 6; i++ {
+		waits = append(waits, h.poll(b, cur))
+		marks = append(marks, cur.Watermark)
+	}
+	if !reflect.DeepEqual(marks, []int64{2, 4, 5, 6, 8, 8}) {
+		t.Fatalf("watermarks after each poll %v, want 2 4 5 6 8 8 (two 1000-byte rows per 2500 bytes, the 10000-byte row alone)", marks)
+	}
+	// Polls cut short poll again at once; so does the fifth, which filled
+	// the narrowed window (two rows); the sixth finds nothing and waits.
+	if !reflect.DeepEqual(waits, []time.Duration{0, 0, 0, 0, 0, time.Second}) {
+		t.Fatalf("waits %v: a poll cut short by the byte bound must poll again at once", waits)
+	}
+	recs := h.topic(8)
+	if !reflect.DeepEqual(ids(recs), seq(1, 8)) || len(recs[5].Raw) != 10000 {
+		t.Fatalf("topic %v", ids(recs))
+	}
+}
+
+// A MySQL outage fails every poll. The bridge logs the first failure, a
+// summary at most every 30 s while it lasts and the recovery: a minute of
+// 200 ms polls makes four lines, not three hundred.
+func TestMySQLOutageLogsAreThrottled(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.PollInterval = 200 * time.Millisecond })
+	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.Shanghai, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var lines logLines
+	b := h.bridge(h.clock)
+	b.d.Inbox = NewInbox(db, nil, "cminmsgs", 2*time.Second)
+	b.log = slog.New(slog.NewJSONHandler(&lines, nil)).With("component", "ingest")
+	h.insert(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	step := func() {
+		t.Helper()
+		if err := h.clock.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(200 * time.Millisecond)
+	}
+	step() // the first poll read the two rows and waits
+	proxy.Down()
+	for i := 0; i <= 300; i++ { // 60 s of failing polls
+		step()
+	}
+	proxy.Up()
+	h.insert(1)
+	step()
+	if err := h.clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range lines.all() {
+		if m["level"] == "WARN" || strings.Contains(m["msg"].(string), "again") {
+			got = append(got, m["level"].(string)+" "+m["msg"].(string))
+		}
+	}
+	want := []string{
+		"WARN ingest poll failed; watermark kept, retrying every poll",
+		"WARN ingest poll failed; watermark kept, retrying every poll (still failing)",
+		"WARN ingest poll failed; watermark kept, retrying every poll (still failing)",
+		"INFO ingest poll succeeded again after failures",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("outage log lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := ids(h.topic(3)); !reflect.DeepEqual(got, seq(1, 3)) {
+		t.Fatalf("after the outage topic = %v", got)
+	}
+}
+
+// logLines collects JSON log lines.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) all() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }

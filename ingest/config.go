@@ -23,6 +23,10 @@ type Config struct {
 	PollInterval time.Duration `env:"MSGX_POLL_INTERVAL" envDefault:"500ms"`
 	// ClaimBatch is the number of rows read per poll.
 	ClaimBatch int `env:"MSGX_CLAIM_BATCH" envDefault:"1000"`
+	// ClaimMaxBytes bounds the message text one poll reads, in bytes: a poll
+	// stops before the row that would take it over this bound, but always
+	// reads at least one row (however large). 0 means DefaultClaimMaxBytes.
+	ClaimMaxBytes int `env:"MSGX_CLAIM_MAX_BYTES" envDefault:"4194304"`
 	// MaxCommitDelay is how long a hole may stay open before it is released
 	// as permanent (the aging fallback when the probe cannot decide).
 	MaxCommitDelay time.Duration `env:"MSGX_MAX_COMMIT_DELAY" envDefault:"5m"`
@@ -62,6 +66,9 @@ func (c Config) Validate() error {
 	if c.ClaimBatch < 1 || c.ClaimBatch > 100000 {
 		errs = append(errs, fmt.Errorf("MSGX_CLAIM_BATCH=%d: must be 1..100000", c.ClaimBatch))
 	}
+	if c.ClaimMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("MSGX_CLAIM_MAX_BYTES=%d: must not be negative", c.ClaimMaxBytes))
+	}
 	if c.MaxCommitDelay <= 0 {
 		errs = append(errs, errors.New("MSGX_MAX_COMMIT_DELAY: must be positive"))
 	}
@@ -78,6 +85,19 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("MSGX_LATE_WATCH must not be negative and MSGX_LATE_CHECK_INTERVAL must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// DefaultClaimMaxBytes is the byte bound of a poll when ClaimMaxBytes is 0
+// (4 MiB: a few thousand typical SIS messages, or one of the largest rows
+// the inbox column can hold).
+const DefaultClaimMaxBytes = 4 << 20
+
+// claimMaxBytes is ClaimMaxBytes with 0 read as the default.
+func (c Config) claimMaxBytes() int {
+	if c.ClaimMaxBytes <= 0 {
+		return DefaultClaimMaxBytes
+	}
+	return c.ClaimMaxBytes
 }
 
 // Seeding modes of MSGX_CUTOVER_WATERMARK.

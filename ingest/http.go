@@ -3,7 +3,6 @@ package ingest
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,25 +20,41 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/retry"
+	"msgx/internal/web"
 )
 
 // HTTPConfig configures the compatibility endpoint POST /cminmsgs/send.
 type HTTPConfig struct {
 	// MaxBody is the largest accepted body in bytes; larger bodies get 413.
-	MaxBody int64 `env:"MSGX_HTTP_MAX_BODY" envDefault:"1048576"`
+	// 0 means the largest message a msgx.inbox record can carry,
+	// MaxRawBytes(MSGX_KAFKA_MAX_MESSAGE_BYTES); a larger value is refused
+	// at start-up (CheckRecordLimit), since such a body would be answered
+	// 200 and then end DEAD raw-too-large.
+	MaxBody int64 `env:"MSGX_HTTP_MAX_BODY" envDefault:"0"`
 	// Token, when set, is required as "Authorization: Bearer <token>".
 	Token string `env:"MSGX_HTTP_TOKEN"`
-	// Timeout bounds one request, including the database insert.
+	// Timeout bounds the database insert of one request.
 	Timeout time.Duration `env:"MSGX_HTTP_TIMEOUT" envDefault:"10s"`
 }
 
 // Validate checks the values.
 func (c HTTPConfig) Validate() error {
-	if c.MaxBody < 1 {
-		return errors.New("MSGX_HTTP_MAX_BODY: must be positive")
+	if c.MaxBody < 0 {
+		return errors.New("MSGX_HTTP_MAX_BODY: must not be negative (0: as large as a msgx.inbox record allows)")
 	}
 	if c.Timeout <= 0 {
 		return errors.New("MSGX_HTTP_TIMEOUT: must be positive")
+	}
+	return nil
+}
+
+// CheckRecordLimit refuses a body limit above what a msgx.inbox record
+// limited to maxMessageBytes (MSGX_KAFKA_MAX_MESSAGE_BYTES) can carry: the
+// endpoint would answer 200 for a body the bridge can only record DEAD.
+func (c HTTPConfig) CheckRecordLimit(maxMessageBytes int) error {
+	if limit := int64(MaxRawBytes(maxMessageBytes)); c.MaxBody > limit {
+		return fmt.Errorf("MSGX_HTTP_MAX_BODY=%d exceeds the largest message a msgx.inbox record carries with MSGX_KAFKA_MAX_MESSAGE_BYTES=%d (%d bytes): "+
+			"such a body would be answered 200 and end DEAD raw-too-large; lower it, or set 0 for that largest size", c.MaxBody, maxMessageBytes, limit)
 	}
 	return nil
 }
@@ -52,11 +68,26 @@ func (c HTTPConfig) Validate() error {
 type SendHandler struct {
 	Inbox *Inbox
 	Cfg   HTTPConfig
-	Clock clock.Clock
-	Log   *slog.Logger
+	// MaxMessageBytes is MSGX_KAFKA_MAX_MESSAGE_BYTES: a message whose
+	// msgx.inbox record would exceed it gets 413, because the pipeline
+	// would refuse it (0: no record limit).
+	MaxMessageBytes int
+	Clock           clock.Clock
+	Log             *slog.Logger
 	// Disabled, when non-empty, refuses every request with 503 and this
 	// reason (shadow mode never writes to MySQL).
 	Disabled string
+}
+
+// maxBody is the body limit in bytes (HTTPConfig.MaxBody).
+func (h *SendHandler) maxBody() int64 {
+	switch {
+	case h.Cfg.MaxBody > 0:
+		return h.Cfg.MaxBody
+	case h.MaxMessageBytes > 0:
+		return int64(MaxRawBytes(h.MaxMessageBytes))
+	}
+	return 1 << 20
 }
 
 func (h *SendHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -66,31 +97,41 @@ func (h *SendHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if h.Cfg.Token != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.Cfg.Token)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="msgx"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
+	if h.Cfg.Token != "" && !web.Authorized(r, h.Cfg.Token) {
+		web.Unauthorized(w)
+		return
 	}
 	if h.Disabled != "" {
 		http.Error(w, h.Disabled, http.StatusServiceUnavailable)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.Cfg.MaxBody))
+	limit := h.maxBody()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, fmt.Sprintf("body larger than %d bytes", h.Cfg.MaxBody), http.StatusRequestEntityTooLarge)
-			return
+		switch {
+		case errors.As(err, &tooBig):
+			http.Error(w, fmt.Sprintf("body larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
+		case web.IsTimeout(err):
+			// The server's read timeout cut a slow sender off (counted by
+			// the server); nothing was stored.
+			log.Warn("slow sender cut off before its body arrived; nothing stored", "remote", r.RemoteAddr, "bytes_read", len(body))
+			http.Error(w, "body not received within MSGX_HTTP_READ_TIMEOUT", http.StatusRequestTimeout)
+		default:
+			http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
 		}
-		http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	text, err := CheckXML(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// The exact check the bridge makes: the text as stored (converted to
+	// UTF-8), JSON-escaped in its record. 200 must mean "will be processed".
+	if !Fits(text, h.MaxMessageBytes) {
+		http.Error(w, fmt.Sprintf("message of %d bytes (%d as stored) does not fit a msgx.inbox record of at most %d bytes (MSGX_KAFKA_MAX_MESSAGE_BYTES)",
+			len(body), len(text), h.MaxMessageBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.Cfg.Timeout)
@@ -114,9 +155,11 @@ func (h *SendHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 var declaredEncoding = regexp.MustCompile(`(?i)^\s*<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9_.-]+)["']`)
 
 // CheckXML verifies body is one well-formed XML document and returns it as
-// UTF-8 text: the inbox column is utf8mb4, so a body sent as GB2312/GBK bytes
-// is converted (its declaration is left as is; the decoder accepts UTF-8
-// content under a GB declaration).
+// UTF-8 text, as the inbox stores it (the column is utf8mb4): a body sent as
+// GB2312/GBK bytes is converted. The text must then say what it is, for any
+// other reader of the inbox that honours the declaration: an encoding
+// declared as anything but UTF-8 is rewritten to UTF-8. (A valid UTF-8 body
+// under a GB declaration is taken as UTF-8, as the SIS decoder does.)
 func CheckXML(body []byte) (string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return "", errors.New("empty body: want one SIS XML message")
@@ -131,6 +174,9 @@ func CheckXML(body []byte) (string, error) {
 			return "", fmt.Errorf("body is not valid %s: %w", m[1], err)
 		}
 		body = conv
+	}
+	if m := declaredEncoding.FindSubmatchIndex(body); m != nil && !isUTF8(string(body[m[2]:m[3]])) {
+		body = slices.Concat(body[:m[2]], []byte("UTF-8"), body[m[3]:])
 	}
 	dec := xml.NewDecoder(bytes.NewReader(body))
 	// The content is UTF-8 by now whatever the declaration says.
@@ -162,6 +208,10 @@ func CheckXML(body []byte) (string, error) {
 		return "", fmt.Errorf("not XML: want exactly one root element, found %d", roots)
 	}
 	return string(body), nil
+}
+
+func isUTF8(enc string) bool {
+	return strings.EqualFold(enc, "utf-8") || strings.EqualFold(enc, "utf8")
 }
 
 func isGB(enc string) bool {

@@ -70,6 +70,19 @@ func TestSendEndpoint(t *testing.T) {
 	if err := db.QueryRow("SELECT CMINMSGS_CLOB_MSG FROM cminmsgs WHERE CMINMSGS_ID = ?", gid).Scan(&stored); err != nil || !strings.Contains(stored, "登机口") {
 		t.Fatalf("GB2312 body stored as %q (%v)", stored, err)
 	}
+	// The stored text is UTF-8 and says so: a reader that honours the
+	// declaration decodes it right.
+	if want := `<?xml version="1.0" encoding="UTF-8"?><MSG><X>登机口</X></MSG>`; stored != want {
+		t.Fatalf("GB2312 body stored as %q, want %q", stored, want)
+	}
+	// The bearer scheme is case-insensitive (RFC 7235).
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(msg))
+	req.Header.Set("Authorization", "bearer s3cret")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("lowercase bearer scheme: %v %v", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
 
 	for _, tc := range []struct {
 		name  string
@@ -95,7 +108,7 @@ func TestSendEndpoint(t *testing.T) {
 		t.Fatalf("GET: %v %v", resp.StatusCode, err)
 	}
 	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM cminmsgs").Scan(&n); err != nil || n != 2 {
+	if err := db.QueryRow("SELECT COUNT(*) FROM cminmsgs").Scan(&n); err != nil || n != 3 {
 		t.Fatalf("rejected requests wrote rows: %d", n)
 	}
 }
@@ -130,5 +143,99 @@ func TestSendEndpointDatabaseFailure(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/cminmsgs/send", strings.NewReader("<MSG/>")))
 	if rec.Code != 503 {
 		t.Fatalf("disabled endpoint answered %d", rec.Code)
+	}
+}
+
+// The declaration of a stored text names UTF-8 whatever the body declared,
+// since the stored text is UTF-8.
+func TestCheckXMLRewritesTheDeclaration(t *testing.T) {
+	gbk, _ := simplifiedchinese.GBK.NewEncoder().String(`<?xml version='1.0' encoding='gbk' standalone="yes"?><MSG>航班</MSG>`)
+	for in, want := range map[string]string{
+		gbk: `<?xml version='1.0' encoding='UTF-8' standalone="yes"?><MSG>航班</MSG>`,
+		`<?xml version="1.0" encoding="GB2312"?><MSG>航班</MSG>`: `<?xml version="1.0" encoding="UTF-8"?><MSG>航班</MSG>`,
+		`<?xml version="1.0" encoding="utf-8"?><MSG>航班</MSG>`:  `<?xml version="1.0" encoding="utf-8"?><MSG>航班</MSG>`,
+		`<?xml version="1.0"?><MSG>航班</MSG>`:                   `<?xml version="1.0"?><MSG>航班</MSG>`,
+		`<MSG encoding="GBK">航班</MSG>`:                         `<MSG encoding="GBK">航班</MSG>`,
+	} {
+		got, err := CheckXML([]byte(in))
+		if err != nil || got != want {
+			t.Errorf("CheckXML(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// 200 means "will be processed": whatever the bridge would record DEAD
+// raw-too-large (too large a record once converted to UTF-8 and
+// JSON-escaped) is answered 413 and not stored, and the default body limit
+// is what a record can carry.
+func TestSendEndpointRefusesWhatThePipelineWould(t *testing.T) {
+	dsn := testenv.NewMySQL(t)
+	db := testenv.OpenMySQL(t, dsn)
+	const maxMessage = 65536
+	h := &SendHandler{Inbox: NewInbox(db, nil, "cminmsgs", 5*time.Second), Cfg: HTTPConfig{Timeout: 5 * time.Second},
+		MaxMessageBytes: maxMessage, Clock: clock.NewFake(time.Now()), Log: testenv.Logger(t)}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	xmlOf := func(n int, fill string) string {
+		head, tail := `<?xml version="1.0" encoding="UTF-8"?><MSG>`, `</MSG>`
+		return head + strings.Repeat(fill, (n-len(head)-len(tail))/len(fill)) + tail
+	}
+	gbkOf := func(n int) string {
+		s, _ := simplifiedchinese.GBK.NewEncoder().String(`<?xml version="1.0" encoding="GBK"?><MSG>` + strings.Repeat("航", (n-50)/2) + `</MSG>`)
+		return s
+	}
+	limit := MaxRawBytes(maxMessage)
+	for _, tc := range []struct {
+		name string
+		body string
+		code int
+		dead bool // the bridge would record the row DEAD raw-too-large
+	}{
+		{"largest plain body", xmlOf(limit, "x"), 200, false},
+		{"one byte over the body limit", xmlOf(limit+1, "x"), 413, false},
+		{"fits the body limit, not the record once JSON-escaped", xmlOf(limit-100, `"`), 413, true},
+		{"fits the body limit as GBK, not the record as UTF-8", gbkOf(limit - 100), 413, true},
+		{"small GBK body", gbkOf(1000), 200, false},
+	} {
+		if len(tc.body) > limit && tc.code != 413 {
+			t.Fatalf("%s: test body too large", tc.name)
+		}
+		resp, err := http.Post(srv.URL, "text/xml", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("%s (%d bytes): %d %s, want %d", tc.name, len(tc.body), resp.StatusCode, b, tc.code)
+			continue
+		}
+		// What the endpoint accepted, the bridge produces whole; what it
+		// refused, the bridge would have recorded DEAD.
+		text, err := CheckXML([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		_, oversize, err := Row{ID: 123456789, Raw: text, ReceivedAt: &at}.Message("msgx.inbox", at, maxMessage)
+		if err != nil || oversize != tc.dead {
+			t.Errorf("%s: answered %d but the bridge's oversize verdict is %v (%v)", tc.name, tc.code, oversize, err)
+		}
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM cminmsgs").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d rows stored, want the 2 accepted (%v)", n, err)
+	}
+}
+
+func TestBodyLimitAboveRecordLimitRefused(t *testing.T) {
+	for _, tc := range []struct {
+		body int64
+		ok   bool
+	}{{0, true}, {int64(MaxRawBytes(1000000)), true}, {int64(MaxRawBytes(1000000)) + 1, false}, {1 << 20, false}} {
+		err := HTTPConfig{MaxBody: tc.body, Timeout: time.Second}.CheckRecordLimit(1000000)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "MSGX_HTTP_MAX_BODY")) {
+			t.Errorf("MaxBody %d: %v", tc.body, err)
+		}
 	}
 }

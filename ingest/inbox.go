@@ -39,23 +39,114 @@ func NewInbox(db, probe *sql.DB, table string, timeout time.Duration) *Inbox {
 	return &Inbox{db: db, probe: probe, table: table, timeout: timeout}
 }
 
-// ReadAfter returns up to limit rows with ID > w in ID order. The processed
-// mark is never used as the scan predicate (docs/design.md#ingest,
+// ReadAfter returns rows with ID > w in ID order: at most limit rows and, past
+// the first one, at most maxBytes of message text in all (the first row is
+// returned however large it is, so one oversize row cannot stall ingest).
+// cut reports that rows were left out for the byte bound: the caller should
+// read again at once. The processed mark is never used as the scan predicate
+// (docs/design.md#ingest,
 // docs/design.md#decisions).
-func (in *Inbox) ReadAfter(ctx context.Context, w int64, limit int) ([]Row, error) {
+//
+// The bound is applied before any text is read: a first query reads the IDs
+// and text lengths of up to limit rows, a second one the rows up to the last
+// ID that fits. A row inserted into a gap between the two queries is read
+// too if the limit allows; it is as contiguous as any other (the plan decides
+// on what was read), and costs at most the bound one more row.
+func (in *Inbox) ReadAfter(ctx context.Context, w int64, limit, maxBytes int) (rows []Row, cut bool, err error) {
+	sizes, err := in.sizesAfter(ctx, w, limit)
+	if err != nil || len(sizes) == 0 {
+		return nil, false, err
+	}
+	n := FitBytes(len(sizes), func(i int) int { return sizes[i].bytes }, maxBytes)
 	ctx, cancel := context.WithTimeout(ctx, in.timeout)
 	defer cancel()
-	rows, err := in.db.QueryContext(ctx,
+	rs, err := in.db.QueryContext(ctx,
 		"SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+in.table+
-			" WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", w, limit)
+			" WHERE CMINMSGS_ID > ? AND CMINMSGS_ID <= ? ORDER BY CMINMSGS_ID LIMIT ?", w, sizes[n-1].id, limit)
 	if err != nil {
-		return nil, fmt.Errorf("reading inbox after %d: %w", w, err)
+		return nil, false, fmt.Errorf("reading inbox after %d: %w", w, err)
 	}
-	out, err := scanRows(rows)
+	out, err := scanRows(rs)
 	if err != nil {
-		return nil, fmt.Errorf("reading inbox after %d: %w", w, err)
+		return nil, false, fmt.Errorf("reading inbox after %d: %w", w, err)
+	}
+	return out, n < len(sizes), nil
+}
+
+type rowSize struct {
+	id    int64
+	bytes int
+}
+
+// sizesAfter returns the IDs and text lengths (bytes) of up to limit rows
+// with ID > w, in ID order.
+func (in *Inbox) sizesAfter(ctx context.Context, w int64, limit int) ([]rowSize, error) {
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID, COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+in.table+
+		" WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", w, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading inbox sizes after %d: %w", w, err)
+	}
+	defer rows.Close()
+	var out []rowSize
+	for rows.Next() {
+		var s rowSize
+		if err := rows.Scan(&s.id, &s.bytes); err != nil {
+			return nil, fmt.Errorf("scanning inbox sizes: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading inbox sizes after %d: %w", w, err)
 	}
 	return out, nil
+}
+
+// Sizes returns the text length in bytes of each of ids that has a row.
+func (in *Inbox) Sizes(ctx context.Context, ids []int64) (map[int64]int, error) {
+	out := make(map[int64]int, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID, COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+in.table+
+		" WHERE CMINMSGS_ID IN ("+sink.IDList(ids)+")")
+	if err != nil {
+		return nil, fmt.Errorf("reading the sizes of %d inbox rows: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("scanning inbox sizes: %w", err)
+		}
+		out[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the sizes of %d inbox rows: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// FitBytes returns how many of n items, from the first, fit in maxBytes
+// when item i takes size(i) bytes: always at least one (n > 0), however
+// large, and never one that would take the total over maxBytes.
+func FitBytes(n int, size func(i int) int, maxBytes int) int {
+	if n == 0 {
+		return 0
+	}
+	total := size(0)
+	k := 1
+	for ; k < n; k++ {
+		if total+size(k) > maxBytes {
+			break
+		}
+		total += size(k)
+	}
+	return k
 }
 
 // ReadIDs returns the rows of ids in ID order; IDs without a row are

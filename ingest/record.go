@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -41,6 +42,32 @@ const RecordEnvelope = 1024
 // is caught by the exact check in Message.
 func MaxRawBytes(maxMessageBytes int) int { return maxMessageBytes - RecordEnvelope - 256 }
 
+// recordLimit is how large a record's JSON value may be for records limited
+// to maxMessageBytes; 0 or less means no limit.
+func recordLimit(maxMessageBytes int) int { return maxMessageBytes - RecordEnvelope }
+
+// worstTime is the longest time a record carries (RFC 3339 with nanoseconds
+// and a zone offset).
+var worstTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(11*3600+59*60)))
+
+// Fits reports whether raw, as stored in the inbox, fits a msgx.inbox record
+// limited to maxMessageBytes (0: no limit) whatever its ID and times: the
+// check Message makes, for a row that does not exist yet (the compatibility
+// endpoint answers 413 rather than 200 for a message the bridge would
+// record DEAD raw-too-large).
+func Fits(raw string, maxMessageBytes int) bool {
+	limit := recordLimit(maxMessageBytes)
+	if limit <= 0 {
+		return true
+	}
+	if len(raw) > limit {
+		return false
+	}
+	at := worstTime
+	v, err := Record{MsgID: math.MaxInt64, ReceivedAt: &at, EnqueuedAt: at, Raw: raw}.Marshal()
+	return err == nil && len(v) <= limit
+}
+
 // Message returns the msgx.inbox record of inbox row r enqueued at now. A
 // row whose record would exceed maxMessageBytes becomes an oversize marker
 // (oversize is true): the broker would refuse the record forever and hold
@@ -52,7 +79,7 @@ func (r Row) Message(topic string, now time.Time, maxMessageBytes int) (m *saram
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding inbox record %d: %w", r.ID, err)
 	}
-	if limit := maxMessageBytes - RecordEnvelope; limit > 0 && len(v) > limit {
+	if limit := recordLimit(maxMessageBytes); limit > 0 && len(v) > limit {
 		rec.Raw, rec.Oversize = "", len(r.Raw)
 		if v, err = rec.Marshal(); err != nil {
 			return nil, false, fmt.Errorf("encoding inbox record %d: %w", r.ID, err)

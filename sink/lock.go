@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/clock"
+	"msgx/internal/retry"
 )
 
 // LockKey is a PostgreSQL advisory lock key. Every key msgx uses is listed
@@ -93,23 +94,36 @@ type Lock struct {
 	timeout time.Duration
 }
 
-// AcquireLock takes the advisory lock key, waiting as a hot standby (polling
-// every interval) while another instance holds it. onWait is called once when
-// the lock is found taken. It returns when the lock is held or ctx ends.
-func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key LockKey, interval time.Duration, onWait func()) (*Lock, error) {
+// AcquireLock takes the advisory lock key, waiting as a hot standby while
+// another instance holds it and riding out PostgreSQL outages: it tries
+// every interval in both cases, so after an outage of any length the lock
+// is taken at most interval after PostgreSQL accepts connections again
+// (a growing backoff here would delay the whole role by up to its last
+// tier). onWait is called once when the lock is found taken; onOutage, if
+// not nil, after each attempt that failed for an outage (callers throttle
+// their logs, retry.OutageLog). Any other error is returned, as is ctx's
+// when it ends.
+func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key LockKey, interval time.Duration, onWait func(), onOutage func(error)) (*Lock, error) {
 	waited := false
 	for {
 		l, ok, err := tryLock(ctx, c, key)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil && !retry.IsOutage(err):
 			return nil, err
-		}
-		if ok {
+		case err != nil:
+			if onOutage != nil {
+				onOutage(err)
+			}
+		case ok:
 			return l, nil
+		case !waited:
+			if onWait != nil {
+				onWait()
+			}
+			waited = true
 		}
-		if !waited && onWait != nil {
-			onWait()
-		}
-		waited = true
 		if err := clock.Sleep(ctx, clk, interval); err != nil {
 			return nil, err
 		}

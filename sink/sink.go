@@ -32,6 +32,11 @@ type Config struct {
 	Timeout time.Duration `env:"MSGX_DB_TIMEOUT" envDefault:"10s"`
 	// PGMaxConns is the size of the PostgreSQL pool.
 	PGMaxConns int32 `env:"MSGX_PG_MAX_CONNS" envDefault:"10"`
+	// LockRetry is how often an instance waiting for the process lock tries
+	// to take it, as a standby or after PostgreSQL became unreachable: work
+	// resumes at most this long after PostgreSQL accepts connections again
+	// (the ingest lock retries every MSGX_POLL_INTERVAL).
+	LockRetry time.Duration `env:"MSGX_LOCK_RETRY" envDefault:"2s"`
 }
 
 // Validate checks both DSNs parse and the limits are sane.
@@ -47,6 +52,9 @@ func (c Config) Validate() error {
 	}
 	if c.PGMaxConns < 2 {
 		return errors.New("MSGX_PG_MAX_CONNS: must be at least 2")
+	}
+	if c.LockRetry <= 0 || c.LockRetry > time.Minute {
+		return errors.New("MSGX_LOCK_RETRY: must be positive and at most 1m")
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"msgx/emitters/schd"
 	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/internal/web"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
@@ -48,6 +49,7 @@ type Config struct {
 	Kafka     kafka.Config
 	Ingest    ingest.Config
 	HTTP      ingest.HTTPConfig
+	Web       web.Config
 	Router    router.Config
 	Flights   flights.Config
 	Refdata   refdataproc.Config
@@ -87,7 +89,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
 	errs = append(errs, c.productionChecks()...)
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status} {
+	if err := c.HTTP.CheckRecordLimit(c.Kafka.MaxMessageBytes); err != nil {
+		errs = append(errs, err)
+	}
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

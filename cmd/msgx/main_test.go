@@ -173,6 +173,12 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"MSGX_BACKOFF": "1s,2s"}, "MSGX_BACKOFF has 2 tiers"},
 		{map[string]string{"MSGX_DB_TIMEOUT": "forever"}, "MSGX_DB_TIMEOUT"},
 		{map[string]string{"MSGX_MYSQL_DSN": "root@tcp(127.0.0.1:3306"}, "MSGX_MYSQL_DSN"},
+		{map[string]string{"MSGX_HTTP_MAX_BODY": "1048576"}, "MSGX_HTTP_MAX_BODY=1048576 exceeds the largest message a msgx.inbox record carries"},
+		{map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "100000", "MSGX_HTTP_MAX_BODY": "99000"}, "MSGX_HTTP_MAX_BODY=99000 exceeds"},
+		{map[string]string{"MSGX_CLAIM_MAX_BYTES": "-1"}, "MSGX_CLAIM_MAX_BYTES"},
+		{map[string]string{"MSGX_LOCK_RETRY": "0s"}, "MSGX_LOCK_RETRY"},
+		{map[string]string{"MSGX_HTTP_MAX_CONCURRENT": "0"}, "MSGX_HTTP_MAX_CONCURRENT"},
+		{map[string]string{"MSGX_HTTP_READ_TIMEOUT": "0s"}, "MSGX_HTTP_READ_TIMEOUT"},
 		{map[string]string{"MSGX_ENV": "production"}, "MSGX_KAFKA_BROKERS is empty"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092"}, "MSGX_PG_DSN is the development default"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092", "MSGX_PG_DSN": "postgres://p@db/msgx"}, "MSGX_MYSQL_DSN is the development default"},
@@ -182,8 +188,20 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 			t.Errorf("%v: error %v does not name %s", tc.env, err, tc.want)
 		}
 	}
-	if _, err := loadConfig(map[string]string{}); err != nil {
+	defaults, err := loadConfig(map[string]string{})
+	if err != nil {
 		t.Fatalf("defaults rejected: %v", err)
+	}
+	// The manual promises work resumes within 5 s of PostgreSQL coming
+	// back: both locks are retried at least that often (sink's
+	// TestAcquireLockRetriesOutagesEveryInterval shows the interval holds
+	// through an outage of any length).
+	if defaults.DB.LockRetry > 5*time.Second || defaults.Ingest.PollInterval > 5*time.Second {
+		t.Fatalf("lock retry intervals %v / %v exceed 5 s", defaults.DB.LockRetry, defaults.Ingest.PollInterval)
+	}
+	// A body limit the record limit can carry is accepted.
+	if _, err := loadConfig(map[string]string{"MSGX_KAFKA_MAX_MESSAGE_BYTES": "2000000", "MSGX_HTTP_MAX_BODY": "1048576"}); err != nil {
+		t.Fatalf("a body limit below the record limit was rejected: %v", err)
 	}
 	prod := map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092,k2:9092",
 		"MSGX_PG_DSN": "postgres://msgx@db:5432/msgx", "MSGX_MYSQL_DSN": "msgx:pw@tcp(aodb:3306)/aodbinterface"}
@@ -191,7 +209,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		t.Fatalf("a complete production configuration was rejected: %v", err)
 	}
 	// Each refusal is one clear line naming its variable.
-	_, err := loadConfig(map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_ACKS": "1"})
+	_, err = loadConfig(map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_ACKS": "1"})
 	lines := splitErrors(err)
 	if len(lines) != 4 {
 		t.Fatalf("want 4 refusals (embedded kafka, two DSNs, acks), got %q", lines)

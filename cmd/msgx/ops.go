@@ -55,9 +55,8 @@ func report(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 	}
 	var comps []status.ComponentState
 	for _, c := range d.health.Snapshot() {
-		cs := status.ComponentState{Name: c.Name, State: c.State, LastError: c.LastError}
-		if c.Paused != "" {
-			cs.State = status.ComponentPaused
+		cs := status.ComponentState{Name: c.Name, State: c.Effective(), LastError: c.LastError}
+		if cs.State == health.Paused {
 			cs.LastError = c.Paused
 		}
 		if !c.LastErrorAt.IsZero() {
@@ -149,6 +148,9 @@ func statusFromDaemon(ctx context.Context, cfg Config) (status.Report, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.HTTPAddr+"/status", nil)
 	if err != nil {
 		return rep, err
+	}
+	if cfg.Web.ReadToken != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Web.ReadToken)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

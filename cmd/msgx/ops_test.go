@@ -55,6 +55,8 @@ func TestOperability(t *testing.T) {
 	cfg.DB.PGDSN = strings.Replace(cfg.DB.PGDSN, "127.0.0.1:5432", pgProxy.Addr(), 1)
 	cfg.DB.MySQLDSN = strings.Replace(myDSN, "127.0.0.1:3306", myProxy.Addr(), 1)
 	base := "http://" + httpAddr
+	pgName := cfg.DB.PGDSN[strings.LastIndex(cfg.DB.PGDSN, "/")+1 : strings.Index(cfg.DB.PGDSN, "?")]
+	myName := myDSN[strings.LastIndex(myDSN, "/")+1:]
 	stop := start(t, cfg)
 	defer stop()
 
@@ -121,14 +123,75 @@ func TestOperability(t *testing.T) {
 		proxy *testenv.Proxy
 	}{{"postgres", pgProxy}, {"mysql", myProxy}} {
 		dep.proxy.Down()
+		var ready string
 		waitFor(t, "/readyz not ready without "+dep.name, 30*time.Second, func() bool {
-			c, b := get(t, base+"/readyz")
-			return c == 503 && strings.Contains(b, dep.name+" unreachable")
+			var c int
+			c, ready = get(t, base+"/readyz")
+			return c == 503 && strings.Contains(ready, dep.name+" unreachable")
 		})
+		// /readyz is open to anyone: it names no user, database or host.
+		for _, secret := range []string{pgName, myName, "user=", "postgres@", "root@", pgProxy.Addr(), myProxy.Addr()} {
+			if strings.Contains(ready, secret) {
+				t.Errorf("/readyz without %s shows %q:\n%s", dep.name, secret, ready)
+			}
+		}
 		if c, _ := get(t, base+"/healthz"); c != 200 {
 			t.Fatalf("/healthz %d while %s is down: the process is alive", c, dep.name)
 		}
 		dep.proxy.Up()
 		waitFor(t, "/readyz ready again after "+dep.name, 60*time.Second, func() bool { c, _ := get(t, base+"/readyz"); return c == 200 })
+	}
+}
+
+// With MSGX_HTTP_READ_TOKEN set, every read endpoint of the running gateway
+// needs it (bearer, any case), the probes and the compatibility endpoint do
+// not, and `msgx status` reads the daemon with it.
+func TestReadTokenOnTheGateway(t *testing.T) {
+	httpAddr := freeAddr(t)
+	cfg, _ := testConfig(t, map[string]string{"MSGX_HTTP_ADDR": httpAddr, "MSGX_HTTP_READ_TOKEN": "r3ad", "MSGX_HTTP_TOKEN": "s3nd"})
+	base := "http://" + httpAddr
+	stop := start(t, cfg)
+	defer stop()
+	waitFor(t, "/readyz ready", 60*time.Second, func() bool { c, _ := get(t, base+"/readyz"); return c == 200 })
+	do := func(method, path, auth, body string) int {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for path, withToken := range map[string]int{"/status": 200, "/metrics": 200, "/flights?day=2026-11-30": 200,
+		"/flights/15": 404, "/refdata/AIRL": 200, "/": 404} {
+		if c := do("GET", path, "", ""); c != 401 {
+			t.Errorf("GET %s without the read token: %d, want 401", path, c)
+		}
+		if c := do("GET", path, "Bearer s3nd", ""); c != 401 {
+			t.Errorf("GET %s with the send token: %d, want 401", path, c)
+		}
+		if c := do("GET", path, "bearer r3ad", ""); c != withToken {
+			t.Errorf("GET %s with the read token: %d, want %d", path, c, withToken)
+		}
+	}
+	if c := do("GET", "/healthz", "", ""); c != 200 {
+		t.Errorf("/healthz: %d", c)
+	}
+	if c := do("POST", "/cminmsgs/send", "Bearer s3nd", "<MSG/>"); c != 200 {
+		t.Errorf("/cminmsgs/send with its own token: %d", c)
+	}
+	if c := do("POST", "/cminmsgs/send", "Bearer r3ad", "<MSG/>"); c != 401 {
+		t.Errorf("/cminmsgs/send with the read token: %d, want 401", c)
+	}
+	var out strings.Builder
+	if err := runStatus(context.Background(), cfg, []string{"--json"}, &out, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	var rep status.Report
+	if err := json.Unmarshal([]byte(out.String()), &rep); err != nil || len(rep.Components) == 0 {
+		t.Fatalf("msgx status did not read the daemon with the token (%v):\n%s", err, out.String())
 	}
 }

@@ -75,7 +75,7 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
 	res, err := replay.Run(ctx, replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
-		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log}, sel, *who, now)
+		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes}, sel, *who, now)
 	_ = enc.Encode(res)
 	if err != nil && len(res.Unproduced) > 0 {
 		err = errors.Join(err, fmt.Errorf("%d messages were reset but not produced: run `msgx replay --pending` (or the same --ids) again", len(res.Unproduced)))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"msgx/internal/health"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
+	"msgx/internal/web"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
@@ -178,6 +178,11 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	registerOps(mux, cfg, d, m)
 	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second,
 		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d) }}
+	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: d.clock, Log: log})
+	if err != nil {
+		return err
+	}
+	src.HTTP = srv.Stats
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })
@@ -196,7 +201,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		src.Ingest = bridge.Stats
 		send := &ingest.SendHandler{
 			Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
-			Cfg:   cfg.HTTP, Clock: d.clock, Log: log,
+			Cfg:   cfg.HTTP, MaxMessageBytes: cfg.Kafka.MaxMessageBytes, Clock: d.clock, Log: log,
 		}
 		if cfg.Backfill.Shadow {
 			send.Disabled = "shadow mode: msgx does not write to the inbox"
@@ -222,10 +227,10 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 			}
 		})
 	}
-	m.SetSources(src)
 	(&refdataproc.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	(&flights.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
-	g.Go(func() error { return serveHTTP(gctx, cfg, mux, log) })
+	m.SetSources(src)
+	g.Go(func() error { return srv.Run(gctx) })
 	return awaitShutdown(ctx, cfg, d, g, log)
 }
 
@@ -250,26 +255,6 @@ func awaitShutdown(ctx context.Context, cfg Config, d *deps, g *errgroup.Group, 
 	case <-d.clock.After(cfg.ShutdownTimeout):
 		return fmt.Errorf("shutdown took longer than MSGX_SHUTDOWN_TIMEOUT=%s", cfg.ShutdownTimeout)
 	}
-}
-
-// serveHTTP serves handler on cfg.HTTPAddr until ctx ends, then drains.
-func serveHTTP(ctx context.Context, cfg Config, handler http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("MSGX_HTTP_ADDR=%s: %w", cfg.HTTPAddr, err)
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("http listening", "component", "http", "addr", ln.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	return srv.Shutdown(sctx)
 }
 
 // runBroker runs the embedded Kafka alone until ctx ends.
@@ -330,20 +315,19 @@ var errLockLost = errors.New("process lock lost")
 // processWhileLocked waits for the process lock, then runs the processing
 // components (each supervised) until ctx ends or the lock's session is lost.
 func processWhileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, src metric.Sources) error {
-	var lock *sink.Lock
-	err := retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
-		log.Warn("process lock: PostgreSQL unavailable, waiting", "component", "main", "err", err)
-	}, func(ctx context.Context) error {
-		var err error
-		lock, err = sink.AcquireLock(ctx, cfg.DB, d.clock, sink.LockProcess, 5*time.Second, func() {
-			log.Info("standby: another instance is processing; waiting to take over", "component", "main")
-		})
-		return err
+	// The lock is retried every MSGX_LOCK_RETRY, through outages too: the
+	// processors start at most that long after PostgreSQL is back.
+	outage := &retry.OutageLog{Log: log.With("component", "main"), Clock: d.clock}
+	lock, err := sink.AcquireLock(ctx, cfg.DB, d.clock, sink.LockProcess, cfg.DB.LockRetry, func() {
+		log.Info("standby: another instance is processing; waiting to take over", "component", "main")
+	}, func(err error) {
+		outage.Failed("process lock: PostgreSQL unavailable, waiting", err, "retry_every", cfg.DB.LockRetry.String())
 	})
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
+	outage.Recovered("process lock: PostgreSQL reachable again")
 	log.Info("process lock acquired: this instance runs the processors", "component", "main")
 	pg, pctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +24,9 @@ import (
 )
 
 // Batch is the most messages one batch of Run resets and
-// re-injects. It bounds the raw XML Run holds in memory and the time the
-// backfill lock is held; a larger selection runs in several batches.
+// re-injects. It bounds the time the backfill lock is held (the raw XML Run
+// holds in memory is bounded by Deps.MaxBytes as well); a larger selection
+// runs in several batches.
 const Batch = 500
 
 // ClassUnsupported is the replay class of SKIPPED unsupported:…
@@ -401,6 +403,17 @@ type Deps struct {
 	// Log receives the replay's lines, with component=replay
 	// (slog.Default() when nil).
 	Log *slog.Logger
+	// MaxBytes bounds the inbox text one batch holds in memory, in bytes
+	// (MSGX_CLAIM_MAX_BYTES); a batch always takes at least one message.
+	// 0 means ingest.DefaultClaimMaxBytes.
+	MaxBytes int
+}
+
+func (d Deps) maxBytes() int {
+	if d.MaxBytes <= 0 {
+		return ingest.DefaultClaimMaxBytes
+	}
+	return d.MaxBytes
 }
 
 func (d Deps) validate() error {
@@ -494,14 +507,14 @@ func Run(ctx context.Context, d Deps, sel Selector, who string, now time.Time) (
 	r.prod = prod
 
 	var after int64 // keyset: the last MSG_ID a batch looked at
-	for i := 0; ; i++ {
+	for {
 		var ids []int64
 		if len(sel.IDs) > 0 {
-			lo := i * Batch
-			if lo >= len(sel.IDs) {
+			rest := sel.IDs[sort.Search(len(sel.IDs), func(i int) bool { return sel.IDs[i] > after }):]
+			if len(rest) == 0 {
 				break
 			}
-			ids = sel.IDs[lo:min(lo+Batch, len(sel.IDs))]
+			ids = rest[:min(Batch, len(rest))]
 		}
 		b, err := r.batch(ctx, res.AuditID, ids, after)
 		if err != nil {
@@ -596,6 +609,7 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 				cands = append(cands, n.row)
 			}
 		}
+		b.last = ids[len(ids)-1]
 	} else {
 		cands, err = r.candidates(ctx, tx, after)
 		if err != nil {
@@ -615,7 +629,13 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 	// The inbox rows, before anything is reset: a message whose row is
 	// gone cannot be re-injected, so it must not be reset either. The text
 	// is kept until it is produced, so a purge after this read cannot lose
-	// a reset message.
+	// a reset message. How much text that is stays bounded: the batch ends
+	// before the message that would take it over maxBytes (the rest goes to
+	// the next batch).
+	cands, err = r.fit(ctx, &b, cands)
+	if err != nil {
+		return b, err
+	}
 	want := make([]int64, len(cands))
 	for i, c := range cands {
 		want[i] = c.MsgID
@@ -648,6 +668,29 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 		}
 	}
 	return b, r.commit(ctx, tx, &b)
+}
+
+// fit shortens cands (MSG_ID order) to the messages whose inbox texts fit
+// in the byte bound together, at least one. What it cuts off is left to the
+// next batch: b.last becomes the last message kept, b.more is set, and
+// refusals of named IDs after it are dropped (the next batch names them
+// again).
+func (r *replayer) fit(ctx context.Context, b *batchResult, cands []Row) ([]Row, error) {
+	ids := make([]int64, len(cands))
+	for i, c := range cands {
+		ids[i] = c.MsgID
+	}
+	sizes, err := ingest.NewInbox(r.d.MySQL, nil, r.d.Table, r.d.Timeout).Sizes(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sizes of the inbox rows to replay: %w", err)
+	}
+	n := ingest.FitBytes(len(cands), func(i int) int { return sizes[ids[i]] }, r.d.maxBytes())
+	if n == len(cands) {
+		return cands, nil
+	}
+	b.last, b.more = ids[n-1], true
+	b.refused = slices.DeleteFunc(b.refused, func(f Refusal) bool { return f.MsgID > b.last })
+	return cands[:n], nil
 }
 
 // candidates returns up to Batch+1 messages the selector names after

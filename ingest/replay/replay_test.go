@@ -1,14 +1,17 @@
 package replay_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1226,5 +1229,68 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 			mark != "2026-11-30 17:00:00" {
 			t.Fatalf("inbox mark of %d: %q (%v)", id, mark, err)
 		}
+	}
+}
+
+// logLines collects JSON log lines for assertions.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// with returns the decoded lines whose msg is msg.
+func (l *logLines) with(msg string) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// The raw text a batch holds is bounded by Deps.MaxBytes: a batch ends
+// before the message that would exceed it (at least one per batch), the rest
+// follows in the next batch, and every message and refusal is reported once.
+func TestReplayBatchBoundedByBytes(t *testing.T) {
+	e := newRP(t)
+	e.seed()
+	var lines logLines
+	e.deps.Log = slog.New(slog.NewJSONHandler(&lines, nil))
+	e.deps.MaxBytes = 2 * len(rpRaw(1)) // two messages of the seed per batch
+	res := e.replay(replay.Selector{IDs: []int64{rpExhausted, rpCodec, rpUnsupported, rpMalformed, rpExhausted2, rpInfra, 99}})
+	wantIDs(t, "replayed", rowIDs(res.Replayed), rpExhausted, rpCodec, rpUnsupported, rpExhausted2, rpInfra)
+	wantIDs(t, "refused", refusedIDs(res.Refused), rpMalformed, 99)
+	var sizes []float64
+	for _, m := range lines.with("replayed messages re-injected") {
+		sizes = append(sizes, m["count"].(float64))
+	}
+	if !slices.Equal(sizes, []float64{2, 2, 1}) {
+		t.Fatalf("re-injected in batches of %v, want 2, 2, 1", sizes)
+	}
+	wantIDs(t, "records", recordIDs(records(t, e.brokers, 5)), rpExhausted, rpCodec, rpUnsupported, rpExhausted2, rpInfra)
+
+	// A keyset selector, one message per batch whatever its size.
+	e2 := newRP(t)
+	e2.seed()
+	var lines2 logLines
+	e2.deps.Log = slog.New(slog.NewJSONHandler(&lines2, nil))
+	e2.deps.MaxBytes = 1
+	res = e2.replay(replay.Selector{Class: "EXHAUSTED"})
+	wantIDs(t, "replayed by class", rowIDs(res.Replayed), rpExhausted, rpExhausted2)
+	if n := len(lines2.with("replayed messages re-injected")); n != 2 {
+		t.Fatalf("%d batches for two messages, want 2", n)
+	}
+	if a := e2.audit(res.AuditID); a.Count != 2 {
+		t.Fatalf("audit count %d", a.Count)
 	}
 }

@@ -7,23 +7,37 @@ import (
 	"time"
 )
 
-// Component states.
+// Component states. Paused is not set by Set: it is a running component
+// whose pause watcher says it waits for a dependency (Effective).
 const (
 	Starting   = "starting"
 	Running    = "running"
+	Paused     = "paused"
 	Restarting = "restarting"
 	Stopped    = "stopped"
 )
+
+// States lists every state a component can be in, for metrics.
+var States = []string{Starting, Running, Paused, Restarting, Stopped}
 
 // Component is one component's state.
 type Component struct {
 	Name        string    `json:"name"`
 	State       string    `json:"state"`
-	Paused      string    `json:"paused,omitempty"` // why it waits for a dependency, if it does
+	Paused      string    `json:"paused,omitempty"` // why it waits for a dependency, if it runs and does
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
 	Restarts    int       `json:"restarts"`
 	Since       time.Time `json:"since"`
+}
+
+// Effective is the component's exact state: Paused while it runs but waits
+// for a dependency, otherwise State.
+func (c Component) Effective() string {
+	if c.State == Running && c.Paused != "" {
+		return Paused
+	}
+	return c.State
 }
 
 // Registry holds the components' states. The zero value is not usable; use
@@ -86,14 +100,17 @@ func (r *Registry) WatchPause(name string, fn func() (bool, string)) {
 	r.paused[name] = fn
 }
 
-// Snapshot returns every component, sorted by name.
+// Snapshot returns every component, sorted by name. Pause watchers are
+// asked only for running components: a component that stopped (its instance
+// lost the process lock) or is restarting is not waiting for anything,
+// whatever the pause flag its last run left behind says.
 func (r *Registry) Snapshot() []Component {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]Component, 0, len(r.comps))
 	for name, c := range r.comps {
 		cp := *c
-		if fn := r.paused[name]; fn != nil {
+		if fn := r.paused[name]; fn != nil && cp.State == Running {
 			if p, why := fn(); p {
 				cp.Paused = why
 			}

@@ -91,6 +91,11 @@ func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logge
 	return nil
 }
 
+// InputBuffer is how many records of an input stream a processor's consumer
+// holds per partition ahead of its callback; with goka's own queue of 10
+// that bounds the raw messages waiting in memory to a few dozen.
+const InputBuffer = 16
+
 // GokaOptions returns the options every msgx goka processor is built with: the
 // producer of docs/design.md#kafka-settings, consumers from the oldest offset,
 // topic replication from the configuration (goka's default of 2 fails on a
@@ -101,8 +106,14 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 	tmc.Stream.Replication = c.Replication
 	producer := c.Sarama("msgx-producer")
 	producer.Producer.MaxMessageBytes = max(producer.Producer.MaxMessageBytes, TableRecordBytes)
+	// The input streams carry whole messages (msgx.inbox records of up to
+	// MSGX_KAFKA_MAX_MESSAGE_BYTES): sarama's default buffer of 256
+	// records per partition could hold 256 of them at once ahead of the
+	// processor, which handles one at a time anyway.
+	group := c.Sarama("msgx-consumer")
+	group.ChannelBufferSize = InputBuffer
 	return []goka.ProcessorOption{
-		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(c.Sarama("msgx-consumer"))),
+		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(group)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(c.Sarama("msgx-consumer"))),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(producer)),
 		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-topics"), tmc)),

@@ -263,6 +263,11 @@ func Forever(ctx context.Context, c clock.Clock, log *slog.Logger, onPause func(
 			return nil
 		}
 		if ctx.Err() != nil {
+			// Nothing waits for the dependency any more (shutdown, a
+			// restart, a lost lock): the pause is over, whatever comes next.
+			if paused && onPause != nil {
+				onPause(false, nil)
+			}
 			return ctx.Err()
 		}
 		wait := WriteBackoff.Delay(failures)
@@ -278,7 +283,56 @@ func Forever(ctx context.Context, c clock.Clock, log *slog.Logger, onPause func(
 			log.Error("write failed; retrying", "err", err, "retry_in", wait.String())
 		}
 		if err := clock.Sleep(ctx, c, wait); err != nil {
+			if paused && onPause != nil {
+				onPause(false, nil)
+			}
 			return err
 		}
 	}
+}
+
+// OutageLog logs a failure that repeats on every poll of a loop while a
+// dependency is down, without a line per poll: the first failure at WARN,
+// then at most one summary every Every (default 30s) while it lasts, with
+// the number of failures, how long and the latest error, and the recovery
+// at INFO. Times come from Clock. It is not safe for concurrent use; each
+// loop has its own.
+type OutageLog struct {
+	Log   *slog.Logger
+	Clock clock.Clock
+	// Every is the longest silence while the failure lasts (0: 30s).
+	Every time.Duration
+
+	since, logged time.Time
+	failures      int
+}
+
+// Failed records one failed attempt; msg describes it ("ingest poll
+// failed; watermark kept, retrying").
+func (o *OutageLog) Failed(msg string, err error, attrs ...any) {
+	now := o.Clock.Now()
+	o.failures++
+	every := o.Every
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	switch {
+	case o.failures == 1:
+		o.since, o.logged = now, now
+		o.Log.Warn(msg, append(attrs, "err", err)...)
+	case now.Sub(o.logged) >= every:
+		o.logged = now
+		o.Log.Warn(msg+" (still failing)", append(attrs, "err", err, "failures", o.failures,
+			"failing_for", now.Sub(o.since).String())...)
+	}
+}
+
+// Recovered records a success; after failures it logs msg at INFO with how
+// many there were and how long they lasted.
+func (o *OutageLog) Recovered(msg string, attrs ...any) {
+	if o.failures == 0 {
+		return
+	}
+	o.Log.Info(msg, append(attrs, "failures", o.failures, "failed_for", o.Clock.Now().Sub(o.since).String())...)
+	o.failures = 0
 }

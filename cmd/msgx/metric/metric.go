@@ -12,6 +12,7 @@ import (
 	"msgx/emitters/schd"
 	"msgx/ingest"
 	"msgx/internal/health"
+	"msgx/internal/web"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
@@ -29,6 +30,7 @@ type Sources struct {
 	Backfill  func() backfill.Stats
 	Schd      func() schd.Stats
 	Publisher func() event.Stats
+	HTTP      func() web.Stats
 	Health    *health.Registry
 	// Report collects the status report (database and Kafka figures). It is
 	// cached for ReportTTL so scrapes stay cheap.
@@ -102,7 +104,9 @@ var (
 	reasons         = desc("msgx_messages_skipped_or_dead_total", "SKIPPED and DEAD decisions by reason class (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, EXHAUSTED).", "reason_class")
 	ignored         = desc("msgx_messages_ignored_total", "Messages SKIPPED by an ignore rule, by rule.", "rule")
 	retries         = desc("msgx_router_retries_total", "Failures of the head message that were retried in place.")
-	paused          = desc("msgx_component_paused", "1 while a component waits for an unavailable dependency (outage), else 0.", "component")
+	paused          = desc("msgx_component_paused", "1 while a running component waits for an unavailable dependency (outage), else 0.", "component")
+	componentState  = desc("msgx_component_state", "1 for the state a component is in (starting, running, paused, restarting, stopped), 0 for the others.", "component", "state")
+	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401).", "reason")
 	applied         = desc("msgx_transitions_applied_total", "Transitions applied by an applying processor.", "processor")
 	replayed        = desc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
 	rejected        = desc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
@@ -125,7 +129,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
-		ignored, retries, paused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
+		ignored, retries, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
 		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp} {
 		ch <- d
 	}
@@ -174,21 +178,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, ignored, n, rule)
 		}
 		counter(ch, retries, st.Retries)
-		gauge(ch, paused, b2f(st.Paused), "router")
 	}
 	if s.Flights != nil {
 		st := s.Flights()
 		counter(ch, applied, st.Applied, "flights")
 		counter(ch, replayed, st.Replays, "flights")
 		counter(ch, rejected, st.Rejected, "flights")
-		gauge(ch, paused, b2f(st.Paused), "flights")
 	}
 	if s.Refdata != nil {
 		st := s.Refdata()
 		counter(ch, applied, st.Applied, "refdata")
 		counter(ch, replayed, st.Replays, "refdata")
 		counter(ch, rejected, st.Rejected, "refdata")
-		gauge(ch, paused, b2f(st.Paused), "refdata")
 	}
 	if s.Schd != nil {
 		counter(ch, events, s.Schd().Flushed, "schd-flush")
@@ -204,9 +205,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, backfillMarked, st.AlreadyMarked, "already-marked")
 		counter(ch, backfillFailed, st.TransientFailures)
 	}
+	if s.HTTP != nil {
+		st := s.HTTP()
+		counter(ch, httpRefused, st.SlowClients, "slow")
+		counter(ch, httpRefused, st.Busy, "busy")
+		counter(ch, httpRefused, st.Unauthorized, "unauthorized")
+	}
 	if s.Health != nil {
+		// The registry's view is the exact one: a component paused by an
+		// outage is only paused while it runs; once stopped (lost lock) or
+		// restarting it is that, whatever its last pause flag says.
 		for _, comp := range s.Health.Snapshot() {
 			gauge(ch, componentUp, b2f(comp.State == health.Running), comp.Name)
+			gauge(ch, paused, b2f(comp.Paused != ""), comp.Name)
+			for _, state := range health.States {
+				gauge(ch, componentState, b2f(comp.Effective() == state), comp.Name, state)
+			}
 			counter(ch, restarts, int64(comp.Restarts), comp.Name)
 		}
 	}

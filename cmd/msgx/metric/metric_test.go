@@ -1,0 +1,65 @@
+package metric
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"msgx/internal/health"
+	"msgx/internal/web"
+)
+
+// values returns the samples of a metric family by their label values.
+func values(t *testing.T, m *Metrics, name string) map[string]float64 {
+	t.Helper()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			key := ""
+			for _, l := range s.GetLabel() {
+				key += l.GetValue() + "/"
+			}
+			out[key] = s.GetGauge().GetValue() + s.GetCounter().GetValue() // one of them is nil: 0
+		}
+	}
+	return out
+}
+
+// A component stopped after losing its lock is exported as stopped, not
+// paused, even though its last run left its pause flag set; a running one
+// waiting for PostgreSQL is paused.
+func TestComponentStateIsExact(t *testing.T) {
+	reg := health.NewRegistry(func() time.Time { return time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) })
+	reg.Set("flights", health.Running)
+	reg.WatchPause("flights", func() (bool, string) { return true, "PostgreSQL unavailable" })
+	reg.Set("router", health.Running)
+	reg.WatchPause("router", func() (bool, string) { return true, "postgres unavailable" })
+	reg.Set("flights", health.Stopped)
+	reg.Set("ingest", health.Running)
+	reg.Failed("ingest", errors.New("lock lost"))
+	m := New()
+	m.SetSources(Sources{Health: reg, HTTP: func() web.Stats { return web.Stats{SlowClients: 3, Busy: 2, Unauthorized: 1} }})
+
+	paused := values(t, m, "msgx_component_paused")
+	if paused["flights/"] != 0 || paused["router/"] != 1 || paused["ingest/"] != 0 {
+		t.Errorf("msgx_component_paused %v", paused)
+	}
+	state := values(t, m, "msgx_component_state")
+	for key, want := range map[string]float64{"flights/stopped/": 1, "flights/paused/": 0, "router/paused/": 1, "router/running/": 0,
+		"ingest/restarting/": 1, "ingest/running/": 0} {
+		if state[key] != want {
+			t.Errorf("msgx_component_state %s = %v, want %v", key, state[key], want)
+		}
+	}
+	refused := values(t, m, "msgx_http_refused_total")
+	if refused["slow/"] != 3 || refused["busy/"] != 2 || refused["unauthorized/"] != 1 {
+		t.Errorf("msgx_http_refused_total %v", refused)
+	}
+}

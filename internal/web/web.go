@@ -1,0 +1,231 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"msgx/internal/clock"
+)
+
+// Config bounds the HTTP server (MSGX_HTTP_ADDR).
+type Config struct {
+	// ReadToken, when set, is required as "Authorization: Bearer <token>"
+	// by every endpoint except /healthz, /readyz and POST /cminmsgs/send
+	// (which has MSGX_HTTP_TOKEN).
+	ReadToken string `env:"MSGX_HTTP_READ_TOKEN"`
+	// ReadTimeout bounds reading one whole request, headers and body; a
+	// client that has not sent it by then is cut off and counted.
+	ReadTimeout time.Duration `env:"MSGX_HTTP_READ_TIMEOUT" envDefault:"10s"`
+	// WriteTimeout bounds handling a request and writing its response,
+	// counted from the end of its headers; a client that does not take the
+	// response by then is cut off.
+	WriteTimeout time.Duration `env:"MSGX_HTTP_WRITE_TIMEOUT" envDefault:"60s"`
+	// MaxConcurrent is the most requests served at once; more are answered
+	// 503 at once (/healthz is never refused).
+	MaxConcurrent int `env:"MSGX_HTTP_MAX_CONCURRENT" envDefault:"64"`
+	// BindTimeout is how long start-up retries binding MSGX_HTTP_ADDR while
+	// the address is in use (a previous instance still closing it).
+	BindTimeout time.Duration `env:"MSGX_HTTP_BIND_TIMEOUT" envDefault:"30s"`
+}
+
+// Validate checks the values; errors name the variable.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ReadTimeout <= 0 {
+		errs = append(errs, errors.New("MSGX_HTTP_READ_TIMEOUT: must be positive"))
+	}
+	if c.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("MSGX_HTTP_WRITE_TIMEOUT: must be positive"))
+	}
+	if c.MaxConcurrent < 1 {
+		errs = append(errs, fmt.Errorf("MSGX_HTTP_MAX_CONCURRENT=%d: must be at least 1", c.MaxConcurrent))
+	}
+	if c.BindTimeout < 0 {
+		errs = append(errs, errors.New("MSGX_HTTP_BIND_TIMEOUT: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the server's collaborators.
+type Deps struct {
+	// Addr is where it listens (MSGX_HTTP_ADDR, host:port).
+	Addr string
+	// Handler serves the routes.
+	Handler http.Handler
+	// ShutdownTimeout bounds draining the requests in flight when Run's
+	// context ends (MSGX_SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration
+	Clock           clock.Clock
+	Log             *slog.Logger
+}
+
+// Stats are the server's running figures for metrics.
+type Stats struct {
+	// SlowClients are connections cut off because their request was not
+	// sent within MSGX_HTTP_READ_TIMEOUT.
+	SlowClients int64
+	// Busy are requests refused with 503 because MSGX_HTTP_MAX_CONCURRENT
+	// requests were being served.
+	Busy int64
+	// Unauthorized are requests to a read endpoint refused with 401 for a
+	// missing or wrong MSGX_HTTP_READ_TOKEN.
+	Unauthorized int64
+}
+
+// bindRetry is the pause between attempts to bind a busy address.
+const bindRetry = 250 * time.Millisecond
+
+// idleTimeout closes keep-alive connections that stay idle this long.
+const idleTimeout = 2 * time.Minute
+
+// Server is the HTTP server; Run serves until its context ends.
+type Server struct {
+	cfg Config
+	d   Deps
+	log *slog.Logger
+
+	slow, busy, unauthorized atomic.Int64
+
+	mu     sync.Mutex
+	opened map[net.Conn]time.Time // connections that have not sent a whole header yet
+	addr   string
+}
+
+// New returns a server for cfg; Run starts it.
+func New(cfg Config, d Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Handler == nil || d.Clock == nil || d.Log == nil {
+		return nil, errors.New("web: handler, clock and log are required")
+	}
+	return &Server{cfg: cfg, d: d, log: d.Log.With("component", "http"), opened: map[net.Conn]time.Time{}}, nil
+}
+
+// Stats returns a snapshot of the running figures.
+func (s *Server) Stats() Stats {
+	return Stats{SlowClients: s.slow.Load(), Busy: s.busy.Load(), Unauthorized: s.unauthorized.Load()}
+}
+
+// Addr is the address the server listens on once Run has bound it ("" before).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Run binds the address (retrying while it is in use, up to
+// MSGX_HTTP_BIND_TIMEOUT) and serves until ctx ends, then drains the
+// requests in flight for at most the shutdown timeout.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := s.listen(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	s.mu.Lock()
+	s.addr = ln.Addr().String()
+	s.mu.Unlock()
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.cfg.ReadTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       idleTimeout,
+		ConnState:         s.connState,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.log.Info("http listening", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.d.ShutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// listen binds Addr. "Address already in use" right after a restart means
+// the previous instance's listener is still closing (a kill -9 whose process
+// has not been reaped yet, a graceful stop still draining): it is retried
+// every bindRetry until BindTimeout has passed. Any other error is final.
+func (s *Server) listen(ctx context.Context) (net.Listener, error) {
+	deadline := s.d.Clock.Now().Add(s.cfg.BindTimeout)
+	waited := false
+	for {
+		ln, err := net.Listen("tcp", s.d.Addr)
+		if err == nil {
+			if waited {
+				s.log.Info("http address free again; bound", "addr", s.d.Addr)
+			}
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || !s.d.Clock.Now().Before(deadline) {
+			return nil, fmt.Errorf("MSGX_HTTP_ADDR=%s: %w", s.d.Addr, err)
+		}
+		if !waited {
+			s.log.Warn("http address in use (a previous instance still closing it?); retrying", "addr", s.d.Addr,
+				"for", s.cfg.BindTimeout.String())
+			waited = true
+		}
+		if err := clock.Sleep(ctx, s.d.Clock, bindRetry); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// connKey carries a request's connection in its context, so the handler
+// chain can tell the server the request reached it.
+type connKey struct{}
+
+// connState counts connections closed before they sent a whole request
+// header within the read timeout: the server cut them off. A connection is
+// watched from its first byte (or from its opening, if it never sends one)
+// until its request reaches the handler chain (reached); one closed while
+// idle between requests was not cut off.
+func (s *Server) connState(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		s.opened[c] = s.d.Clock.Now()
+	case http.StateActive:
+		if _, ok := s.opened[c]; !ok {
+			s.opened[c] = s.d.Clock.Now()
+		}
+	case http.StateIdle:
+		delete(s.opened, c)
+	case http.StateClosed, http.StateHijacked:
+		if at, ok := s.opened[c]; ok {
+			delete(s.opened, c)
+			if state == http.StateClosed && s.d.Clock.Now().Sub(at) >= s.cfg.ReadTimeout {
+				s.slow.Add(1)
+				s.log.Debug("slow client cut off: no complete request header within MSGX_HTTP_READ_TIMEOUT",
+					"remote", c.RemoteAddr().String(), "timeout", s.cfg.ReadTimeout.String())
+			}
+		}
+	}
+}
+
+// reached records that the request on c got past its headers.
+func (s *Server) reached(r *http.Request) {
+	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+		s.mu.Lock()
+		delete(s.opened, c)
+		s.mu.Unlock()
+	}
+}
