@@ -120,6 +120,7 @@ func (c *Config) productionChecks() []error {
 	if c.Kafka.Embedded() {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_KAFKA_BROKERS is empty, but the embedded Kafka is for development; point it at the cluster"))
 	}
+	errs = append(errs, c.Kafka.ProductionErrors()...)
 	// The development defaults a production deployment must not run on.
 	if c.DB.PGDSN == envDefault[sink.Config]("PGDSN") {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_PG_DSN is the development default; set the production database"))

@@ -78,7 +78,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	// out: wait that long before deciding another one still runs.
 	deadline := clk.Now().Add(2*cfg.Kafka.SessionTimeout + 5*time.Second)
 	for {
-		lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, groups)
+		lags, err := kafka.Lags(ctx, cfg.Kafka, brokers, groups)
 		active := ""
 		for _, l := range lags {
 			if l.Members > 0 {
@@ -156,7 +156,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 		}
 		remaining := int64(-1)
 		done := total
-		if lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, groups); err == nil {
+		if lags, err := kafka.Lags(ctx, cfg.Kafka, brokers, groups); err == nil {
 			remaining = 0
 			for _, l := range lags {
 				if l.Error != "" {
@@ -193,7 +193,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 // inboxEnd is the number of records in the inbox topic: the lag of a group
 // that never committed.
 func inboxEnd(ctx context.Context, brokers []string, cfg Config) (int64, error) {
-	lags, err := kafka.Lags(ctx, brokers, cfg.Kafka.Timeout, []kafka.Group{{Group: "msgx-rebuild-probe", Topics: []string{cfg.Ingest.Topic}}})
+	lags, err := kafka.Lags(ctx, cfg.Kafka, brokers, []kafka.Group{{Group: "msgx-rebuild-probe", Topics: []string{cfg.Ingest.Topic}}})
 	if err != nil {
 		return 0, err
 	}

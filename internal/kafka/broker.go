@@ -22,8 +22,10 @@ type Broker struct {
 
 // StartBroker starts the embedded broker listening on addr ("host:port";
 // port 0 picks a free one). An empty dataDir keeps everything in memory
-// (tests only).
-func StartBroker(addr, dataDir string, log *slog.Logger) (*Broker, error) {
+// (tests only). It speaks plaintext without authentication; extra kfake
+// options let tests require SASL (kfake.EnableSASL, kfake.Superuser) or TLS
+// (kfake.TLS).
+func StartBroker(addr, dataDir string, log *slog.Logger, extra ...kfake.Opt) (*Broker, error) {
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DefaultNumPartitions(1),
@@ -45,6 +47,7 @@ func StartBroker(addr, dataDir string, log *slog.Logger) (*Broker, error) {
 		}
 		opts = append(opts, kfake.DataDir(dataDir), kfake.SyncWrites())
 	}
+	opts = append(opts, extra...)
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting embedded kafka on %s: %w", addr, err)

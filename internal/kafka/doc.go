@@ -5,4 +5,10 @@
 // options every processor shares, consumer-group lag ([Lags], for the status
 // report and rebuild), the one producer constructor ([NewSyncProducer]) and
 // the embedded broker (kfake) used when no cluster is configured.
+//
+// TLS and SASL (PLAIN, SCRAM-SHA-256/512) are set up in one place for both
+// client libraries: [Config.Sarama] builds every sarama configuration (goka,
+// producers, cluster admin) and [NewKgoClient] every franz-go client, both
+// from the same files and credentials, checked by [Config.Validate]
+// (docs/operations.md, 3.6).
 package kafka

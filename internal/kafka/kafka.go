@@ -50,6 +50,34 @@ type Config struct {
 	// instead of waiting for a rebalance. Empty uses the host name; set a
 	// distinct value for each instance that runs on the same host.
 	InstanceID string `env:"MSGX_KAFKA_INSTANCE_ID"`
+
+	// TLS makes every client msgx builds connect to the brokers over TLS;
+	// the other TLS settings require it (docs/operations.md, 3.6).
+	TLS bool `env:"MSGX_KAFKA_TLS" envDefault:"false"`
+	// TLSCA is a PEM file of the CA certificates the brokers' certificates
+	// must chain to. Empty: the system's trusted roots.
+	TLSCA string `env:"MSGX_KAFKA_TLS_CA"`
+	// TLSCert and TLSKey are PEM files of the client certificate and its
+	// private key, for brokers that authenticate clients by certificate
+	// (ssl.client.auth=required). Both or neither.
+	TLSCert string `env:"MSGX_KAFKA_TLS_CERT"`
+	TLSKey  string `env:"MSGX_KAFKA_TLS_KEY"`
+	// TLSServerName is the name the brokers' certificates are checked
+	// against. Empty: the host of each broker address.
+	TLSServerName string `env:"MSGX_KAFKA_TLS_SERVER_NAME"`
+	// TLSInsecureSkipVerify accepts any broker certificate: a test aid,
+	// refused with MSGX_ENV=production.
+	TLSInsecureSkipVerify bool `env:"MSGX_KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false"`
+	// SASLMechanism authenticates every connection: PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512. Empty: no SASL.
+	SASLMechanism string `env:"MSGX_KAFKA_SASL_MECHANISM"`
+	// SASLUser is the SASL user name.
+	SASLUser string `env:"MSGX_KAFKA_SASL_USER"`
+	// SASLPassword is the SASL password; SASLPasswordFile names a file
+	// holding it instead (one trailing newline is ignored). Exactly one of
+	// them with a mechanism.
+	SASLPassword     Secret `env:"MSGX_KAFKA_SASL_PASSWORD"`
+	SASLPasswordFile string `env:"MSGX_KAFKA_SASL_PASSWORD_FILE"`
 }
 
 // Embedded reports whether msgx must run its own broker.
@@ -94,13 +122,15 @@ func (c Config) Validate() error {
 	if c.Embedded() && !strings.Contains(c.EmbeddedAddr, ":") {
 		errs = append(errs, fmt.Errorf("MSGX_EMBEDDED_KAFKA_ADDR: %q is not host:port", c.EmbeddedAddr))
 	}
+	errs = append(errs, c.securityErrors()...)
 	return errors.Join(errs...)
 }
 
 // Sarama returns a client configuration with the producer settings of
-// docs/design.md#kafka-settings and consumers starting at the oldest offset.
-// goka's default (newest) silently skips every record written before a group
-// first starts.
+// docs/design.md#kafka-settings, consumers starting at the oldest offset and
+// the TLS and SASL settings. goka's default (newest) silently skips every
+// record written before a group first starts. Every sarama client msgx
+// builds starts from it.
 func (c Config) Sarama(clientID string) *sarama.Config {
 	sc := sarama.NewConfig()
 	sc.ClientID = clientID
@@ -144,6 +174,7 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 		sc.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
 	}
 	sc.Consumer.Group.InstanceId = c.instanceID()
+	c.secureSarama(sc)
 	return sc
 }
 
@@ -201,7 +232,7 @@ func NewSyncProducer(c Config, brokers []string, clientID string) (sarama.SyncPr
 	}
 	p, err := sarama.NewSyncProducer(brokers, sc)
 	if err != nil {
-		return nil, retry.Outage("kafka", fmt.Errorf("creating the %s producer: %w", clientID, err))
+		return nil, retry.Outage("kafka", fmt.Errorf("creating the %s producer (%s): %w", clientID, c.Security(), err))
 	}
 	return p, nil
 }

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Group is a consumer group and the input topics whose lag is read.
@@ -52,15 +50,16 @@ type GroupLag struct {
 //
 // The error is for Kafka not answering at all (the client, the offset
 // listings); a group or topic that could not be read fully gets its row
-// with Error set. Every round trip is bounded by timeout, and the first
+// with Error set. Every round trip is bounded by c.Timeout, and the first
 // failed one stops the call, so an outage costs one timeout.
-func Lags(ctx context.Context, brokers []string, timeout time.Duration, groups []Group) ([]GroupLag, error) {
+func Lags(ctx context.Context, c Config, brokers []string, groups []Group) ([]GroupLag, error) {
 	if len(groups) == 0 {
 		return []GroupLag{}, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(timeout))
+	timeout := c.Timeout
+	cl, err := NewKgoClient(c, brokers)
 	if err != nil {
-		return nil, fmt.Errorf("creating Kafka client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -81,7 +80,7 @@ func Lags(ctx context.Context, brokers []string, timeout time.Duration, groups [
 	}
 	var ends, starts kadm.ListedOffsets
 	if err := kcall(func(ctx context.Context) (err error) { ends, err = adm.ListEndOffsets(ctx, topics...); return }); err != nil {
-		return nil, fmt.Errorf("listing end offsets of %s: %w", strings.Join(topics, ", "), err)
+		return nil, fmt.Errorf("listing end offsets of %s (%s): %w", strings.Join(topics, ", "), c.Security(), err)
 	}
 	if err := kcall(func(ctx context.Context) (err error) { starts, err = adm.ListStartOffsets(ctx, topics...); return }); err != nil {
 		return nil, fmt.Errorf("listing start offsets of %s: %w", strings.Join(topics, ", "), err)

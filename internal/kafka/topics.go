@@ -61,9 +61,9 @@ func (s TopicSpec) configEntries() map[string]*string {
 // goka does not create output topics, and an emit to a missing topic stops the
 // whole processor (docs/design.md#goka-facts).
 func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logger) error {
-	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	admin, err := newAdmin(brokers, c)
 	if err != nil {
-		return fmt.Errorf("connecting kafka admin: %w", err)
+		return err
 	}
 	defer admin.Close()
 	existing, err := admin.ListTopics()
@@ -89,6 +89,14 @@ func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logge
 			"partitions", s.Partitions, "compact", s.Compact, "replication", c.Replication)
 	}
 	return nil
+}
+
+func newAdmin(brokers []string, c Config) (sarama.ClusterAdmin, error) {
+	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	if err != nil {
+		return nil, fmt.Errorf("connecting kafka admin (%s): %w", c.Security(), err)
+	}
+	return admin, nil
 }
 
 // InputBuffer is how many records of an input stream a processor's consumer
@@ -134,7 +142,7 @@ func ReadTable(ctx context.Context, brokers []string, c Config, table goka.Table
 		goka.WithViewTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-view-topics"), tmc)),
 		goka.WithViewLogger(SlogAdapter{Log: log, Level: slog.LevelDebug}))
 	if err != nil {
-		return fmt.Errorf("opening table %s: %w", table, err)
+		return fmt.Errorf("opening table %s (%s): %w", table, c.Security(), err)
 	}
 	vctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -168,9 +176,9 @@ func Abort(ctx goka.Context, err error) {
 // next run of their processors starts from the oldest offset. A group with
 // active members is refused by the broker.
 func ResetGroups(brokers []string, c Config, groups []string) error {
-	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	admin, err := newAdmin(brokers, c)
 	if err != nil {
-		return fmt.Errorf("connecting kafka admin: %w", err)
+		return err
 	}
 	defer admin.Close()
 	for _, g := range groups {
@@ -184,9 +192,9 @@ func ResetGroups(brokers []string, c Config, groups []string) error {
 // RecreateTopics deletes the topics and creates them again empty, with the
 // given specs (waiting for a deletion the broker finishes asynchronously).
 func RecreateTopics(ctx context.Context, clk clock.Clock, brokers []string, c Config, specs []TopicSpec, log *slog.Logger) error {
-	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
+	admin, err := newAdmin(brokers, c)
 	if err != nil {
-		return fmt.Errorf("connecting kafka admin: %w", err)
+		return err
 	}
 	defer admin.Close()
 	for _, s := range specs {

@@ -319,7 +319,8 @@ type Deps struct {
 	// Kafka.Brokers, and when both are empty the groups are not reported.
 	// (With the embedded broker, pass its address.)
 	Brokers []string
-	// Kafka gives the admin round-trip timeout (Kafka.Timeout).
+	// Kafka gives the admin round-trip timeout (Kafka.Timeout) and the
+	// TLS and SASL settings.
 	Kafka kafka.Config
 	// Groups are the consumer groups to report with their input topics
 	// (required: the processors know them).
@@ -741,11 +742,11 @@ func (s *collection) groups(ctx context.Context) ([]GroupLag, string) {
 	if len(brokers) == 0 {
 		return nil, "Kafka brokers not configured"
 	}
-	timeout := s.deps.Kafka.Timeout
-	if timeout <= 0 {
-		timeout = s.deps.Timeout
+	kc := s.deps.Kafka
+	if kc.Timeout <= 0 {
+		kc.Timeout = s.deps.Timeout
 	}
-	lags, err := kafka.Lags(ctx, brokers, timeout, s.deps.Groups)
+	lags, err := kafka.Lags(ctx, kc, brokers, s.deps.Groups)
 	if err != nil {
 		return nil, err.Error()
 	}
