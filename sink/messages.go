@@ -140,9 +140,15 @@ func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, 
 	return s.Lookups(ctx, msgID, message.Query{IdentityKey: identityKey, FLIDs: flids, Days: days})
 }
 
-// Lookups reads what a routing decision on message msgID asks for (q), in
-// one round trip, and writes nothing: the replay dry run decides a message
-// as the router would (Load is the router's own read, which creates the row).
+// QueueLookups queues on b the reads a routing decision on message msgID
+// asks for (q); the result is filled once the batch has run. It writes
+// nothing: the replay dry run decides a message as the router would (Load
+// is the router's own read, which creates the row).
+func QueueLookups(b *pgx.Batch, msgID int64, q message.Query) *message.Lookups {
+	return queueLookups(b, msgID, q)
+}
+
+// Lookups is QueueLookups in one round trip of its own.
 func (s *Messages) Lookups(ctx context.Context, msgID int64, q message.Query) (message.Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

@@ -123,7 +123,7 @@ func Explain(ctx context.Context, d Deps, plan *Plan) error {
 	for _, r := range plan.Rows[:min(len(plan.Rows), MaxExplained)] {
 		ids = append(ids, r.MsgID)
 	}
-	effects, err := explain(ctx, d, ids)
+	effects, err := explain(ctx, d, d.PG, ids)
 	if err != nil {
 		return err
 	}
@@ -155,9 +155,16 @@ func (d Deps) validateExplain() error {
 	return errors.Join(errs...)
 }
 
+// batcher is a pool or a transaction: where the effects are read. Run reads
+// them in its batch's transaction, so that a replay needs no more
+// connections than its lock's and its transaction's.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // explain returns the effect of every message of ids, reading their inbox
 // rows in chunks of Batch.
-func explain(ctx context.Context, d Deps, ids []int64) (map[int64]Effect, error) {
+func explain(ctx context.Context, d Deps, q batcher, ids []int64) (map[int64]Effect, error) {
 	out := make(map[int64]Effect, len(ids))
 	inbox := ingest.NewInbox(d.MySQL, nil, d.Table, d.Timeout)
 	for lo := 0; lo < len(ids); lo += Batch {
@@ -170,7 +177,7 @@ func explain(ctx context.Context, d Deps, ids []int64) (map[int64]Effect, error)
 		for _, r := range rows {
 			raw[r.ID] = r
 		}
-		if err := effectsOf(ctx, d, chunk, raw, out); err != nil {
+		if err := effectsOf(ctx, d, q, chunk, raw, out); err != nil {
 			return nil, err
 		}
 	}
@@ -179,14 +186,14 @@ func explain(ctx context.Context, d Deps, ids []int64) (map[int64]Effect, error)
 
 // effectsOf puts the effect of every message of ids into out, given their
 // inbox rows.
-func effectsOf(ctx context.Context, d Deps, ids []int64, raw map[int64]ingest.Row, out map[int64]Effect) error {
+func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int64]ingest.Row, out map[int64]Effect) error {
 	for _, id := range ids {
 		r, ok := raw[id]
 		if !ok {
 			out[id] = Effect{MsgID: id, Error: "the inbox row no longer exists: the message cannot be replayed"}
 			continue
 		}
-		e, err := effectOf(ctx, d, r)
+		e, err := effectOf(ctx, d, q, r)
 		if err != nil {
 			return err
 		}
@@ -195,18 +202,20 @@ func effectsOf(ctx context.Context, d Deps, ids []int64, raw map[int64]ingest.Ro
 	return nil
 }
 
-// effectOf works out the effect of replaying inbox row r now.
-func effectOf(ctx context.Context, d Deps, r ingest.Row) (Effect, error) {
+// effectOf works out the effect of replaying inbox row r now: two round
+// trips on q, the router's lookups and then what the transitions touch.
+func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, error) {
 	e := Effect{MsgID: r.ID}
 	p := router.Prepare(r.ID, r.Raw, *d.Router)
-	l, err := sink.NewMessages(d.PG, d.Timeout).Lookups(ctx, r.ID, p.Query())
-	if err != nil {
-		return e, err
+	lb := &pgx.Batch{}
+	lq := sink.QueueLookups(lb, r.ID, p.Query())
+	if err := send(ctx, q, lb, d.Timeout); err != nil {
+		return e, fmt.Errorf("routing lookups for message %d: %w", r.ID, err)
 	}
-	// As when a routed message is routed again (Router.reroute): the RESP
-	// guard is decided when the message is, and the key-tag index holds
-	// this message's key tag by now, or a later message's.
-	l.RequestOpen, l.KeyTag = true, ""
+	l := *lq
+	// Whether a request is open for a SCHD RESP is decided when the
+	// message is: the dry run takes the RESP guard as passed.
+	l.RequestOpen = true
 	v := router.Decide(p, l, time.Time{})
 	e.Verdict, e.ErrorClass, e.Reason = v.State, v.ErrorClass, v.Reason
 	if v.State != message.StateRouted {
@@ -281,17 +290,23 @@ func effectOf(ctx context.Context, d Deps, r ingest.Row) (Effect, error) {
 			return rows.Err()
 		})
 	}
-	if b.Len() > 0 {
-		qctx, cancel := context.WithTimeout(ctx, d.Timeout)
-		defer cancel()
-		if err := d.PG.SendBatch(qctx, b).Close(); err != nil {
-			return e, fmt.Errorf("reading what replaying message %d overwrites: %w", r.ID, err)
-		}
+	if err := send(ctx, q, b, d.Timeout); err != nil {
+		return e, fmt.Errorf("reading what replaying message %d overwrites: %w", r.ID, err)
 	}
 	for _, f := range finish {
 		f()
 	}
 	return e, nil
+}
+
+// send runs batch b on q, bounded by timeout; an empty batch is no call.
+func send(ctx context.Context, q batcher, b *pgx.Batch, timeout time.Duration) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return q.SendBatch(ctx, b).Close()
 }
 
 // shared lists the tags of a (in its order) that b also lists.

@@ -692,7 +692,7 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 		var effects map[int64]Effect
 		if r.d.Router != nil {
 			effects = make(map[int64]Effect, len(present))
-			if err := effectsOf(ctx, r.d, present, b.inbox, effects); err != nil {
+			if err := effectsOf(ctx, r.d, tx, present, b.inbox, effects); err != nil {
 				return b, err
 			}
 		}
