@@ -29,6 +29,11 @@ type Record struct {
 	// (MSGX_KAFKA_MAX_MESSAGE_BYTES): Raw is then empty and the router
 	// records the message DEAD(MALFORMED) rather than ingest blocking on it.
 	Oversize int `json:"oversize,omitempty"`
+	// Replay is the replay generation of a record msgx replay re-injected
+	// (its replay_audit id, docs/design.md#replay); 0 for a record of the
+	// ingest bridge. The router decides the message under it, so that its
+	// transitions are applied to the current state.
+	Replay int64 `json:"replay,omitempty"`
 }
 
 // RecordEnvelope is what a msgx.inbox record needs in bytes beyond its JSON
@@ -74,7 +79,13 @@ func Fits(raw string, maxMessageBytes int) bool {
 // the whole inbox behind it, so the router gets the marker instead and
 // records the message DEAD(MALFORMED) with the size.
 func (r Row) Message(topic string, now time.Time, maxMessageBytes int) (m *sarama.ProducerMessage, oversize bool, err error) {
-	rec := Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw}
+	return r.ReplayMessage(topic, 0, now, maxMessageBytes)
+}
+
+// ReplayMessage is Message for the re-injection of a replay of generation
+// gen (Record.Replay).
+func (r Row) ReplayMessage(topic string, gen int64, now time.Time, maxMessageBytes int) (m *sarama.ProducerMessage, oversize bool, err error) {
+	rec := Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw, Replay: gen}
 	v, err := rec.Marshal()
 	if err != nil {
 		return nil, false, fmt.Errorf("encoding inbox record %d: %w", r.ID, err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
 	"msgx/internal/retry"
@@ -46,6 +47,12 @@ const (
 	// reads due rows and produces them; a flight purge takes it too, so a
 	// flush never publishes a flight after the purge's tombstone.
 	LockSchdFlush LockKey = 0x6d73_6778_5cd1
+	// LockReplay is the session lock a replay holds from its first batch to
+	// its last re-injection: replays are serialised, so replay generations
+	// (replay_audit ids) grow in the order their records reach msgx.inbox,
+	// which is what tells a replayed transition from its redelivery
+	// (docs/design.md#replay). A second replay fails at once.
+	LockReplay LockKey = 0x6d73_6778_7e01
 )
 
 // XactLock waits for the transaction-scoped advisory lock key and holds it
@@ -81,6 +88,8 @@ func (k LockKey) String() string {
 		return "the backfill lock"
 	case LockSchdFlush:
 		return "the schd flush lock"
+	case LockReplay:
+		return "the replay lock"
 	}
 	return fmt.Sprintf("advisory lock %#x", int64(k))
 }
@@ -153,6 +162,38 @@ func tryLock(ctx context.Context, c Config, key LockKey) (*Lock, bool, error) {
 		return nil, false, nil
 	}
 	return &Lock{conn: conn, key: key, timeout: c.Timeout}, true, nil
+}
+
+// TryPoolLock takes the session advisory lock key on a connection of pool,
+// if it is free (ok false: another session holds it). The connection stays
+// out of the pool until release, which unlocks and closes it: a session that
+// might still hold the lock must never serve anyone else. timeout bounds
+// each call.
+func TryPoolLock(ctx context.Context, pool *pgxpool.Pool, key LockKey, timeout time.Duration) (release func(), ok bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := pool.Acquire(cctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("taking %s: %w", key, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		// Unlocked at once; closing alone would free it only once the
+		// server has noticed, which a caller taking it next may beat.
+		_, _ = c.Exec(ctx, "SELECT pg_advisory_unlock($1)", int64(key))
+		_ = c.Conn().Close(ctx)
+		c.Release()
+	}
+	if err := c.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", int64(key)).Scan(&ok); err != nil {
+		drop()
+		return nil, false, fmt.Errorf("taking %s: %w", key, err)
+	}
+	if !ok {
+		c.Release()
+		return nil, false, nil
+	}
+	return drop, true, nil
 }
 
 // Alive checks the lock's session still exists. A broken session means the

@@ -33,16 +33,21 @@ type Message struct {
 	NTransitions *int       `json:"nTransitions"`
 	NApplied     int        `json:"nApplied"`
 	BackfillAt   *time.Time `json:"backfillAt"`
+	// ReplayGen is the replay generation of the message (replay_gen,
+	// docs/design.md#replay): the replay that reset it last, until it is
+	// decided; then the generation it was decided under. 0: never replayed.
+	ReplayGen int64 `json:"replayGen,omitempty"`
 }
 
 const messageColumns = `msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, attempts, next_attempt_at,
-	error_class, reason, last_error, received_at, enqueued_at, updated_at, routed_at, n_transitions, n_applied, backfill_at`
+	error_class, reason, last_error, received_at, enqueued_at, updated_at, routed_at, n_transitions, n_applied, backfill_at,
+	replay_gen`
 
 func scanMessage(row pgx.Row) (Message, error) {
 	var m Message
 	err := row.Scan(&m.MsgID, &m.State, &m.IdentityKey, &m.SNDR, &m.Type, &m.STYP, &m.SEQN, &m.Attempts, &m.NextAttempt,
 		&m.ErrorClass, &m.Reason, &m.LastError, &m.ReceivedAt, &m.EnqueuedAt, &m.UpdatedAt, &m.RoutedAt, &m.NTransitions,
-		&m.NApplied, &m.BackfillAt)
+		&m.NApplied, &m.BackfillAt, &m.ReplayGen)
 	return m, err
 }
 
@@ -132,10 +137,23 @@ func (s *Messages) Get(ctx context.Context, msgID int64) (Message, bool, error) 
 // days is not empty, the flights indexed on those days before msgID — in one
 // round trip.
 func (s *Messages) Lookup(ctx context.Context, msgID int64, identityKey string, flids []string, days []time.Time) (message.Lookups, error) {
+	return s.Lookups(ctx, msgID, message.Query{IdentityKey: identityKey, FLIDs: flids, Days: days})
+}
+
+// QueueLookups queues on b the reads a routing decision on message msgID
+// asks for (q); the result is filled once the batch has run. It writes
+// nothing: the replay dry run decides a message as the router would (Load
+// is the router's own read, which creates the row).
+func QueueLookups(b *pgx.Batch, msgID int64, q message.Query) *message.Lookups {
+	return queueLookups(b, msgID, q)
+}
+
+// Lookups is QueueLookups in one round trip of its own.
+func (s *Messages) Lookups(ctx context.Context, msgID int64, q message.Query) (message.Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	b := &pgx.Batch{}
-	l := queueLookups(b, msgID, message.Query{IdentityKey: identityKey, FLIDs: flids, Days: days})
+	l := queueLookups(b, msgID, q)
 	if b.Len() == 0 {
 		return *l, nil
 	}
@@ -215,14 +233,21 @@ type Decision struct {
 	Index []message.FlightDay
 	// RefKey is the refdata_key_index entry to set (nil: none).
 	RefKey *message.RefKey
-	Now    time.Time
+	// ReplayGen is the replay generation the message was decided under
+	// (router.Plan.Replay), stored so that a re-routed message emits the
+	// same transitions. LoadedGen is the message's replay_gen when the
+	// router read it: a replay that reset the message again meanwhile
+	// changed it, and the decision is not recorded (it is made again).
+	ReplayGen, LoadedGen int64
+	Now                  time.Time
 }
 
 // Record stores a decision: the message's state, its identity, the number of
 // transitions and the index entries (flights, reference key tag),
 // atomically, in one statement (one round trip). A terminal state carries
 // its backfill intent (backfill_next_at) in the same statement. Only a PENDING or FAILED message
-// is decided; deciding it again is a no-op (false).
+// whose replay_gen is still d.LoadedGen is decided; deciding it again, or
+// after a replay reset it meanwhile, is a no-op (false).
 func (s *Messages) Record(ctx context.Context, d Decision) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -271,8 +296,9 @@ func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 			UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
 				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
 				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
-				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14
-			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')
+				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14,
+				replay_gen = $19
+			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') AND replay_gen = $20
 			RETURNING msg_id),
 		ix AS (
 			INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at)
@@ -285,7 +311,7 @@ func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 			ON CONFLICT (rtype) DO UPDATE SET key_tag = EXCLUDED.key_tag, msg_id = EXCLUDED.msg_id)
 		SELECT COUNT(*) FROM u`,
 		d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
-		d.N, d.Now, routedAt, backfill, flids, days, refType, keyTag).QueryRow(func(row pgx.Row) error {
+		d.N, d.Now, routedAt, backfill, flids, days, refType, keyTag, d.ReplayGen, d.LoadedGen).QueryRow(func(row pgx.Row) error {
 		var decided int
 		err := row.Scan(&decided)
 		q.recorded = decided == 1

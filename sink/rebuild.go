@@ -16,8 +16,10 @@ import (
 // derived from what it received) and the replay audit.
 func DerivedTables() []string {
 	// flight_hist too: the flights it holds come back from the inbox and the
-	// next history sweep archives them again.
-	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "refdata_key_index", "ref_master", "schd_snap_log", "flight_hist"}
+	// next history sweep archives them again; flight_change is written with
+	// every version the rebuild makes again.
+	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "refdata_key_index", "ref_master", "schd_snap_log",
+		"flight_hist", "flight_change"}
 	return append(t, FlightTables...)
 }
 

@@ -20,20 +20,23 @@ import (
 const refBatchSize = 1000
 
 // refUpsertSQL writes one record. The WHERE of the conflict branch is the
-// replay guard: a row already written by a later message (last_msg_id
-// greater than ours) is left alone, so a stale or replayed write never rolls
-// a record back. Equal ids rewrite the same values, which keeps a repeated
-// write idempotent.
-const refUpsertSQL = `INSERT INTO ref_master (rtype, rkey, attributes, updated_at, last_msg_id)
-	VALUES ($1, $2, $3, $4, $5)
+// never-backwards guard: a row already written by a later write (a higher
+// version, refdata.Entry.Version, or the same version by a later message)
+// is left alone, so a stale write never rolls a record back. Equal ones
+// rewrite the same values, which keeps a repeated write idempotent. The
+// version, not the message id, orders the writes: a replayed older message
+// (docs/design.md#replay) must overwrite what a newer message wrote.
+const refUpsertSQL = `INSERT INTO ref_master (rtype, rkey, attributes, updated_at, last_msg_id, version)
+	VALUES ($1, $2, $3, $4, $5, $6)
 	ON CONFLICT (rtype, rkey) DO UPDATE SET
-		attributes = EXCLUDED.attributes, updated_at = EXCLUDED.updated_at, last_msg_id = EXCLUDED.last_msg_id
-	WHERE ref_master.last_msg_id <= EXCLUDED.last_msg_id`
+		attributes = EXCLUDED.attributes, updated_at = EXCLUDED.updated_at, last_msg_id = EXCLUDED.last_msg_id,
+		version = EXCLUDED.version
+	WHERE (ref_master.version, ref_master.last_msg_id) <= (EXCLUDED.version, EXCLUDED.last_msg_id)`
 
-// refDeleteSQL removes records deleted by message $3. A row written by a
-// later message (re-added after the deletion) is kept for the same reason
-// as the upsert guard.
-const refDeleteSQL = `DELETE FROM ref_master WHERE rtype = $1 AND rkey = ANY($2) AND last_msg_id <= $3`
+// refDeleteSQL removes records deleted at category version $3. A row
+// written by a later version (re-added after the deletion) is kept for the
+// same reason as the upsert guard.
+const refDeleteSQL = `DELETE FROM ref_master WHERE rtype = $1 AND rkey = ANY($2) AND version <= $3`
 
 // WriteRefData writes the outcome of refdata.Apply to ref_master inside the
 // caller's transaction, which also holds the completion mark (MarkApplied):
@@ -41,14 +44,15 @@ const refDeleteSQL = `DELETE FROM ref_master WHERE rtype = $1 AND rkey = ANY($2)
 // after Apply and r its Result.
 //
 // Every key of r.Upserts is written from s.Records (attributes, UpdatedAt,
-// LastMsgID); every key of r.Deletes is removed. A deletion carries no entry,
-// so its message is s.LastMsgID: Apply sets it to the applied message, and a
-// replayed Result lists deletes only when it replays that very message.
+// LastMsgID, Version); every key of r.Deletes is removed. A deletion carries
+// no entry, so its version is s.Version: the category's version after the
+// deleting transition, and a replayed Result lists deletes only when it
+// replays that very transition.
 //
-// Writes are idempotent and guarded by last_msg_id: writing the same Result
-// twice, or a replayed Result (r.Replay) re-listing the writes still current,
-// leaves the same rows, and neither an upsert nor a delete touches a row
-// written by a later message. One case the guard cannot cover without
+// Writes are idempotent and guarded by (version, last_msg_id): writing the
+// same Result twice, or a replayed Result (r.Replay) re-listing the writes
+// still current, leaves the same rows, and neither an upsert nor a delete
+// touches a row a later write wrote. One case the guard cannot cover without
 // tombstones: if s lags PostgreSQL (the goka table was lost and is rebuilt
 // from msgx.inbox while PostgreSQL kept the newer rows), re-applying an old
 // message re-inserts a key a later message deleted, until that later
@@ -81,7 +85,7 @@ func WriteRefData(ctx context.Context, tx pgx.Tx, s *refdata.State, r refdata.Re
 	// never does) ends with the upsert, the state's own view of the key.
 	for start := 0; start < len(r.Deletes); start += refBatchSize {
 		keys := r.Deletes[start:min(start+refBatchSize, len(r.Deletes))]
-		b.Queue(refDeleteSQL, s.RType, keys, s.LastMsgID)
+		b.Queue(refDeleteSQL, s.RType, keys, s.Version)
 	}
 	for _, key := range r.Upserts {
 		e, ok := s.Records[key]
@@ -98,7 +102,7 @@ func WriteRefData(ctx context.Context, tx pgx.Tx, s *refdata.State, r refdata.Re
 		if err != nil {
 			return fmt.Errorf("encoding reference record %s %q: %w", s.RType, key, err)
 		}
-		b.Queue(refUpsertSQL, s.RType, key, json.RawMessage(attrs), e.UpdatedAt.UTC(), e.LastMsgID)
+		b.Queue(refUpsertSQL, s.RType, key, json.RawMessage(attrs), e.UpdatedAt.UTC(), e.LastMsgID, e.Version)
 		if b.Len() >= refBatchSize {
 			if err := flush(); err != nil {
 				return err

@@ -624,3 +624,43 @@ func TestRefWriteRejectsMismatchedInput(t *testing.T) {
 		t.Fatalf("empty category: %v %v", rows, err)
 	}
 }
+
+// A replayed older message (docs/design.md#replay) writes over the rows a
+// newer message wrote, and a replayed full replace deletes rows a newer
+// message wrote; the stale state from before the replay still cannot roll a
+// row back.
+func TestRefReplayedOlderMessageWrites(t *testing.T) {
+	pool := newRefPool(t)
+	s := refdata.NewState("AIRL")
+	refApply(t, pool, s, refTr(1, "AIRL", refdata.STYPDNLD, refAirlUA(), refAirlAA()))
+	ua := refAirlUA()
+	ua["ONAM"] = "UNITED 5"
+	refApply(t, pool, s, refTr(5, "AIRL", refdata.STYPUPD, ua))
+	before := refCloneState(t, s)
+
+	ua3 := refAirlUA()
+	ua3["ONAM"] = "UNITED 3"
+	replayed := refTr(3, "AIRL", refdata.STYPUPD, ua3)
+	replayed.Replay = 7
+	if r := refApply(t, pool, s, replayed); r.Replay || !reflect.DeepEqual(r.Upserts, []string{"UA"}) {
+		t.Fatalf("replayed UPD: %+v", r)
+	}
+	refCheckMatchesState(t, pool, s)
+	if name, _ := refAttr(t, refRows(t, pool, "AIRL")["UA"], "ONAM"); name != "UNITED 3" {
+		t.Fatalf("UA after the replay of message 3: %v", name)
+	}
+	// The state from before the replay, written late, changes nothing.
+	after := refSnapshot(t, pool)
+	refWrite(t, pool, before, refdata.Result{Upserts: []string{"UA"}, Replay: true})
+	if got := refSnapshot(t, pool); !reflect.DeepEqual(got, after) {
+		t.Fatalf("a stale write changed rows\nbefore %v\nafter  %v", after, got)
+	}
+
+	// A replayed DNLD of message 2 without UA deletes the row.
+	dnld := refTr(2, "AIRL", refdata.STYPDNLD, refAirlAA())
+	dnld.Replay = 8
+	if r := refApply(t, pool, s, dnld); !reflect.DeepEqual(r.Deletes, []string{"UA"}) {
+		t.Fatalf("replayed DNLD: %+v", r)
+	}
+	refCheckMatchesState(t, pool, s)
+}

@@ -15,12 +15,14 @@ import (
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
 	"msgx/sink"
+	"msgx/tables/flight"
 )
 
 // runReplay serves `msgx replay`: re-inject replayable messages so the router
 // processes them again (docs/design.md#replay). --dry-run lists what would move
 // and records an audit row; a real run resets the messages (keeping their
 // identity), records the audit row and produces them to msgx.inbox again.
+// Both say, per message, what it would overwrite (replay.Explain).
 func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -55,16 +57,6 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	now := clock.Real{}.Now()
-	if *dry {
-		plan, err := replay.DryRun(ctx, pool, sel, 0)
-		if err != nil {
-			return fmt.Errorf("%w; %s", err, usage)
-		}
-		if _, err := replay.AuditDryRun(ctx, pool, plan, *who, now); err != nil {
-			return err
-		}
-		return enc.Encode(plan)
-	}
 	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
 	if err != nil {
 		return err
@@ -74,8 +66,24 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	if cfg.Kafka.Embedded() {
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
-	res, err := replay.Run(ctx, replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
-		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes}, sel, *who, now)
+	settings := cfg.Router.Settings(cfg.Location())
+	deps := replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
+		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
+		Router: &settings, Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
+	if *dry {
+		plan, err := replay.DryRun(ctx, pool, sel, 0)
+		if err != nil {
+			return fmt.Errorf("%w; %s", err, usage)
+		}
+		if err := replay.Explain(ctx, deps, &plan); err != nil {
+			return err
+		}
+		if _, err := replay.AuditDryRun(ctx, pool, plan, *who, now); err != nil {
+			return err
+		}
+		return enc.Encode(plan)
+	}
+	res, err := replay.Run(ctx, deps, sel, *who, now)
 	_ = enc.Encode(res)
 	if err != nil && len(res.Unproduced) > 0 {
 		err = errors.Join(err, fmt.Errorf("%d messages were reset but not produced: run `msgx replay --pending` (or the same --ids) again", len(res.Unproduced)))

@@ -1,8 +1,9 @@
 // Package replay puts failed, dead and unsupported messages back through the
 // router (docs/design.md#replay). The operator first looks at what would move
-// ([DryRun], the dry run), then replays ([Run]); every replay leaves an audit
-// row (replay_audit) and a before-image of each message it reset
-// (replay_audit_msg, migration 0008).
+// and what it would overwrite ([DryRun] and [Explain], the dry run), then
+// replays ([Run]); every replay leaves an audit row (replay_audit) and a
+// before-image of each message it reset (replay_audit_msg, migrations 0008
+// and 0018).
 //
 // What is replayable: FAILED or DEAD with error class
 // CODEC_ERROR, INFRA or EXHAUSTED, and SKIPPED with reason unsupported:…
@@ -18,9 +19,32 @@
 // msgx.inbox as an ingest record with the same MSG_ID. The router finds the
 // message PENDING and decides it as if it were new; it lands behind every
 // message already on the topic, so a replay does not restore historical
-// order: a flight that later messages already changed
-// treats the old message's transition as a replay of the past and keeps its
-// newer state — the message still completes.
+// order.
+//
+// A replayed message is applied to the current state, even where newer
+// messages changed the same flight or category since. What tells it from a
+// crash redelivery, which must stay a no-op (I4), is its generation: the id
+// of the replay's audit row. The reset stores it in proc_state.replay_gen,
+// the re-injected record carries it (ingest.Record.Replay), the router
+// decides the message under it and puts it on every transition, and the
+// flight and category state remember the last replayed transition they
+// applied as (generation, MSG_ID), beside lastMsgId. A replayed transition
+// is applied when its pair is above the remembered one, and a redelivery
+// is one that is not (message.Applied). For that, generations must grow
+// in the order their records reach the topic: replays are serialised by
+// the replay lock ([sink.LockReplay], taken for the whole of Run, before
+// the audit row's id is drawn), and one replay re-injects its messages in
+// MSG_ID order, so the pairs of one flight grow along its partition (one
+// replay batch may carry several messages for the same flight).
+//
+// What it overwrites: [Explain] decides each message as the router would
+// now (processors/router Prepare and Decide, with read-only lookups) and
+// lists, per flight it touches, the versions newer messages made that
+// changed the same tags (flight_change, docs/design.md#flight-change) and,
+// per reference category, the newer messages that last wrote the records
+// it writes (ref_master.last_msg_id). The dry run's audit row records the
+// list (replay_audit.effects); Run, given the router settings, records it
+// per message with the before-image (replay_audit_msg.effect).
 //
 // The processed mark: a DEAD or SKIPPED message was terminal, so the inbox
 // row may already carry CMINMSGS_DATE_PROCESSED. The mark is monotonic and
@@ -65,12 +89,14 @@
 //     nothing.
 //
 // Operator flow (msgx replay): DryRun lists what would move and which
-// named IDs are refused; AuditDryRun records that look (--dry-run); Run
-// moves. A Run error with Unproduced messages means the second crash
+// named IDs are refused, Explain what each would overwrite; AuditDryRun
+// records that look (--dry-run); Run moves. A Run error with Unproduced messages means the second crash
 // window above happened: tell the operator to run the replay again with the same
 // IDs or with PendingReplayed.
 //
-// Concurrency. With the sweeper: every batch takes the backfill lock, so a
+// Concurrency. With another replay: Run fails at once with ErrReplayBusy
+// while one runs (the replay lock); nothing is changed. With the sweeper:
+// every batch takes the backfill lock, so a
 // reset never interleaves with a pass that is writing the marks of the same
 // rows; a replay waits for a running pass (at most one; the wait is bounded,
 // see lockWait) and a pass that starts meanwhile skips its turn. With the

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,9 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/tables/flight"
 	"msgx/tables/message"
 )
 
@@ -40,6 +43,11 @@ const unsupportedPrefix = "unsupported:"
 // ErrNotReplayable is returned for a selector that can never select
 // anything (class MALFORMED or PROTOCOL).
 var ErrNotReplayable = errors.New("not replayable")
+
+// ErrReplayBusy is returned when another replay is running: replays are
+// serialised (sink.LockReplay). Nothing was changed; run it again when the
+// other one is done.
+var ErrReplayBusy = errors.New("another replay is running")
 
 // ErrBackfillBusy is returned when Run gave up waiting for the backfill
 // lock (a sweep pass kept it longer than a pass should take). The batch
@@ -251,6 +259,12 @@ type Plan struct {
 	Total int `json:"total"`
 	// Refused are the explicit IDs that would not move, with the reason.
 	Refused []Refusal `json:"refused,omitempty"`
+	// Effects are what replaying each of the first MaxExplained Rows would
+	// do now (Explain), in the order of Rows: the flights and categories it
+	// touches and the newer messages whose changes it overwrites.
+	// Unexplained counts the Rows beyond them.
+	Effects     []Effect `json:"effects,omitempty"`
+	Unexplained int      `json:"unexplained,omitempty"`
 }
 
 // DryRun is the dry run: it lists, in MSG_ID order, up to limit
@@ -361,8 +375,10 @@ func namedRows(ctx context.Context, q queryer, f filter, ids []int64, timeout ti
 }
 
 // AuditDryRun records a dry run in replay_audit (dry_run = true, count =
-// plan.Total, msg_ids = the IDs the plan listed) and returns the audit ID.
-// The CLI calls it after DryRun so that looking is on record too.
+// plan.Total, msg_ids = the IDs the plan listed, effects = plan.Effects)
+// and returns the audit ID. The CLI calls it after DryRun and Explain so
+// that looking, and what the replay would have overwritten, are on record
+// too.
 func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan Plan, who string, now time.Time) (int64, error) {
 	if strings.TrimSpace(who) == "" {
 		return 0, errors.New("replay audit: who is empty")
@@ -371,15 +387,31 @@ func AuditDryRun(ctx context.Context, pool *pgxpool.Pool, plan Plan, who string,
 	for i, r := range plan.Rows {
 		ids[i] = r.MsgID
 	}
+	var effects []byte
+	if plan.Effects != nil {
+		var err error
+		if effects, err = json.Marshal(plan.Effects); err != nil {
+			return 0, fmt.Errorf("auditing dry run (%s): %w", plan.Selector, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, sink.OperatorCallTimeout)
 	defer cancel()
 	var id int64
-	err := pool.QueryRow(ctx, `INSERT INTO replay_audit (at, who, selector, dry_run, count, msg_ids)
-		VALUES ($1, $2, $3, true, $4, $5) RETURNING id`, now, who, plan.Selector, plan.Total, ids).Scan(&id)
+	err := pool.QueryRow(ctx, `INSERT INTO replay_audit (at, who, selector, dry_run, count, msg_ids, effects)
+		VALUES ($1, $2, $3, true, $4, $5, $6::jsonb) RETURNING id`, now, who, plan.Selector, plan.Total, ids, effectsArg(effects)).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("auditing dry run (%s): %w", plan.Selector, err)
 	}
 	return id, nil
+}
+
+// effectsArg is a JSON document as a jsonb parameter: NULL when empty.
+func effectsArg(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
 }
 
 // Deps is what Run works with.
@@ -407,6 +439,14 @@ type Deps struct {
 	// (MSGX_CLAIM_MAX_BYTES); a batch always takes at least one message.
 	// 0 means ingest.DefaultClaimMaxBytes.
 	MaxBytes int
+	// Router is the router's configuration (router.Config.Settings):
+	// Explain decides each message as the router would now. Optional for
+	// Run: with it, each before-image also records the message's Effect,
+	// worked out just before the reset (replay_audit_msg.effect).
+	Router *router.Settings
+	// Flight are the flights processor's options (MSGX_SCHEDULE_MISSING):
+	// which tags a schedule record touches.
+	Flight flight.Options
 }
 
 func (d Deps) maxBytes() int {
@@ -497,6 +537,20 @@ func Run(ctx context.Context, d Deps, sel Selector, who string, now time.Time) (
 	r := &replayer{d: d, sel: sel, f: sel.filter(), who: who, now: now,
 		log: log.With("component", "replay", "selector", sel.String(), "who", who)}
 	res := Result{Selector: sel.String(), Replayed: []Row{}}
+
+	// One replay at a time, from its first batch to its last re-injection:
+	// its generation (the audit row's id, allocated under the lock) must
+	// be above every generation already on msgx.inbox and below every
+	// later one, or a transition of the later replay could be taken for a
+	// redelivery (docs/design.md#replay).
+	release, ok, err := sink.TryPoolLock(ctx, d.PG, sink.LockReplay, d.Timeout)
+	if err != nil {
+		return res, fmt.Errorf("replay: %w", err)
+	}
+	if !ok {
+		return res, fmt.Errorf("replay: %w (it holds %s); nothing was changed, run the replay again once it is done", ErrReplayBusy, sink.LockReplay)
+	}
+	defer release()
 
 	// Kafka first: a replay that cannot produce must not reset anything.
 	prod, closeProd, err := newReplayProducer(d)
@@ -653,7 +707,16 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 		}
 	}
 	if len(present) > 0 {
-		b.reset, err = r.reset(ctx, tx, b.auditID, present)
+		// What each message will overwrite, recorded with its before-image
+		// (read before the reset: a reset message decides nothing yet).
+		var effects map[int64]Effect
+		if r.d.Router != nil {
+			effects = make(map[int64]Effect, len(present))
+			if err := effectsOf(ctx, r.d, tx, present, b.inbox, effects); err != nil {
+				return b, err
+			}
+		}
+		b.reset, err = r.reset(ctx, tx, b.auditID, present, effects)
 		if err != nil {
 			return b, err
 		}
@@ -723,11 +786,24 @@ func (r *replayer) candidates(ctx context.Context, tx pgx.Tx, after int64) ([]Ro
 //
 // identity_key is deliberately not in the SET list (I5), and neither are
 // enqueued_at (the backfill deadline R and the transitions' time are
-// measured from the first enqueue) nor received_at.
-func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []int64) ([]Row, error) {
+// measured from the first enqueue) nor received_at. replay_gen becomes the
+// replay's generation (its audit id): the router decides the message under
+// it (docs/design.md#replay). effects (nil: none) go with the before-images.
+func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []int64, effects map[int64]Effect) ([]Row, error) {
+	var withEffect []int64
+	var docs []string
+	for _, id := range ids {
+		if e, ok := effects[id]; ok {
+			doc, err := json.Marshal(e)
+			if err != nil {
+				return nil, fmt.Errorf("encoding the effect of message %d: %w", id, err)
+			}
+			withEffect, docs = append(withEffect, id), append(docs, string(doc))
+		}
+	}
 	var out []Row
 	err := r.call(ctx, func(ctx context.Context) error {
-		cond, args := r.f.sql(4)
+		cond, args := r.f.sql(6)
 		rows, err := tx.Query(ctx, `WITH old AS (
 				SELECT `+rowColumns+` FROM proc_state p
 				WHERE p.msg_id = ANY($1) AND `+cond+`
@@ -737,15 +813,16 @@ func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []in
 					error_class = NULL, reason = NULL, last_error = NULL,
 					n_transitions = NULL, n_applied = 0, routed_at = NULL, updated_at = $2,
 					backfill_at = NULL, backfill_next_at = NULL, backfill_attempts = 0, backfill_error = NULL,
-					backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL
+					backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL, replay_gen = $3
 				FROM old WHERE p.msg_id = old.msg_id
 			), applied AS (
 				DELETE FROM transition_applied t USING old WHERE t.msg_id = old.msg_id
 			), image AS (
-				INSERT INTO replay_audit_msg (audit_id, msg_id, state, error_class, reason, last_error, attempts, identity_key)
-				SELECT $3::bigint, msg_id, state, error_class, reason, last_error, attempts, identity_key FROM old
+				INSERT INTO replay_audit_msg (audit_id, msg_id, state, error_class, reason, last_error, attempts, identity_key, effect)
+				SELECT $3::bigint, old.msg_id, state, error_class, reason, last_error, attempts, identity_key, e.effect::jsonb
+				FROM old LEFT JOIN unnest($4::bigint[], $5::text[]) AS e(msg_id, effect) ON e.msg_id = old.msg_id
 			)
-			SELECT `+rowColumns+` FROM old p ORDER BY p.msg_id`, append([]any{ids, r.now, auditID}, args...)...)
+			SELECT `+rowColumns+` FROM old p ORDER BY p.msg_id`, append([]any{ids, r.now, auditID, withEffect, docs}, args...)...)
 		if err != nil {
 			return err
 		}
@@ -788,7 +865,7 @@ func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 	msgs := make([]*sarama.ProducerMessage, len(b.reset))
 	ids := make([]int64, len(b.reset))
 	for i, row := range b.reset {
-		m, _, err := b.inbox[row.MsgID].Message(r.d.Topic, r.now, r.d.Kafka.MaxMessageBytes)
+		m, _, err := b.inbox[row.MsgID].ReplayMessage(r.d.Topic, b.auditID, r.now, r.d.Kafka.MaxMessageBytes)
 		if err != nil {
 			return err
 		}

@@ -322,6 +322,13 @@ func (p *Processor) queueWrite(b *pgx.Batch, log *slog.Logger, t *flight.Transit
 			return nil, err
 		}
 	}
+	// Every new version leaves its line in the change history, in the
+	// same transaction (docs/design.md#flight-change).
+	if res.Applied && res.State != nil {
+		if err := sink.QueueFlightChange(b, res.State, t.Replay, now); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
 }
 

@@ -138,9 +138,11 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 // PostgreSQL transaction (ref_master rows + the applied mark that completes
 // the message), then SetValue. A crash before the commit changes nothing; a
 // crash after it re-delivers the transition, which either applies again to
-// the old table value (same rows, idempotent) or is a replay of the new one
-// (Apply re-lists the writes still current; the sink's last_msg_id guard
-// keeps them from overwriting anything newer).
+// the old table value (same rows, idempotent) or is a redelivery to the new
+// one (Apply re-lists the writes still current; the sink's never-backwards
+// guard on (version, last_msg_id) keeps them from overwriting anything
+// newer). A replayed message (docs/design.md#replay) is applied like a new
+// one.
 func (p *Processor) handle(gctx goka.Context, msg any) {
 	t, ok := msg.(*refdata.Transition)
 	if !ok {

@@ -81,6 +81,13 @@ type Plan struct {
 	// (MSGX_RESP_GUARD): the caller asks request tracking and passes the
 	// answer in Lookups.RequestOpen.
 	NeedsRequest bool
+	// Replay is the replay generation the message is decided under (its
+	// replay_audit id when msgx replay put it back, docs/design.md#replay;
+	// 0 otherwise). Prepare leaves it 0: the caller sets it from the
+	// record and the message's row (Router.decide) before Decide, which puts
+	// it on every transition, so that the applying processors apply a
+	// replayed message to the current state.
+	Replay int64
 
 	flights []plannedFlight
 	refdata *refdata.Transition
@@ -430,14 +437,14 @@ func Decide(p Plan, l message.Lookups, at time.Time) Verdict {
 		if p.RefType != "" {
 			v.RefKey = &message.RefKey{RType: t.RType, KeyTag: refdata.KeyTagOf(t)}
 		}
-		t.At, t.MsgDTTM = at, p.Msg.Meta.DTTM
+		t.At, t.MsgDTTM, t.Replay = at, p.Msg.Meta.DTTM, p.Replay
 		v.Refdata = append(v.Refdata, t)
 	}
 	inPackage := map[string]bool{}
 	for _, f := range p.flights {
 		inPackage[f.flid] = true
 		known, isKnown := l.Days[f.flid]
-		t := flight.Transition{MsgID: p.MsgID, Source: source, Kind: f.kind, FLID: f.flid, At: at, MsgDTTM: p.Msg.Meta.DTTM}
+		t := flight.Transition{MsgID: p.MsgID, Source: source, Kind: f.kind, FLID: f.flid, At: at, MsgDTTM: p.Msg.Meta.DTTM, Replay: p.Replay}
 		switch f.kind {
 		case flight.KindSchedule, flight.KindADFT:
 			if isKnown && known.Day != nil && f.day != nil && !known.Day.Equal(*f.day) {
@@ -479,7 +486,7 @@ func Decide(p Plan, l message.Lookups, at time.Time) Verdict {
 			}
 			inPackage[flid] = true
 			v.Flights = append(v.Flights, flight.Transition{MsgID: p.MsgID, Source: source, Kind: flight.KindDelete,
-				FLID: flid, At: at, OperationDay: d.Format(time.DateOnly), MsgDTTM: p.Msg.Meta.DTTM})
+				FLID: flid, At: at, OperationDay: d.Format(time.DateOnly), MsgDTTM: p.Msg.Meta.DTTM, Replay: p.Replay})
 		}
 	}
 	if v.N() == 0 {

@@ -234,6 +234,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 			}
 			continue
 		}
+		p.Replay = replayGen(rec, m)
 		switch m.State {
 		case message.StateSucceeded, message.StateSkipped, message.StateDead, message.StateArchived:
 			// An ingest duplicate or a re-delivery after a crash: the
@@ -293,7 +294,8 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 	v := Decide(p, l, m.EnqueuedAt)
 	now := r.d.Clock.Now()
 	d := sink.Decision{MsgID: rec.MsgID, State: v.State, IdentityKey: v.IdentityKey, ErrorClass: v.ErrorClass,
-		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, Now: now}
+		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, Now: now,
+		ReplayGen: p.Replay, LoadedGen: m.ReplayGen}
 	if p.Msg != nil {
 		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
 	}
@@ -324,8 +326,12 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 	case message.StateDead:
 		level = slog.LevelWarn
 	}
+	if p.Replay != 0 {
+		// A replayed message is one an operator is watching.
+		level = max(level, slog.LevelInfo)
+	}
 	r.log.Log(ctx, level, "message decided", "msg_id", rec.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
-		"type", d.Type, "styp", d.STYP, "transitions", v.N())
+		"type", d.Type, "styp", d.STYP, "transitions", v.N(), "replay", p.Replay)
 	r.afterDecision(ctx, p, rec.MsgID, v, now)
 	r.count(v.State, rec.MsgID)
 	r.countReason(v)
@@ -333,6 +339,23 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
 		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: now}
 	return outcome{entry: e, flights: v.Flights, refdata: v.Refdata}, nil, nil
+}
+
+// replayGen is the replay generation a message read from rec is decided
+// under (docs/design.md#replay), given its row m: the generation of a
+// finished or ROUTED message is the one recorded with its decision, so a
+// re-routed message emits the same transitions; a message still to decide
+// takes the generation of the record (where the replay put it on the
+// topic: replays are serialised, so generations grow along the topic) or,
+// for a copy without one (an ingest duplicate read after a replay reset the
+// message), the generation of the replay that reset it.
+func replayGen(rec *ingest.Record, m sink.Message) int64 {
+	if m.State == message.StatePending || m.State == message.StateFailed {
+		if rec.Replay > 0 {
+			return rec.Replay
+		}
+	}
+	return m.ReplayGen
 }
 
 // prepare is Prepare for an inbox record, which may be an oversize marker.

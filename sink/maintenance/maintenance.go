@@ -31,6 +31,12 @@ type Config struct {
 	// SnapLogRetention is how long schd_snap_log rows are kept, both after
 	// they were received and after the last day they cover (90 days).
 	SnapLogRetention time.Duration `env:"MSGX_SNAP_LOG_RETENTION" envDefault:"2160h"`
+	// FlightChangeRetention is how long flight_change rows (the change
+	// history of the flights, one row per version) are kept after they were
+	// written (90 days; docs/design.md#flight-change). The replay dry run
+	// lists what a replay overwrites from it, so keep it above the time
+	// operators take to replay.
+	FlightChangeRetention time.Duration `env:"MSGX_FLIGHT_CHANGE_RETENTION" envDefault:"2160h"`
 	// Period is the pause between two maintenance passes.
 	Period time.Duration `env:"MSGX_MAINTENANCE_PERIOD" envDefault:"1h"`
 }
@@ -46,6 +52,9 @@ func (c Config) Validate() error {
 	}
 	if c.SnapLogRetention <= 0 {
 		errs = append(errs, fmt.Errorf("MSGX_SNAP_LOG_RETENTION=%s: must be positive", c.SnapLogRetention))
+	}
+	if c.FlightChangeRetention <= 0 {
+		errs = append(errs, fmt.Errorf("MSGX_FLIGHT_CHANGE_RETENTION=%s: must be positive", c.FlightChangeRetention))
 	}
 	if c.Period <= 0 {
 		errs = append(errs, fmt.Errorf("MSGX_MAINTENANCE_PERIOD=%s: must be positive", c.Period))
@@ -128,6 +137,9 @@ type Result struct {
 	TransitionsDeleted int
 	// SnapLogDeleted is the number of expired schd_snap_log rows deleted.
 	SnapLogDeleted int
+	// FlightChangesDeleted is the number of expired flight_change rows
+	// deleted.
+	FlightChangesDeleted int
 	// Duration is the pass's wall time.
 	Duration time.Duration
 }
@@ -141,6 +153,8 @@ type Stats struct {
 	TransitionsDeleted int64 `json:"transitionsDeleted"`
 	// SnapLogDeleted is the number of schd_snap_log rows deleted.
 	SnapLogDeleted int64 `json:"snapLogDeleted"`
+	// FlightChangesDeleted is the number of flight_change rows deleted.
+	FlightChangesDeleted int64 `json:"flightChangesDeleted"`
 	// Runs counts completed passes, FailedRuns those that stopped on an
 	// error (what they did before the error is counted above).
 	Runs       int64 `json:"runs"`
@@ -165,7 +179,8 @@ func (m *Runner) Stats() Stats {
 // stops the daemon. The waits are on the injected clock.
 func (m *Runner) Run(ctx context.Context) error {
 	m.log.Info("maintenance started", "period", m.cfg.Period.String(), "archive_after", m.cfg.ArchiveAfter.String(),
-		"archive_batch", m.cfg.ArchiveBatch, "snap_log_retention", m.cfg.SnapLogRetention.String())
+		"archive_batch", m.cfg.ArchiveBatch, "snap_log_retention", m.cfg.SnapLogRetention.String(),
+		"flight_change_retention", m.cfg.FlightChangeRetention.String())
 	for {
 		res, err := m.RunOnce(ctx)
 		if ctx.Err() != nil {
@@ -178,10 +193,11 @@ func (m *Runner) Run(ctx context.Context) error {
 				level = slog.LevelWarn
 			}
 			m.log.Log(ctx, level, "maintenance pass failed; retrying next period", "err", err,
-				"archived", res.Archived, "snap_log_deleted", res.SnapLogDeleted, "retry_in", m.cfg.Period.String())
-		case res.Archived > 0 || res.SnapLogDeleted > 0 || res.TransitionsDeleted > 0:
+				"archived", res.Archived, "snap_log_deleted", res.SnapLogDeleted, "flight_changes_deleted", res.FlightChangesDeleted,
+				"retry_in", m.cfg.Period.String())
+		case res.Archived > 0 || res.SnapLogDeleted > 0 || res.TransitionsDeleted > 0 || res.FlightChangesDeleted > 0:
 			m.log.Info("maintenance pass done", "archived", res.Archived, "transitions_deleted", res.TransitionsDeleted,
-				"snap_log_deleted", res.SnapLogDeleted, "duration", res.Duration.String())
+				"snap_log_deleted", res.SnapLogDeleted, "flight_changes_deleted", res.FlightChangesDeleted, "duration", res.Duration.String())
 		default:
 			m.log.Debug("maintenance pass: nothing to do")
 		}
@@ -192,8 +208,9 @@ func (m *Runner) Run(ctx context.Context) error {
 }
 
 // RunOnce does one pass: archive every candidate, batch by batch, then the
-// snap-log retention. Both jobs run even when the other fails; the error
-// joins their failures and the result counts what was done before them.
+// snap-log and the flight-change retention. Every job runs even when
+// another fails; the error joins their failures and the result counts what
+// was done before them.
 func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
 	m.pass.Lock()
 	defer m.pass.Unlock()
@@ -201,14 +218,19 @@ func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
 	now := m.clk.Now()
 	var res Result
 	errArchive := m.archiveAll(ctx, now, &res)
-	var errSnap error
+	var errSnap, errChange error
 	if ctx.Err() == nil {
 		var n int
 		n, errSnap = m.snapLogRetention(ctx, now)
 		res.SnapLogDeleted = n
 	}
+	if ctx.Err() == nil {
+		var n int
+		n, errChange = m.flightChangeRetention(ctx, now)
+		res.FlightChangesDeleted = n
+	}
 	res.Duration = time.Since(start)
-	err := errors.Join(errArchive, errSnap)
+	err := errors.Join(errArchive, errSnap, errChange)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -218,6 +240,7 @@ func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
 	m.stats.Archived += int64(res.Archived)
 	m.stats.TransitionsDeleted += int64(res.TransitionsDeleted)
 	m.stats.SnapLogDeleted += int64(res.SnapLogDeleted)
+	m.stats.FlightChangesDeleted += int64(res.FlightChangesDeleted)
 	m.stats.LastRun = now
 	m.stats.LastDuration = res.Duration
 	if err != nil {
@@ -258,13 +281,13 @@ func (m *Runner) archiveAll(ctx context.Context, now time.Time, res *Result) err
 	return err
 }
 
-// procStateColumns is every column of proc_state (0002), in the order of
-// proc_state_hst (0007).
+// procStateColumns is every column of proc_state (0002, 0018), in the order
+// of proc_state_hst (0007, 0018).
 var procStateColumns = []string{
 	"msg_id", "state", "identity_key", "sndr", "msg_type", "msg_styp", "seqn", "attempts", "next_attempt_at",
 	"error_class", "reason", "last_error", "received_at", "enqueued_at", "updated_at", "routed_at", "n_transitions",
 	"n_applied", "backfill_at", "backfill_next_at", "backfill_attempts", "backfill_error", "backfill_abandoned_at",
-	"backfill_abandoned_reason",
+	"backfill_abandoned_reason", "replay_gen",
 }
 
 // archivable is the candidate condition on alias a; $1 is the cutoff
@@ -303,7 +326,7 @@ func archiveSQL(byIDs bool) string {
 			attempts = 0, next_attempt_at = NULL, error_class = NULL, reason = NULL, last_error = NULL,
 			received_at = NULL, updated_at = $2, routed_at = NULL, n_transitions = NULL, n_applied = 0,
 			backfill_at = NULL, backfill_next_at = NULL, backfill_attempts = 0, backfill_error = NULL,
-			backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL
+			backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL, replay_gen = 0
 		FROM cand c
 		WHERE p.msg_id = c.msg_id AND ` + archivable("p") + `
 		RETURNING ` + prefixed("c", procStateColumns) + `
@@ -453,6 +476,34 @@ func (m *Runner) snapLogRetention(ctx context.Context, now time.Time) (int, erro
 		if err != nil {
 			return total, fmt.Errorf("deleting schd_snap_log rows received before %s with scope before %s: %w",
 				cutoff.Format(time.RFC3339), day.Format(time.DateOnly), err)
+		}
+		total += int(n)
+		if int(n) < m.cfg.ArchiveBatch {
+			break
+		}
+	}
+	return total, ctx.Err()
+}
+
+// flightChangeRetention deletes flight_change rows written more than
+// MSGX_FLIGHT_CHANGE_RETENTION ago, in batches (docs/design.md#flight-change).
+func (m *Runner) flightChangeRetention(ctx context.Context, now time.Time) (int, error) {
+	cutoff := now.Add(-m.cfg.FlightChangeRetention)
+	total := 0
+	for ctx.Err() == nil {
+		n, err := func() (int64, error) {
+			ctx, cancel := context.WithTimeout(ctx, m.timeout)
+			defer cancel()
+			tag, err := m.pg.Exec(ctx, `DELETE FROM flight_change WHERE (flid, state_version, msg_id) IN (
+					SELECT flid, state_version, msg_id FROM flight_change WHERE recorded_at < $1
+					ORDER BY recorded_at LIMIT $2)`, cutoff, m.cfg.ArchiveBatch)
+			if err != nil {
+				return 0, err
+			}
+			return tag.RowsAffected(), nil
+		}()
+		if err != nil {
+			return total, fmt.Errorf("deleting flight_change rows written before %s: %w", cutoff.Format(time.RFC3339), err)
 		}
 		total += int(n)
 		if int(n) < m.cfg.ArchiveBatch {

@@ -191,7 +191,8 @@ func (e *arEnv) wantStates(want map[int64]string) {
 
 func TestMaintenanceConfigDefaultsAndValidate(t *testing.T) {
 	cfg := arDefaults(t)
-	want := maintenance.Config{ArchiveAfter: 24 * time.Hour, ArchiveBatch: 1000, SnapLogRetention: 90 * 24 * time.Hour, Period: time.Hour}
+	want := maintenance.Config{ArchiveAfter: 24 * time.Hour, ArchiveBatch: 1000, SnapLogRetention: 90 * 24 * time.Hour,
+		FlightChangeRetention: 90 * 24 * time.Hour, Period: time.Hour}
 	if cfg != want {
 		t.Fatalf("defaults %+v, want %+v", cfg, want)
 	}
@@ -203,7 +204,8 @@ func TestMaintenanceConfigDefaultsAndValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
-	for _, v := range []string{"MSGX_ARCHIVE_AFTER", "MSGX_ARCHIVE_BATCH", "MSGX_SNAP_LOG_RETENTION", "MSGX_MAINTENANCE_PERIOD"} {
+	for _, v := range []string{"MSGX_ARCHIVE_AFTER", "MSGX_ARCHIVE_BATCH", "MSGX_SNAP_LOG_RETENTION", "MSGX_FLIGHT_CHANGE_RETENTION",
+		"MSGX_MAINTENANCE_PERIOD"} {
 		if !strings.Contains(err.Error(), v) {
 			t.Errorf("error %q does not name %s", err, v)
 		}
@@ -215,8 +217,8 @@ func TestMaintenanceConfigDefaultsAndValidate(t *testing.T) {
 }
 
 // proc_state_hst must carry every proc_state column, same type, same order
-// (plus archived_at): a migration that adds a column to proc_state and
-// forgets the history table fails here.
+// (plus archived_at, which columns added after 0007 follow): a migration that
+// adds a column to proc_state and forgets the history table fails here.
 func TestArchiveSchemaMirrorsProcState(t *testing.T) {
 	e := newAR(t)
 	cols := func(table string) []string {
@@ -232,9 +234,12 @@ func TestArchiveSchemaMirrorsProcState(t *testing.T) {
 		return out
 	}
 	live, hst := cols("proc_state"), cols("proc_state_hst")
-	want := append(slices.Clone(live), "archived_at timestamp with time zone")
-	if !slices.Equal(hst, want) {
-		t.Fatalf("proc_state_hst columns\n%v\nwant\n%v", hst, want)
+	archivedAt := slices.Index(hst, "archived_at timestamp with time zone")
+	if archivedAt < 0 {
+		t.Fatalf("proc_state_hst has no archived_at: %v", hst)
+	}
+	if got := slices.Delete(slices.Clone(hst), archivedAt, archivedAt+1); !slices.Equal(got, live) {
+		t.Fatalf("proc_state_hst columns but archived_at\n%v\nwant\n%v", got, live)
 	}
 }
 
@@ -668,6 +673,39 @@ func TestSnapLogRetention(t *testing.T) {
 	}
 	if st := m.Stats(); st.SnapLogDeleted != 4 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Flight-change retention deletes the rows written before the cutoff, in
+// batches, and keeps the rest.
+func TestFlightChangeRetention(t *testing.T) {
+	e := newAR(t, func(c *maintenance.Config) { c.ArchiveBatch = 2 })
+	ctx := context.Background()
+	cutoff := arT0.Add(-e.cfg.FlightChangeRetention)
+	written := []time.Time{cutoff.Add(-48 * time.Hour), cutoff.Add(-time.Hour), cutoff.Add(-time.Second), cutoff, cutoff.Add(time.Hour), arT0}
+	for i, at := range written {
+		if _, err := e.pg.Exec(ctx, `INSERT INTO flight_change (flid, state_version, msg_id, source, state, changed, at, recorded_at)
+			VALUES ('15', $1, $1, 'FLOP-ESTT', 'ACTIVE', '{ESTT}', $2, $2)`, i+1, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := e.maint()
+	if res := e.runOnce(m); res.FlightChangesDeleted != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	rows, err := e.pg.Query(ctx, `SELECT state_version FROM flight_change ORDER BY state_version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(left, []int64{4, 5, 6}) {
+		t.Fatalf("left versions %v, want 4 5 6 (from the cutoff on)", left)
+	}
+	if res := e.runOnce(m); res.FlightChangesDeleted != 0 || m.Stats().FlightChangesDeleted != 3 {
+		t.Fatalf("re-run %+v, stats %+v", res, m.Stats())
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"msgx/tables/message"
 )
 
 // Options are the configuration knobs of Apply.
@@ -144,6 +146,15 @@ type Event struct {
 //     before it, also when the child's LINK arrives after the deletion or
 //     after a revival (DeletedBy). A revived master's MAFL shows the
 //     children linked to it since its last deletion.
+//   - A replayed transition (t.Replay, docs/design.md#replay) is applied to
+//     the current state like a new one, although its message is older than
+//     what the flight applied since: a new version and a normal event. Its
+//     redelivery is recognised by Replayed, never by lastMsgId, which it
+//     does not move back. The codeshare bookkeeping (LinkSince, DeletedBy)
+//     records its message id like any change's, so the codeshare rules
+//     judge a replayed change by its message's place in the inbox: a
+//     replayed master deletion cascades to the children linked at or
+//     before that message, as it would have at its place.
 func Apply(s *State, t Transition, o Options) (Result, error) {
 	if err := check(s, t, o); err != nil {
 		return Result{}, err
@@ -212,6 +223,26 @@ func check(s *State, t Transition, o Options) error {
 	return nil
 }
 
+// applied reports whether the flight's own transition t was applied to s
+// already (a redelivery; docs/design.md#i4-exactly-once-effect): a normal
+// transition at or below lastMsgId, a replayed one (t.Replay) not above the
+// last replayed transition applied (message.Applied).
+func applied(s *State, t Transition) bool {
+	return message.Applied(s.LastMsgID, s.Replayed, t.Replay, t.MsgID)
+}
+
+// remember records the flight's own transition t as applied: lastMsgId
+// moves to t's message unless it is higher (a replayed older message never
+// moves it back: the read model's never-backwards guard and every later
+// redelivery rest on it), and a replayed transition becomes the last
+// replay applied.
+func remember(next *State, t Transition) {
+	next.LastMsgID = max(next.LastMsgID, t.MsgID)
+	if t.Replay != 0 {
+		next.Replayed = &message.ReplayMark{Gen: t.Replay, MsgID: t.MsgID}
+	}
+}
+
 // lastMsgPolicy says how a committed change moves lastMsgId.
 type lastMsgPolicy int
 
@@ -226,12 +257,12 @@ func applyUpdate(s *State, t Transition, o Options) Result {
 	if (s == nil || placeholder) && t.Kind == KindFLOP {
 		return Result{Outcome: OutcomeNoMatch}
 	}
-	if s != nil && t.MsgID <= s.LastMsgID {
+	if s != nil && applied(s, t) {
 		return replay(s, OutcomeReplay)
 	}
 	if s != nil && s.State == StateDeleted && t.Kind == KindFLOP {
 		next := s.Clone()
-		next.LastMsgID = t.MsgID
+		remember(next, t)
 		return Result{State: next, Outcome: OutcomeDeletedFlight}
 	}
 	var next *State
@@ -275,12 +306,12 @@ func applyDelete(s *State, t Transition) Result {
 	if s == nil || s.IsPlaceholder() {
 		return Result{Outcome: OutcomeNoMatch}
 	}
-	if t.MsgID <= s.LastMsgID {
+	if applied(s, t) {
 		return replay(s, OutcomeReplay)
 	}
 	next := s.Clone()
 	if s.State == StateDeleted {
-		next.LastMsgID = t.MsgID
+		remember(next, t)
 		return Result{State: next, Outcome: OutcomeDeletedFlight}
 	}
 	next.State = StateDeleted
@@ -458,8 +489,8 @@ func commit(before, next *State, t Transition, policy lastMsgPolicy) Result {
 	if len(changed) == 0 {
 		if policy == ownMessage {
 			// Remember the message although it changed nothing, so that its
-			// replay is recognised and stays a no-op.
-			next.LastMsgID = t.MsgID
+			// redelivery is recognised and stays a no-op.
+			remember(next, t)
 		}
 		return Result{State: next, Outcome: OutcomeNoChange}
 	}
@@ -472,7 +503,7 @@ func commit(before, next *State, t Transition, policy lastMsgPolicy) Result {
 	next.UpdatedAt = t.At
 	switch policy {
 	case ownMessage:
-		next.LastMsgID = t.MsgID
+		remember(next, t)
 	case cascadeMsg:
 		next.LastMsgID = max(next.LastMsgID, t.MsgID)
 	}

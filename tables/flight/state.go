@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"msgx/tables/message"
 )
 
 // Lifecycle states of a flight.
@@ -24,7 +26,7 @@ const (
 
 // State is the value of the msgx-flights goka table for one FLID (JSON). Its
 // first nine keys are the flight JSON (docs/design.md#events); LinkSince,
-// DeletedBy, Links and Last are bookkeeping that View strips before a flight
+// DeletedBy, Links, Last and Replayed are bookkeeping that View strips before a flight
 // leaves the processor.
 //
 // An entry whose State is StatePlaceholder is not a flight but the Links of a
@@ -42,7 +44,8 @@ type State struct {
 	// StateVersion grows by exactly one with every visible change.
 	StateVersion int64 `json:"stateVersion"`
 	// LastMsgID is the highest own message applied (I4); a transition at or
-	// below it is a replay.
+	// below it is a redelivery, unless it is a replayed one (Replayed). It
+	// never goes back, also when a replayed older message is applied.
 	LastMsgID int64 `json:"lastMsgId"`
 	// UpdatedAt is the At of the transition that made the last visible
 	// change.
@@ -72,6 +75,10 @@ type State struct {
 	// Last describes the change that produced StateVersion, so that a
 	// replay re-emits exactly the event of that version. Bookkeeping.
 	Last *Provenance `json:"lastChange,omitempty"`
+	// Replayed is the last replayed transition applied to the flight
+	// (message.ReplayMark): with LastMsgID, what tells a redelivery of a
+	// replayed transition from the next one (message.Applied). Bookkeeping.
+	Replayed *message.ReplayMark `json:"replayed,omitempty"`
 }
 
 // MAFLEntry is one child in a master's MAFL (docs/design.md#codeshare).
@@ -128,6 +135,10 @@ func (s *State) Clone() *State {
 		last.Changed = slices.Clone(s.Last.Changed)
 		c.Last = &last
 	}
+	if s.Replayed != nil {
+		r := *s.Replayed
+		c.Replayed = &r
+	}
 	return &c
 }
 
@@ -138,7 +149,7 @@ func (s *State) View() *State {
 	if v == nil {
 		return nil
 	}
-	v.LinkSince, v.DeletedBy, v.Links, v.Last = 0, 0, nil, nil
+	v.LinkSince, v.DeletedBy, v.Links, v.Last, v.Replayed = 0, 0, nil, nil, nil
 	return v
 }
 

@@ -94,6 +94,13 @@ type Transition struct {
 	// MsgDTTM is the message's META DTTM: request tracking matches a SCHD
 	// RESP to its RQFD by it. Apply ignores it.
 	MsgDTTM time.Time `json:"msgDttm,omitzero"`
+	// Replay is the replay generation of a message msgx replay put back
+	// (its replay_audit id; docs/design.md#replay), 0 for every other
+	// message. A replayed transition is applied to the current state even
+	// though its MsgID is not above the flight's lastMsgId; Apply tells its
+	// redelivery by State.Replayed. Derived transitions (LINK, cascade)
+	// never carry it: their idempotency does not rest on message ids.
+	Replay int64 `json:"replay,omitempty"`
 }
 
 // Link reports the state of one child's MAID link to its master.

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"sort"
 	"time"
+
+	"msgx/tables/message"
 )
 
 // Record is one reference record as the SIS codec builds it from the record
@@ -25,8 +27,15 @@ type Entry struct {
 	Attrs Record `json:"attrs"`
 	// UpdatedAt is the At of the transition that last changed this record.
 	UpdatedAt time.Time `json:"updatedAt"`
-	// LastMsgID is the message that last changed this record.
+	// LastMsgID is the message that last changed this record (a replayed
+	// message too, docs/design.md#replay).
 	LastMsgID int64 `json:"lastMsgId"`
+	// Version is the category's Version when this record was last written:
+	// the order of the writes to one record, which the PostgreSQL sink's
+	// never-backwards guard compares (a replayed message writes a record a
+	// newer message wrote before it, so the message id cannot order them).
+	// 0 for records written before msgx kept it.
+	Version int64 `json:"version,omitempty"`
 }
 
 // State is the value of the msgx-refdata table for one RTYPE.
@@ -39,17 +48,27 @@ type State struct {
 	KeyTag string `json:"keyTag,omitempty"`
 	// Version counts the transitions that changed something.
 	Version int64 `json:"version"`
-	// LastMsgID is the last message applied, changed or not: the replay guard.
+	// LastMsgID is the highest message applied, changed or not: the
+	// redelivery guard of normal transitions. A replayed older message
+	// never moves it back.
 	LastMsgID int64 `json:"lastMsgId"`
+	// Replayed is the last replayed transition applied (docs/design.md#replay):
+	// the redelivery guard of replayed transitions (message.Applied).
+	Replayed *message.ReplayMark `json:"replayed,omitempty"`
 	// UpdatedAt is the At of the last transition that changed something.
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Records maps RKEY to the stored record.
 	Records map[string]Entry `json:"records"`
-	// LastDeletes are the keys removed by message LastMsgID. A deletion
+	// LastDeletes are the keys removed by the last transition applied:
+	// message LastMsgID when LastDeletesReplay is 0, else the replayed
+	// transition Replayed (of generation LastDeletesReplay). A deletion
 	// leaves nothing behind in Records, so this is what lets a redelivery of
-	// that message (after a crash between the table write and the PG write)
-	// repeat its PG deletes; see Apply.
+	// that transition (after a crash between the table write and the PG
+	// write) repeat its PG deletes; see Apply.
 	LastDeletes []string `json:"lastDeletes,omitempty"`
+	// LastDeletesReplay is the replay generation of the transition
+	// LastDeletes belong to (0: a normal one).
+	LastDeletesReplay int64 `json:"lastDeletesReplay,omitempty"`
 }
 
 // NewState returns the empty state of category rtype.
@@ -79,6 +98,11 @@ type Transition struct {
 	// MsgDTTM is the message's META DTTM: request tracking matches a RESP
 	// to its RQRD by it. Apply ignores it.
 	MsgDTTM time.Time `json:"msgDttm,omitzero"`
+	// Replay is the replay generation of a message msgx replay put back
+	// (its replay_audit id; docs/design.md#replay), 0 for every other
+	// message. A replayed transition is applied to the current state even
+	// though its MsgID is not above the category's LastMsgID.
+	Replay int64 `json:"replay,omitempty"`
 }
 
 // Result says what Apply did and what the PG sink must write.
@@ -90,8 +114,8 @@ type Result struct {
 	// Changed reports whether the state changed (Upserts or Deletes non-empty
 	// on a first application).
 	Changed bool `json:"changed"`
-	// Replay reports that the transition was already applied (MsgID <=
-	// LastMsgID): the state is untouched, and Upserts/Deletes list the writes
+	// Replay reports that the transition was already applied (a
+	// redelivery, see Apply): the state is untouched, and Upserts/Deletes list the writes
 	// of that message that are still the current truth, so that the sink can
 	// repeat them idempotently.
 	Replay bool `json:"replay,omitempty"`
@@ -177,11 +201,18 @@ func (e *RecordError) Unwrap() error {
 // and LastMsgID and is not in Upserts. When one message carries a key twice,
 // the later record wins.
 //
-// Replay: if t.MsgID <= s.LastMsgID nothing changes; Result.Replay is set and
+// Redelivery: if t was applied already — a normal transition with t.MsgID <=
+// s.LastMsgID, a replayed one (t.Replay) not above s.Replayed
+// (message.Applied) — nothing changes; Result.Replay is set and
 // Upserts/Deletes repeat the writes of t.MsgID that are still current (entries
-// whose LastMsgID is t.MsgID, and LastDeletes if t is the last message), since
-// a redelivered message may be one whose table write survived a crash but
-// whose PG write did not.
+// whose LastMsgID is t.MsgID, and LastDeletes if t is the last transition
+// applied), since a redelivered message may be one whose table write survived
+// a crash but whose PG write did not.
+//
+// A replayed transition (docs/design.md#replay) is applied to the current
+// state like a new one, although newer messages were applied since: the
+// records it carries overwrite theirs (and a full replace deletes what it
+// does not carry). s.LastMsgID stays the highest message applied.
 //
 // Errors leave s untouched: a *RecordError for a record that cannot be
 // applied (missing key, bad RSTA value, bad window time, key-tag mismatch), an
@@ -200,8 +231,8 @@ func Apply(s *State, t Transition) (Result, error) {
 	if s.RType != "" && s.RType != t.RType {
 		return Result{}, fmt.Errorf("refdata: %s transition applied to the %s state", t.RType, s.RType)
 	}
-	if t.MsgID <= s.LastMsgID {
-		return replay(s, t.MsgID), nil
+	if message.Applied(s.LastMsgID, s.Replayed, t.Replay, t.MsgID) {
+		return replay(s, t), nil
 	}
 
 	// Validate the whole message before touching s.
@@ -221,6 +252,7 @@ func Apply(s *State, t Transition) (Result, error) {
 	}
 	s.RType, s.KeyTag = t.RType, keyTag
 	at := t.At.UTC()
+	version := s.Version + 1 // the version of the records written, if anything changes
 	upserts := map[string]struct{}{}
 	var deletes []string
 	if t.STYP == STYPDEL {
@@ -236,7 +268,7 @@ func Apply(s *State, t Transition) (Result, error) {
 			if e, ok := s.Records[keys[i]]; ok && reflect.DeepEqual(e.Attrs, attrs) {
 				continue
 			}
-			s.Records[keys[i]] = Entry{Attrs: attrs, UpdatedAt: at, LastMsgID: t.MsgID}
+			s.Records[keys[i]] = Entry{Attrs: attrs, UpdatedAt: at, LastMsgID: t.MsgID, Version: version}
 			upserts[keys[i]] = struct{}{}
 		}
 	}
@@ -256,10 +288,13 @@ func Apply(s *State, t Transition) (Result, error) {
 	res := Result{Upserts: sortedKeys(upserts), Deletes: deletes}
 	sort.Strings(res.Deletes)
 	res.Changed = len(res.Upserts) > 0 || len(res.Deletes) > 0
-	s.LastMsgID = t.MsgID
-	s.LastDeletes = res.Deletes
+	s.LastMsgID = max(s.LastMsgID, t.MsgID)
+	if t.Replay != 0 {
+		s.Replayed = &message.ReplayMark{Gen: t.Replay, MsgID: t.MsgID}
+	}
+	s.LastDeletes, s.LastDeletesReplay = res.Deletes, t.Replay
 	if res.Changed {
-		s.Version++
+		s.Version = version
 		s.UpdatedAt = at
 	}
 	return res, nil
@@ -336,15 +371,17 @@ func KeyTagOf(t Transition) string {
 }
 
 // replay builds the Result of a transition already applied (see Apply).
-func replay(s *State, msgID int64) Result {
+func replay(s *State, t Transition) Result {
 	res := Result{Replay: true}
 	for k, e := range s.Records {
-		if e.LastMsgID == msgID {
+		if e.LastMsgID == t.MsgID {
 			res.Upserts = append(res.Upserts, k)
 		}
 	}
 	sort.Strings(res.Upserts)
-	if msgID == s.LastMsgID && len(s.LastDeletes) > 0 {
+	last := t.Replay == s.LastDeletesReplay && (t.Replay == 0 && t.MsgID == s.LastMsgID ||
+		t.Replay != 0 && s.Replayed != nil && *s.Replayed == message.ReplayMark{Gen: t.Replay, MsgID: t.MsgID})
+	if last && len(s.LastDeletes) > 0 {
 		res.Deletes = append([]string(nil), s.LastDeletes...)
 	}
 	return res
@@ -409,4 +446,21 @@ func (s *State) UnmarshalJSON(b []byte) error {
 		s.Records = map[string]Entry{}
 	}
 	return nil
+}
+
+// Touches returns the keys of the records t writes or deletes, sorted and
+// without repeats, and whether t replaces its whole category (then it also
+// deletes every stored record it does not carry). The replay dry run
+// compares them with the records newer messages wrote (docs/design.md#replay).
+// The error is Check's.
+func Touches(t Transition) (keys []string, all bool, err error) {
+	if err := Check(t); err != nil {
+		return nil, false, err
+	}
+	ks, _ := checkRecords(t)
+	set := make(map[string]struct{}, len(ks))
+	for _, k := range ks {
+		set[k] = struct{}{}
+	}
+	return sortedKeys(set), replaces(t), nil
 }
