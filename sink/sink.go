@@ -5,15 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers the pgx5:// scheme
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -75,9 +76,13 @@ func OpenPG(ctx context.Context, c Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// mysqlLog routes the driver's own messages (e.g. "closing bad idle
+// The driver logger routes the driver's own messages (e.g. "closing bad idle
 // connection") to slog at debug level instead of stderr.
-var mysqlLog sync.Once
+//
+// It is set when the package is loaded, before any connection exists: the
+// driver reads its logger without a lock, so setting it while another
+// goroutine already uses the driver (a test's own connection) is a data race.
+func init() { _ = mysql.SetLogger(driverLogger{}) }
 
 type driverLogger struct{}
 
@@ -90,7 +95,6 @@ func (driverLogger) Print(v ...any) {
 // local wall-clock times without a zone. sessionVars are set on every
 // connection (e.g. innodb_lock_wait_timeout for the hole probe).
 func OpenMySQL(c Config, loc *time.Location, sessionVars map[string]string) (*sql.DB, error) {
-	mysqlLog.Do(func() { _ = mysql.SetLogger(driverLogger{}) })
 	mc, err := mysql.ParseDSN(c.MySQLDSN)
 	if err != nil {
 		return nil, fmt.Errorf("parsing MSGX_MYSQL_DSN: %w", err)
@@ -118,16 +122,56 @@ func OpenMySQL(c Config, loc *time.Location, sessionVars map[string]string) (*sq
 }
 
 // Migrate applies every embedded migration up to the newest.
+//
+// A process killed while it applies a migration leaves the schema "dirty":
+// golang-migrate records version N as dirty in its own transaction before it
+// runs migration N, and clears the flag after. Every msgx migration is one
+// multi-statement string without transaction commands, which PostgreSQL
+// runs as one implicit transaction, so the killed migration rolled back as
+// a whole and the schema is exactly version N−1. Migrate therefore goes back
+// to the version before N and applies N again. A migration that fails on its
+// own (an SQL error) rolls back the same way and fails again with its
+// reason.
 func Migrate(c Config) error {
 	m, err := newMigrate(c.PGDSN)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+	err = m.Up()
+	var dirty migrate.ErrDirty
+	if errors.As(err, &dirty) {
+		prev, perr := previousVersion(uint(dirty.Version))
+		if perr != nil {
+			return fmt.Errorf("migrating postgres up: version %d is dirty: %w", dirty.Version, perr)
+		}
+		if ferr := m.Force(prev); ferr != nil {
+			return fmt.Errorf("migrating postgres up: undoing the dirty version %d: %w", dirty.Version, ferr)
+		}
+		err = m.Up()
+	}
+	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrating postgres up: %w", err)
 	}
 	return nil
+}
+
+// previousVersion is the embedded migration before v, or -1 (no migration
+// applied) when v is the first.
+func previousVersion(v uint) (int, error) {
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return 0, fmt.Errorf("reading embedded migrations: %w", err)
+	}
+	defer src.Close()
+	prev, err := src.Prev(v)
+	if errors.Is(err, fs.ErrNotExist) {
+		return database.NilVersion, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("looking up the migration before %d: %w", v, err)
+	}
+	return int(prev), nil
 }
 
 // MigrateDown reverts the given number of migrations (all when steps <= 0).

@@ -249,7 +249,17 @@ func TestPipelineBadValuesDoNotStallTheQueue(t *testing.T) {
 	if n := testenv.EndOffset(t, p.brokers, p.cfg.RefdataTopic); n != 0 {
 		t.Fatalf("%d refdata transitions emitted", n)
 	}
-	if n := testenv.EndOffset(t, p.brokers, p.cfg.FlightTopic); n != 1 {
+	// ROUTED is recorded before the transition is produced: wait for it.
+	deadline := time.Now().Add(30 * time.Second)
+	n := testenv.EndOffset(t, p.brokers, p.cfg.FlightTopic)
+	for n < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		n = testenv.EndOffset(t, p.brokers, p.cfg.FlightTopic)
+	}
+	if n != 1 {
 		t.Fatalf("%d flight transitions emitted, want the good package's one", n)
+	}
+	if n := testenv.EndOffset(t, p.brokers, p.cfg.RefdataTopic); n != 0 {
+		t.Fatalf("%d refdata transitions emitted", n)
 	}
 }
