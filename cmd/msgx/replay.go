@@ -11,11 +11,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
+	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 )
 
 // runReplay serves `msgx replay`: re-inject replayable messages so the router
@@ -69,7 +72,7 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	settings := cfg.Router.Settings(cfg.Location())
 	deps := replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
 		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
-		Router: &settings, Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
+		Decide: replayDecider(settings), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
 	if *dry {
 		plan, err := replay.DryRun(ctx, pool, sel, 0)
 		if err != nil {
@@ -89,4 +92,16 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 		err = errors.Join(err, fmt.Errorf("%d messages were reset but not produced: run `msgx replay --pending` (or the same --ids) again", len(res.Unproduced)))
 	}
 	return err
+}
+
+// replayDecider lets a replay's dry run decide a message as the router
+// would now, without the replay package knowing the router.
+func replayDecider(s router.Settings) replay.Decider {
+	return func(msgID int64, raw string) (message.Query, func(message.Lookups) replay.Decision) {
+		p := router.Prepare(msgID, raw, s)
+		return p.Query(), func(l message.Lookups) replay.Decision {
+			v := router.Decide(p, l, time.Time{})
+			return replay.Decision{State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Flights: v.Flights, Refdata: v.Refdata}
+		}
+	}
 }

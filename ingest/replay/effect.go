@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/ingest"
-	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/message"
@@ -31,6 +30,23 @@ const (
 	// maxKeys is the most record keys listed per category or overwrite.
 	maxKeys = 50
 )
+
+// Decision is the router's decision on a message, as far as an effect
+// needs it: the verdict and, for a routed message, its transitions.
+type Decision struct {
+	State      string
+	ErrorClass string
+	Reason     string
+	Flights    []flight.Transition
+	Refdata    []refdata.Transition
+}
+
+// Decider decides a message as the router would now: query is what the
+// decision must read from the store, and decide finishes it with what the
+// store answered. The wiring builds it from router.Prepare and
+// router.Decide; replay does not import the router, which reads the inbox
+// records this package re-injects.
+type Decider func(msgID int64, raw string) (query message.Query, decide func(message.Lookups) Decision)
 
 // Effect is what replaying one message would do to the current state
 // (docs/design.md#replay): the router's decision on it now and, when it
@@ -113,7 +129,7 @@ type Overwrite struct {
 // Explain works out the Effect of the first MaxExplained messages of plan
 // (plan.Effects, in the same order; plan.Unexplained counts the rest). It
 // reads the inbox rows again (MySQL), decides each message as the router
-// would now (d.Router) and reads PostgreSQL; it changes nothing. Record
+// would now (d.Decide) and reads PostgreSQL; it changes nothing. Record
 // the result with AuditDryRun.
 func Explain(ctx context.Context, d Deps, plan *Plan) error {
 	if err := d.validateExplain(); err != nil {
@@ -146,7 +162,7 @@ func (d Deps) validateExplain() error {
 	if err := sink.CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
 		errs = append(errs, err)
 	}
-	if d.Router == nil || d.Router.Loc == nil {
+	if d.Decide == nil {
 		errs = append(errs, errors.New("replay: no router settings (a message's effect is the router's decision on it)"))
 	}
 	if d.Timeout <= 0 {
@@ -206,9 +222,9 @@ func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int6
 // trips on q, the router's lookups and then what the transitions touch.
 func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, error) {
 	e := Effect{MsgID: r.ID}
-	p := router.Prepare(r.ID, r.Raw, *d.Router)
+	query, decide := d.Decide(r.ID, r.Raw)
 	lb := &pgx.Batch{}
-	lq := sink.QueueLookups(lb, r.ID, p.Query())
+	lq := sink.QueueLookups(lb, r.ID, query)
 	if err := send(ctx, q, lb, d.Timeout); err != nil {
 		return e, fmt.Errorf("routing lookups for message %d: %w", r.ID, err)
 	}
@@ -216,7 +232,7 @@ func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, err
 	// Whether a request is open for a SCHD RESP is decided when the
 	// message is: the dry run takes the RESP guard as passed.
 	l.RequestOpen = true
-	v := router.Decide(p, l, time.Time{})
+	v := decide(l)
 	e.Verdict, e.ErrorClass, e.Reason = v.State, v.ErrorClass, v.Reason
 	if v.State != message.StateRouted {
 		return e, nil

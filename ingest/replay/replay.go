@@ -20,7 +20,6 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/kafka"
-	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/message"
@@ -439,11 +438,11 @@ type Deps struct {
 	// (MSGX_CLAIM_MAX_BYTES); a batch always takes at least one message.
 	// 0 means ingest.DefaultClaimMaxBytes.
 	MaxBytes int
-	// Router is the router's configuration (router.Config.Settings):
-	// Explain decides each message as the router would now. Optional for
-	// Run: with it, each before-image also records the message's Effect,
-	// worked out just before the reset (replay_audit_msg.effect).
-	Router *router.Settings
+	// Decide decides a message as the router would now: Explain needs it.
+	// Optional for Run: with it, each before-image also records the
+	// message's Effect, worked out just before the reset
+	// (replay_audit_msg.effect).
+	Decide Decider
 	// Flight are the flights processor's options (MSGX_SCHEDULE_MISSING):
 	// which tags a schedule record touches.
 	Flight flight.Options
@@ -710,7 +709,7 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 		// What each message will overwrite, recorded with its before-image
 		// (read before the reset: a reset message decides nothing yet).
 		var effects map[int64]Effect
-		if r.d.Router != nil {
+		if r.d.Decide != nil {
 			effects = make(map[int64]Effect, len(present))
 			if err := effectsOf(ctx, r.d, tx, present, b.inbox, effects); err != nil {
 				return b, err
