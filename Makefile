@@ -4,7 +4,7 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services devdb demo build vet fuzz clean-state
+.PHONY: run test bench services browser devdb demo build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
@@ -23,6 +23,14 @@ bench: services
 ## services: start PostgreSQL and MariaDB if they are not running
 services:
 	@bash .ci/services.sh
+
+## browser: install Chromium, which the status page's browser tests drive (Debian's chromium;
+## apt-get as root, or through sudo), only when it is missing
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+	@chromium --version 2>/dev/null
 
 ## devdb: create the local databases msgx uses for development (idempotent)
 devdb: services

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"msgx/cmd/msgx/page"
 	"msgx/emitters/event"
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
@@ -60,6 +61,7 @@ type Config struct {
 	Jobs      maintenance.Config
 	History   flights.HistoryConfig
 	Status    status.Config
+	Page      page.Config
 
 	loc *time.Location
 }
@@ -92,7 +94,7 @@ func (c *Config) Validate() error {
 	if err := c.HTTP.CheckRecordLimit(c.Kafka.MaxMessageBytes); err != nil {
 		errs = append(errs, err)
 	}
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

@@ -27,14 +27,19 @@ import (
 
 // collect takes the status report of this deployment.
 func collect(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
-	c, err := status.New(cfg.Status, status.Deps{
-		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
-		Groups: processorGroups(cfg),
-	})
+	c, err := status.New(cfg.Status, statusDeps(cfg, d))
 	if err != nil {
 		return status.Report{}, err
 	}
 	return c.Collect(ctx, d.clock.Now()), nil
+}
+
+// statusDeps are the sources of the status report.
+func statusDeps(cfg Config, d *deps) status.Deps {
+	return status.Deps{
+		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
+		Groups: processorGroups(cfg),
+	}
 }
 
 // processorGroups are the goka groups of the processors and their input

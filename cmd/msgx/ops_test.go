@@ -166,7 +166,7 @@ func TestReadTokenOnTheGateway(t *testing.T) {
 		return resp.StatusCode
 	}
 	for path, withToken := range map[string]int{"/status": 200, "/metrics": 200, "/flights?day=2026-11-30": 200,
-		"/flights/15": 404, "/refdata/AIRL": 200, "/": 404} {
+		"/flights/15": 404, "/refdata/AIRL": 200, "/": 200, "/status/history": 200, "/replay/dry-run?class=INFRA": 200} {
 		if c := do("GET", path, "", ""); c != 401 {
 			t.Errorf("GET %s without the read token: %d, want 401", path, c)
 		}

@@ -176,6 +176,10 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	mux := http.NewServeMux()
 	m := metric.New()
 	registerOps(mux, cfg, d, m)
+	hist, err := statusPage(cfg, d, m, mux)
+	if err != nil {
+		return err
+	}
 	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second,
 		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d) }}
 	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: d.clock, Log: log})
@@ -230,6 +234,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	(&refdataproc.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	(&flights.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
 	m.SetSources(src)
+	g.Go(func() error { return hist.Run(gctx) })
 	g.Go(func() error { return srv.Run(gctx) })
 	return awaitShutdown(ctx, cfg, d, g, log)
 }

@@ -98,6 +98,13 @@ type Selector struct {
 	PendingReplayed bool
 }
 
+// Check reports what is wrong with the selector (the error DryRun and Run
+// would return before touching anything), nil when it is usable.
+func (s Selector) Check() error {
+	_, err := s.normalized()
+	return err
+}
+
 // normalized checks the selector and returns it with Class upper-cased and
 // IDs sorted and de-duplicated.
 func (s Selector) normalized() (Selector, error) {

@@ -3,6 +3,7 @@
 // compatibility endpoint through it. It bounds what a client can hold: the
 // time to send a whole request and to take its response, the number of
 // requests served at once; it cuts slow clients off and counts them, keeps
-// the read endpoints behind an optional bearer token, and retries binding
+// the read endpoints behind an optional bearer token (or the session cookie
+// of its login form, for browsers: login.go), and retries binding
 // its address for a while when a previous instance is still closing it.
 package web

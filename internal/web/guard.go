@@ -6,18 +6,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 )
 
 // Open reports whether a request may pass without MSGX_HTTP_READ_TOKEN: the
 // orchestrators' probes /healthz and /readyz (which print no credentials
-// and no message data), and the compatibility endpoint, which has its own
-// MSGX_HTTP_TOKEN. Every other route, including any added later, is a read
-// endpoint and needs the read token when one is set.
+// and no message data), the compatibility endpoint, which has its own
+// MSGX_HTTP_TOKEN, and the login form (/login, /logout), which checks the
+// read token itself. Every other route, including any added later, is a
+// read endpoint and needs the read token when one is set.
 func Open(r *http.Request) bool {
 	switch r.URL.Path {
-	case "/healthz", "/readyz", "/cminmsgs/send":
+	case "/healthz", "/readyz", "/cminmsgs/send", "/login", "/logout":
 		return true
 	}
 	return false
@@ -50,9 +52,12 @@ func Unauthorized(w http.ResponseWriter) {
 
 // Handler is the server's handler chain around Deps.Handler: the bound on
 // concurrent requests (/healthz exempt, so a flood never makes the process
-// look dead), then the read token, then the routes. Every request body
-// reports a read cut off by the read timeout, so the slow client is counted
-// whichever handler was reading.
+// look dead), then the read token — a bearer header, or the session cookie
+// of the login form (login.go), which the server serves itself — then the
+// routes. A browser navigation refused for want of the token is sent to the
+// form instead of a bare 401. Every request body reports a read cut off by
+// the read timeout, so the slow client is counted whichever handler was
+// reading.
 func (s *Server) Handler() http.Handler {
 	slots := make(chan struct{}, s.cfg.MaxConcurrent)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,13 +73,22 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 		}
-		if s.cfg.ReadToken != "" && !Open(r) && !Authorized(r, s.cfg.ReadToken) {
+		if s.cfg.ReadToken != "" && !Open(r) && !Authorized(r, s.cfg.ReadToken) &&
+			!validSession(r, s.cfg.ReadToken, s.d.Clock.Now()) {
 			s.unauthorized.Add(1)
+			if browserNavigation(r) {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
 			Unauthorized(w)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &timedBody{ReadCloser: r.Body, slow: &s.slow}
+		}
+		if r.URL.Path == "/login" || r.URL.Path == "/logout" {
+			s.serveLogin(w, r)
+			return
 		}
 		s.d.Handler.ServeHTTP(w, r)
 	})

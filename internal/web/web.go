@@ -18,9 +18,13 @@ import (
 // Config bounds the HTTP server (MSGX_HTTP_ADDR).
 type Config struct {
 	// ReadToken, when set, is required as "Authorization: Bearer <token>"
-	// by every endpoint except /healthz, /readyz and POST /cminmsgs/send
-	// (which has MSGX_HTTP_TOKEN).
+	// (or the session cookie of the login form, /login) by every endpoint
+	// except /healthz, /readyz and POST /cminmsgs/send (which has
+	// MSGX_HTTP_TOKEN).
 	ReadToken string `env:"MSGX_HTTP_READ_TOKEN"`
+	// LoginTTL is how long a browser session of the login form lasts
+	// before the token must be typed again.
+	LoginTTL time.Duration `env:"MSGX_HTTP_LOGIN_TTL" envDefault:"12h"`
 	// ReadTimeout bounds reading one whole request, headers and body; a
 	// client that has not sent it by then is cut off and counted.
 	ReadTimeout time.Duration `env:"MSGX_HTTP_READ_TIMEOUT" envDefault:"10s"`
@@ -44,6 +48,9 @@ func (c Config) Validate() error {
 	}
 	if c.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("MSGX_HTTP_WRITE_TIMEOUT: must be positive"))
+	}
+	if c.LoginTTL < time.Minute {
+		errs = append(errs, errors.New("MSGX_HTTP_LOGIN_TTL: must be at least 1m"))
 	}
 	if c.MaxConcurrent < 1 {
 		errs = append(errs, fmt.Errorf("MSGX_HTTP_MAX_CONCURRENT=%d: must be at least 1", c.MaxConcurrent))
@@ -75,8 +82,9 @@ type Stats struct {
 	// Busy are requests refused with 503 because MSGX_HTTP_MAX_CONCURRENT
 	// requests were being served.
 	Busy int64
-	// Unauthorized are requests to a read endpoint refused with 401 for a
-	// missing or wrong MSGX_HTTP_READ_TOKEN.
+	// Unauthorized are requests to a read endpoint refused for a missing
+	// or wrong MSGX_HTTP_READ_TOKEN (401, or a browser sent to the login
+	// form), and logins with a wrong token.
 	Unauthorized int64
 }
 

@@ -20,7 +20,7 @@ import (
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func testConfig() Config {
-	return Config{ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, MaxConcurrent: 64, BindTimeout: time.Second}
+	return Config{ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, MaxConcurrent: 64, BindTimeout: time.Second, LoginTTL: time.Hour}
 }
 
 // routes answers "ok" on the daemon's kinds of routes.

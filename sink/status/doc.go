@@ -1,6 +1,8 @@
 // Package status is the msgx status report: one report that answers,
 // without any other tool, "is it keeping up, is anything stuck, and what must
-// a human look at". It is read by msgx status, GET /status and the metrics.
+// a human look at". It is read by msgx status, GET /status (and the status
+// page) and the metrics; [Collector.Lag] is the cheap subset the status
+// page samples every few seconds.
 //
 // [Collect] reads three independent sources — PostgreSQL (cursor, holes,
 // late rows, proc_state), the MySQL inbox (MAX(CMINMSGS_ID)) and Kafka
@@ -18,6 +20,7 @@
 //	pending backfills     proc_state_backfill, index scan    O(pending)     <1 ms
 //	DEAD by class         proc_state_state, index-only scan  O(DEAD)        22 ms for 135k DEAD
 //	recent / latest DEAD  proc_state_state, bitmap heap scan O(DEAD)        heap pages of the DEAD rows
+//	latest 3 of a class   proc_state_dead (0025), LIMIT 3    O(classes)     1 ms for 135k DEAD
 //	terminal states       proc_state_state, index-only scan  O(rows)        0.5 s (exact, no estimate)
 //	SKIPPED by reason     proc_state_state, bitmap heap scan O(SKIPPED)     0.7 s for 750k SKIPPED
 //	abandoned backfills   proc_state_abandoned (0009)        O(abandoned)   <1 ms

@@ -13,6 +13,8 @@ var Queries = map[string]string{
 	"deadByClass":     sqlDeadByClass,
 	"deadRecent":      sqlDeadRecent,
 	"deadOne":         sqlDeadOne,
+	"deadLatest":      sqlDeadLatest,
+	"deadLatestNull":  sqlDeadLatestUnknown,
 	"skippedByReason": sqlSkippedByReason,
 	"backfillPending": sqlBackfillPending,
 	"abandoned":       sqlAbandoned,

@@ -39,6 +39,7 @@ import (
 //	                                   "nextAttemptAt", "lastError"} | null,
 //	              "deadByClass": {CLASS: n}, "deadRecent", "deadRecentWindowSeconds",
 //	              "latestDead": {"msgId", "errorClass", "enqueuedAt", "lastError"} | null,
+//	              "deadLatestByClass": {CLASS: [{"msgId", "errorClass", "enqueuedAt", "lastError"}]},
 //	              "skippedByReasonClass": {"duplicate"|"ignored"|"unsupported"|"no-match"|"other": n}, "errors"},
 //	 "backfill": {"pending", "overdue", "overdueAfterSeconds", "oldestPendingAgeSeconds",
 //	              "abandoned": {REASON: n}, "errors"},
@@ -166,6 +167,11 @@ type MessageStatus struct {
 	DeadRecentWindowSeconds int64 `json:"deadRecentWindowSeconds"`
 	// LatestDead is the DEAD message with the highest MSG_ID; nil when none.
 	LatestDead *DeadMessage `json:"latestDead"`
+	// DeadLatestByClass holds, for each class of DeadByClass, its latest
+	// DEAD messages (at most DeadLatestPerClass, highest MSG_ID first) with
+	// their reasons: what the operator reads before deciding to replay or
+	// accept a class. null when unknown.
+	DeadLatestByClass map[string][]DeadMessage `json:"deadLatestByClass"`
 	// SkippedByReasonClass counts SKIPPED messages by the class of their
 	// reason: duplicate, ignored, unsupported, no-match (other for anything
 	// else).
@@ -330,6 +336,14 @@ type Deps struct {
 	Timeout time.Duration
 }
 
+// unknownClass is the class DeadByClass gives DEAD rows without one
+// (sqlDeadByClass).
+const unknownClass = "UNKNOWN"
+
+// DeadLatestPerClass is how many of the latest DEAD messages of each class
+// the report lists (MessageStatus.DeadLatestByClass).
+const DeadLatestPerClass = 3
+
 // errorChars caps the error texts quoted in the report (one line
 // each on a screen).
 const errorChars = 200
@@ -489,6 +503,16 @@ const (
 	// proc_state_state, then the DEAD rows' heap pages.
 	sqlDeadRecent = `SELECT count(*) FILTER (WHERE enqueued_at >= $1), max(msg_id) FROM proc_state WHERE state = 'DEAD'`
 	sqlDeadOne    = `SELECT msg_id, error_class, enqueued_at, last_error FROM proc_state WHERE msg_id = $1`
+	// proc_state_dead (0025): a few entries per class ($1, the classes of
+	// DEAD by class), newest first.
+	sqlDeadLatest = `SELECT c.class, d.msg_id, d.error_class, d.enqueued_at, d.last_error
+		FROM unnest($1::text[]) AS c(class) CROSS JOIN LATERAL (
+			SELECT msg_id, error_class, enqueued_at, last_error FROM proc_state p
+			WHERE p.state = 'DEAD' AND p.error_class = c.class ORDER BY p.msg_id DESC LIMIT $2) d
+		ORDER BY 1, 2 DESC`
+	// DEAD rows without a class (none in normal operation): proc_state_state.
+	sqlDeadLatestUnknown = `SELECT 'UNKNOWN', msg_id, error_class, enqueued_at, last_error FROM proc_state
+		WHERE state = 'DEAD' AND error_class IS NULL ORDER BY error_class, msg_id DESC LIMIT $1`
 	// proc_state_state, then the SKIPPED rows' heap pages. The classes are
 	// the reason prefixes the router writes (README, router outcomes).
 	sqlSkippedByReason = `SELECT CASE
@@ -688,9 +712,54 @@ func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 		}
 	}
 
+	if m.DeadByClass != nil {
+		if m.DeadLatestByClass, err = s.deadLatest(ctx, m.DeadByClass); err != nil {
+			fail("listing the latest DEAD messages by class", err)
+		}
+	}
+
 	if m.SkippedByReasonClass, err = s.countBy(ctx, true, sqlSkippedByReason); err != nil {
 		fail("counting SKIPPED messages by reason", err)
 	}
+}
+
+// deadLatest reads the latest DeadLatestPerClass DEAD messages of each class
+// of byClass.
+func (s *collection) deadLatest(ctx context.Context, byClass map[string]int64) (map[string][]DeadMessage, error) {
+	out := map[string][]DeadMessage{}
+	var classes []string
+	for c := range byClass {
+		if c != unknownClass {
+			classes = append(classes, c)
+		}
+	}
+	read := func(q string, args ...any) error {
+		return s.pg(ctx, false, func(ctx context.Context) error {
+			rows, err := s.deps.PG.Query(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			var class string
+			var d DeadMessage
+			_, err = pgx.ForEachRow(rows, []any{&class, &d.MsgID, (*zeronull.Text)(&d.ErrorClass), &d.EnqueuedAt, (*zeronull.Text)(&d.LastError)}, func() error {
+				d.LastError = clip(d.LastError, errorChars)
+				out[class] = append(out[class], d)
+				return nil
+			})
+			return err
+		})
+	}
+	if len(classes) > 0 {
+		if err := read(sqlDeadLatest, classes, DeadLatestPerClass); err != nil {
+			return nil, err
+		}
+	}
+	if byClass[unknownClass] > 0 {
+		if err := read(sqlDeadLatestUnknown, DeadLatestPerClass); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // backfill fills the backfill section.

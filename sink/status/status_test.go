@@ -346,6 +346,17 @@ func TestCollectReportScenario(t *testing.T) {
 		stWant(t, "LatestDead.ErrorClass", d.ErrorClass, "EXHAUSTED")
 		stWant(t, "LatestDead.LastError", d.LastError, "CODEC_ERROR: unparseable date 2026-13-40")
 	}
+	latest := map[string]string{}
+	for class, ds := range m.DeadLatestByClass {
+		for _, d := range ds {
+			latest[class] += fmt.Sprintf("%d %s %s; ", d.MsgID, d.ErrorClass, d.LastError)
+		}
+	}
+	stWant(t, "DeadLatestByClass", fmt.Sprint(latest), fmt.Sprint(map[string]string{
+		"MALFORMED": "110 MALFORMED no META; 109 MALFORMED not XML; ",
+		"PROTOCOL":  "111 PROTOCOL RECS=3 but 2 records; ",
+		"EXHAUSTED": "112 EXHAUSTED CODEC_ERROR: unparseable date 2026-13-40; ",
+	}))
 	stWantMap(t, "SkippedByReasonClass", m.SkippedByReasonClass,
 		map[string]int64{"duplicate": 1, "ignored": 2, "unsupported": 1, "no-match": 1})
 	if len(m.Errors) > 0 {
@@ -386,6 +397,24 @@ func TestCollectReportScenario(t *testing.T) {
 		t.Errorf("Groups =\n%+v\nwant\n%+v", gotGroups, wantGroups)
 	}
 	stWant(t, "len(Components)", len(r.Components), 0)
+
+	// Lag, the sampled subset, agrees with the report.
+	c, err := status.New(stConfig(t), status.Deps{
+		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers), Groups: stGroups,
+		Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := c.Lag(context.Background())
+	stWant(t, "Lag", fmt.Sprint(lag.Watermark, lag.MaxID, lag.Inbox, len(lag.Errors)), "10 25 15 0")
+	var lagGroups []lagRow
+	for _, g := range lag.Groups {
+		lagGroups = append(lagGroups, lagRow{g.Group, g.Topic, g.Members, g.Partitions, g.Committed, g.End, g.Lag, g.Error})
+	}
+	if !slices.Equal(lagGroups, wantGroups) {
+		t.Errorf("Lag.Groups =\n%+v\nwant\n%+v", lagGroups, wantGroups)
+	}
 
 	stWantAlerts(t, r.Alerts, [][]string{
 		{"inbox hole at IDs 11-13 open for 12m (threshold 10m)", "W=10"},
@@ -451,6 +480,33 @@ func TestCollectReportScenario(t *testing.T) {
 	}
 }
 
+// DEAD rows without a class (rows older than the classes) are listed under
+// UNKNOWN with the others, newest first, at most DeadLatestPerClass each.
+func TestDeadLatestByClassUnknown(t *testing.T) {
+	t.Parallel()
+	pool := stPG(t, testenv.NewPG(t))
+	stInsertMsgs(t, pool, []stMsg{
+		{id: 1, state: "DEAD", lastErr: "one"}, {id: 2, state: "DEAD", lastErr: "two"},
+		{id: 3, state: "DEAD", lastErr: "three"}, {id: 4, state: "DEAD", lastErr: "four"},
+		{id: 5, state: "DEAD", class: "PROTOCOL", lastErr: "five"}, {id: 6, state: "SUCCEEDED", lastErr: "six"},
+	})
+	r, err := stCollect(t, status.Deps{PG: pool, InboxTable: "cminmsgs", Groups: stGroups, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]string{}
+	for class, ds := range r.Messages.DeadLatestByClass {
+		for _, d := range ds {
+			latest[class] += fmt.Sprintf("%d %s; ", d.MsgID, d.LastError)
+		}
+	}
+	stWant(t, "DeadLatestByClass", fmt.Sprint(latest), fmt.Sprint(map[string]string{
+		"UNKNOWN": "4 four; 3 three; 2 two; ", "PROTOCOL": "5 five; "}))
+	if len(r.Messages.Errors) > 0 {
+		t.Errorf("Messages.Errors = %v", r.Messages.Errors)
+	}
+}
+
 // An empty, freshly migrated msgx with nothing configured but PostgreSQL:
 // zero everywhere, never -1, no nil maps, and the two alerts that matter.
 func TestCollectReportEmpty(t *testing.T) {
@@ -475,6 +531,7 @@ func TestCollectReportEmpty(t *testing.T) {
 	stWantMap(t, "ByState", r.Messages.ByState, map[string]int64{
 		"PENDING": 0, "FAILED": 0, "ROUTED": 0, "SUCCEEDED": 0, "SKIPPED": 0, "DEAD": 0, "ARCHIVED": 0})
 	stWantMap(t, "DeadByClass", r.Messages.DeadByClass, map[string]int64{})
+	stWant(t, "DeadLatestByClass", fmt.Sprint(r.Messages.DeadLatestByClass == nil, len(r.Messages.DeadLatestByClass)), "false 0")
 	stWantMap(t, "SkippedByReasonClass", r.Messages.SkippedByReasonClass, map[string]int64{})
 	stWantMap(t, "Abandoned", r.Backfill.Abandoned, map[string]int64{})
 	stWantAlerts(t, r.Alerts, [][]string{
@@ -483,7 +540,7 @@ func TestCollectReportEmpty(t *testing.T) {
 		{"ingest is not seeded"},
 	})
 	raw, _ := json.Marshal(r)
-	for _, frag := range []string{`"deadByClass":{}`, `"recentHoles":[]`, `"lateRowIds":[]`, `"alerts":[`, `"hole":null`} {
+	for _, frag := range []string{`"deadByClass":{}`, `"deadLatestByClass":{}`, `"recentHoles":[]`, `"lateRowIds":[]`, `"alerts":[`, `"hole":null`} {
 		if !bytes.Contains(raw, []byte(frag)) {
 			t.Errorf("JSON lacks %s: %s", frag, raw)
 		}
@@ -553,6 +610,16 @@ func TestCollectReportMySQLDown(t *testing.T) {
 	if !strings.Contains(b.String(), "MAX(CMINMSGS_ID)  ?") {
 		t.Errorf("text does not show the unknown MAX:\n%s", b.String())
 	}
+	// Lag: the inbox lag unknown and said so, W and the groups still read.
+	c, err := status.New(stConfig(t), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := c.Lag(context.Background())
+	stWant(t, "Lag", fmt.Sprint(lag.Watermark, lag.MaxID, lag.Inbox, len(lag.Groups)), "10 -1 -1 4")
+	if len(lag.Errors) != 1 || !strings.Contains(lag.Errors[0], "MAX(CMINMSGS_ID)") {
+		t.Errorf("Lag.Errors = %q", lag.Errors)
+	}
 }
 
 // PostgreSQL and Kafka down as well as MySQL: still a report, every figure
@@ -595,6 +662,7 @@ func TestCollectReportEverythingDown(t *testing.T) {
 	stWant(t, "Backlog", r.Messages.Backlog, -1)
 	stWant(t, "ByState nil", r.Messages.ByState == nil, true)
 	stWant(t, "DeadByClass nil", r.Messages.DeadByClass == nil, true)
+	stWant(t, "DeadLatestByClass nil", r.Messages.DeadLatestByClass == nil, true)
 	stWant(t, "Pending", r.Backfill.Pending, -1)
 	stWant(t, "Abandoned nil", r.Backfill.Abandoned == nil, true)
 	stWant(t, "Groups nil", r.Groups == nil, true)
@@ -943,6 +1011,8 @@ func TestStatusQueryPlans(t *testing.T) {
 	args := map[string][]any{
 		"deadRecent":      {stNow.Add(-time.Hour)},
 		"deadOne":         {int64(200)},
+		"deadLatest":      {[]string{"PROTOCOL", "MALFORMED"}, status.DeadLatestPerClass},
+		"deadLatestNull":  {status.DeadLatestPerClass},
 		"backfillPending": {stNow.Add(-720 * time.Hour)},
 	}
 	// want: the index each query must use (alternatives separated by |),
@@ -952,8 +1022,10 @@ func TestStatusQueryPlans(t *testing.T) {
 		"head":            "proc_state_open",
 		"terminalByState": "proc_state_state",
 		"deadByClass":     "proc_state_state",
-		"deadRecent":      "proc_state_state",
+		"deadRecent":      "proc_state_state|proc_state_dead",
 		"deadOne":         "proc_state_pkey",
+		"deadLatest":      "proc_state_dead",
+		"deadLatestNull":  "proc_state_state|proc_state_dead",
 		"skippedByReason": "proc_state_state",
 		"backfillPending": "proc_state_backfill",
 		"abandoned":       "proc_state_abandoned",

@@ -38,9 +38,17 @@ type Sources struct {
 	ReportTTL time.Duration
 }
 
+// Observer also receives every latency the histograms observe (the status
+// page's history keeps a short window of them, cmd/msgx/page).
+type Observer interface {
+	ObserveDecision(time.Duration)
+	ObserveEndToEnd(time.Duration)
+}
+
 // Metrics owns the registry and the histograms.
 type Metrics struct {
 	coll     *collector
+	also     Observer
 	Registry *prometheus.Registry
 	// Decision is the router's delivery-to-decision latency.
 	Decision prometheus.Histogram
@@ -73,11 +81,32 @@ func (m *Metrics) SetSources(src Sources) {
 	m.coll.src = src
 }
 
+// Sources returns the running figures attached last.
+func (m *Metrics) Sources() Sources {
+	m.coll.mu.Lock()
+	defer m.coll.mu.Unlock()
+	return m.coll.src
+}
+
+// Also hands every later observation to o as well. Call it before the
+// components that observe start (it is not synchronised with them).
+func (m *Metrics) Also(o Observer) { m.also = o }
+
 // ObserveDecision records one router decision latency.
-func (m *Metrics) ObserveDecision(d time.Duration) { m.Decision.Observe(d.Seconds()) }
+func (m *Metrics) ObserveDecision(d time.Duration) {
+	m.Decision.Observe(d.Seconds())
+	if m.also != nil {
+		m.also.ObserveDecision(d)
+	}
+}
 
 // ObserveEndToEnd records one end-to-end latency.
-func (m *Metrics) ObserveEndToEnd(d time.Duration) { m.EndToEnd.Observe(d.Seconds()) }
+func (m *Metrics) ObserveEndToEnd(d time.Duration) {
+	m.EndToEnd.Observe(d.Seconds())
+	if m.also != nil {
+		m.also.ObserveEndToEnd(d)
+	}
+}
 
 type collector struct {
 	mu  sync.Mutex

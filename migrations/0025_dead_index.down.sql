@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS proc_state_dead;
