@@ -11,7 +11,7 @@ run: devdb
 	MSGX_CUTOVER_WATERMARK=$${MSGX_CUTOVER_WATERMARK:-min} $(GO) run ./cmd/msgx run
 
 ## test: every test (real PostgreSQL, MariaDB and an in-process Kafka)
-test: services
+test: services browser
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
