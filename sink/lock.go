@@ -24,6 +24,12 @@ const (
 	// LockProcess is the session lock of the processing role of one
 	// deployment (processors and maintenance jobs).
 	LockProcess LockKey = 0x6d73_6778_0002
+	// LockPartitioned is held shared by every instance running the
+	// partitioned processors (msgx-flights, msgx-refdata), which share the
+	// transition topics' partitions through their consumer groups instead
+	// of waiting for one another; msgx rebuild takes it exclusively, so it
+	// never runs beside any of them.
+	LockPartitioned LockKey = 0x6d73_6778_0003
 	// LockRequests is the session lock held while a process writes to the
 	// outbound mailbox (a new request, or recovery), so two processes never
 	// send the same PENDING request.
@@ -82,6 +88,8 @@ func (k LockKey) String() string {
 		return "the ingest lock"
 	case LockProcess:
 		return "the process lock"
+	case LockPartitioned:
+		return "the partitioned processors' lock"
 	case LockRequests:
 		return "the outbound request lock"
 	case LockBackfill:
@@ -100,6 +108,7 @@ func (k LockKey) String() string {
 type Lock struct {
 	conn    *pgx.Conn
 	key     LockKey
+	shared  bool
 	timeout time.Duration
 }
 
@@ -113,9 +122,20 @@ type Lock struct {
 // their logs, retry.OutageLog). Any other error is returned, as is ctx's
 // when it ends.
 func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key LockKey, interval time.Duration, onWait func(), onOutage func(error)) (*Lock, error) {
+	return acquireLock(ctx, c, clk, key, false, interval, onWait, onOutage)
+}
+
+// AcquireSharedLock is AcquireLock for a shared hold of key: any number of
+// sessions hold it together, and it waits only while a session holds key
+// exclusively (msgx rebuild holding LockPartitioned).
+func AcquireSharedLock(ctx context.Context, c Config, clk clock.Clock, key LockKey, interval time.Duration, onWait func(), onOutage func(error)) (*Lock, error) {
+	return acquireLock(ctx, c, clk, key, true, interval, onWait, onOutage)
+}
+
+func acquireLock(ctx context.Context, c Config, clk clock.Clock, key LockKey, shared bool, interval time.Duration, onWait func(), onOutage func(error)) (*Lock, error) {
 	waited := false
 	for {
-		l, ok, err := tryLock(ctx, c, key)
+		l, ok, err := tryLock(ctx, c, key, shared)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -142,18 +162,22 @@ func AcquireLock(ctx context.Context, c Config, clk clock.Clock, key LockKey, in
 // TryLock takes the advisory lock key if it is free; ok is false when
 // another session holds it.
 func TryLock(ctx context.Context, c Config, key LockKey) (l *Lock, ok bool, err error) {
-	return tryLock(ctx, c, key)
+	return tryLock(ctx, c, key, false)
 }
 
-func tryLock(ctx context.Context, c Config, key LockKey) (*Lock, bool, error) {
+func tryLock(ctx context.Context, c Config, key LockKey, shared bool) (*Lock, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	conn, err := pgx.Connect(cctx, c.PGDSN)
 	if err != nil {
 		return nil, false, fmt.Errorf("connecting for advisory lock: %w", err)
 	}
+	q := "SELECT pg_try_advisory_lock($1)"
+	if shared {
+		q = "SELECT pg_try_advisory_lock_shared($1)"
+	}
 	var ok bool
-	if err := conn.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", int64(key)).Scan(&ok); err != nil {
+	if err := conn.QueryRow(cctx, q, int64(key)).Scan(&ok); err != nil {
 		conn.Close(context.Background())
 		return nil, false, fmt.Errorf("taking advisory lock: %w", err)
 	}
@@ -161,7 +185,7 @@ func tryLock(ctx context.Context, c Config, key LockKey) (*Lock, bool, error) {
 		conn.Close(context.Background())
 		return nil, false, nil
 	}
-	return &Lock{conn: conn, key: key, timeout: c.Timeout}, true, nil
+	return &Lock{conn: conn, key: key, shared: shared, timeout: c.Timeout}, true, nil
 }
 
 // TryPoolLock takes the session advisory lock key on a connection of pool,
@@ -211,6 +235,10 @@ func (l *Lock) Alive(ctx context.Context) error {
 func (l *Lock) Release() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
-	_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", int64(l.key))
+	q := "SELECT pg_advisory_unlock($1)"
+	if l.shared {
+		q = "SELECT pg_advisory_unlock_shared($1)"
+	}
+	_, _ = l.conn.Exec(ctx, q, int64(l.key))
 	_ = l.conn.Close(ctx)
 }

@@ -107,3 +107,40 @@ func TestAcquireLockStandby(t *testing.T) {
 		t.Fatalf("onWait called %d times, want once", waits.Load())
 	}
 }
+
+// Shared holders of LockPartitioned hold it together; an exclusive taker
+// (msgx rebuild) is refused while any of them holds it, and a shared taker
+// waits while the exclusive one holds it.
+func TestSharedLock(t *testing.T) {
+	dsn := testenv.NewEmptyPG(t)
+	cfg := sink.Config{PGDSN: dsn, Timeout: 5 * time.Second}
+	ctx := context.Background()
+	clk := clock.Real{}
+	a, err := sink.AcquireSharedLock(ctx, cfg, clk, sink.LockPartitioned, time.Millisecond, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sink.AcquireSharedLock(ctx, cfg, clk, sink.LockPartitioned, time.Millisecond, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := sink.TryLock(ctx, cfg, sink.LockPartitioned); err != nil || ok {
+		t.Fatalf("exclusive lock taken beside two shared holders: %v %v", ok, err)
+	}
+	a.Release()
+	if _, ok, err := sink.TryLock(ctx, cfg, sink.LockPartitioned); err != nil || ok {
+		t.Fatalf("exclusive lock taken beside one shared holder: %v %v", ok, err)
+	}
+	b.Release()
+	x, ok, err := sink.TryLock(ctx, cfg, sink.LockPartitioned)
+	if err != nil || !ok {
+		t.Fatalf("exclusive lock refused once the shared holders left: %v %v", ok, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	waited := false
+	if _, err := sink.AcquireSharedLock(wctx, cfg, clk, sink.LockPartitioned, 10*time.Millisecond, func() { waited = true }, nil); err == nil || !waited {
+		t.Fatalf("shared lock taken beside the exclusive holder (waited=%v, err=%v)", waited, err)
+	}
+	x.Release()
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,7 +16,6 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
-	"msgx/processors/flights"
 	"msgx/sink"
 )
 
@@ -86,10 +84,7 @@ func (s *scenario) start(args ...string) *exec.Cmd {
 
 func (s *scenario) stop() {
 	for _, c := range []*exec.Cmd{s.gateway, s.broker} {
-		if c != nil && c.ProcessState == nil {
-			_ = c.Process.Signal(syscall.SIGTERM)
-			_ = c.Wait()
-		}
+		stopChild(c)
 	}
 	if s.t.Failed() {
 		b, _ := os.ReadFile(s.logs.Name())
@@ -214,18 +209,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	// Every version of every flight was announced at least once.
-	testenv.WaitCaughtUp(t, crash.brokers, flights.Group, []string{"msgx.flight-transitions"}, time.Minute)
-	seen := map[string]bool{}
-	for _, r := range testenv.ReadTopic(t, crash.brokers, "msgx.msg", 1<<30, 15*time.Second) {
-		var ev struct {
-			FLID         string `json:"flid"`
-			StateVersion int64  `json:"stateVersion"`
-		}
-		if err := json.Unmarshal(r.Value, &ev); err != nil {
-			t.Fatal(err)
-		}
-		seen[fmt.Sprintf("%s@%d", ev.FLID, ev.StateVersion)] = true
-	}
+	seen := announcedVersions(t, crash)
 	missing := 0
 	for flid, w := range want {
 		var v int64

@@ -73,6 +73,16 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 		return errors.New("another msgx instance is processing (it holds the process lock): stop it before rebuilding")
 	}
 	defer lock.Release()
+	// Every instance running the partitioned processors holds this one
+	// shared: rebuild needs it alone.
+	plock, ok, err := sink.TryLock(ctx, cfg.DB, sink.LockPartitioned)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("another msgx instance runs the flights or refdata processors (it holds their shared lock): stop it before rebuilding")
+	}
+	defer plock.Release()
 	groups := processorGroups(cfg)
 	// A stopped instance stays a (static) member until its session times
 	// out: wait that long before deciding another one still runs.

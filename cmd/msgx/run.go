@@ -212,28 +212,31 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		}
 		mux.Handle("POST /cminmsgs/send", send)
 	}
+	// The processing components attach their figures when they start.
+	m.SetSources(src)
 	if r.has(roleProcess) {
-		// One processing instance at a time: a second one waits as a hot
-		// standby and takes over when the first dies (its session, and so
-		// the lock, ends with it). msgx rebuild takes the same lock. An
-		// instance whose lock session is lost (PostgreSQL restarted) stops
-		// its processors and goes back to waiting.
+		proc, err := newProcessing(cfg, d, log, m)
+		if err != nil {
+			return err
+		}
+		// The single roles (router, publisher, backfill, schd flusher,
+		// maintenance, requests, history): one instance at a time; a
+		// second one waits as a hot standby and takes over when the first
+		// dies (its session, and so the lock, ends with it). msgx rebuild
+		// takes the same lock.
 		g.Go(func() error {
-			for {
-				err := processWhileLocked(gctx, cfg, d, log, m, src)
-				if gctx.Err() != nil {
-					return nil
-				}
-				if !errors.Is(err, errLockLost) {
-					return err
-				}
-				log.Warn("process lock lost: processors stopped, waiting as a standby", "component", "main", "err", err)
-			}
+			return whileLocked(gctx, cfg, d, log, m, lockSpec{key: sink.LockProcess, role: "the single processing roles"}, proc.startSingles)
+		})
+		// The partitioned processors (flights, refdata): every instance
+		// runs them, and their consumer groups share the transition
+		// topics' partitions (MSGX_TRANSITION_PARTITIONS). The shared lock
+		// keeps msgx rebuild out while any of them runs.
+		g.Go(func() error {
+			return whileLocked(gctx, cfg, d, log, m, lockSpec{key: sink.LockPartitioned, shared: true, role: "the flights and refdata processors"}, proc.startPartitioned)
 		})
 	}
 	(&refdataproc.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	(&flights.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
-	m.SetSources(src)
 	g.Go(func() error { return hist.Run(gctx) })
 	g.Go(func() error { return srv.Run(gctx) })
 	return awaitShutdown(ctx, cfg, d, g, log)
@@ -313,35 +316,64 @@ func newRequests(cfg Config, d *deps) (*outbound.Requests, error) {
 		Location: cfg.Location(), DBTimeout: cfg.DB.Timeout})
 }
 
-// errLockLost stops the processors of an instance whose process lock
-// session ended.
-var errLockLost = errors.New("process lock lost")
+// errLockLost stops the processors of an instance whose lock session
+// ended.
+var errLockLost = errors.New("lock lost")
 
-// processWhileLocked waits for the process lock, then runs the processing
-// components (each supervised) until ctx ends or the lock's session is lost.
-func processWhileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, src metric.Sources) error {
+// lockSpec names the advisory lock a group of processing components runs
+// under.
+type lockSpec struct {
+	key    sink.LockKey
+	shared bool
+	role   string // for logs: what the lock lets this instance run
+}
+
+// whileLocked runs start's components each time this instance holds the
+// lock, until ctx ends. An instance whose lock session is lost (PostgreSQL
+// restarted) stops those components and waits for the lock again.
+func whileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, l lockSpec,
+	start func(supervise func(string, func(context.Context) error), m *metric.Metrics) error) error {
+	for {
+		err := runLocked(ctx, cfg, d, log, m, l, start)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, errLockLost) {
+			return err
+		}
+		log.Warn(l.key.String()+" lost: "+l.role+" stopped, waiting for it again", "component", "main", "err", err)
+	}
+}
+
+// runLocked waits for the lock, then runs start's components (each
+// supervised) until ctx ends or the lock's session is lost.
+func runLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, l lockSpec,
+	start func(supervise func(string, func(context.Context) error), m *metric.Metrics) error) error {
 	// The lock is retried every MSGX_LOCK_RETRY, through outages too: the
-	// processors start at most that long after PostgreSQL is back.
+	// components start at most that long after PostgreSQL is back.
 	outage := &retry.OutageLog{Log: log.With("component", "main"), Clock: d.clock}
-	lock, err := sink.AcquireLock(ctx, cfg.DB, d.clock, sink.LockProcess, cfg.DB.LockRetry, func() {
-		log.Info("standby: another instance is processing; waiting to take over", "component", "main")
+	acquire := sink.AcquireLock
+	if l.shared {
+		acquire = sink.AcquireSharedLock
+	}
+	lock, err := acquire(ctx, cfg.DB, d.clock, l.key, cfg.DB.LockRetry, func() {
+		log.Info("standby: waiting for "+l.key.String()+" to run "+l.role, "component", "main")
 	}, func(err error) {
-		outage.Failed("process lock: PostgreSQL unavailable, waiting", err, "retry_every", cfg.DB.LockRetry.String())
+		outage.Failed(l.key.String()+": PostgreSQL unavailable, waiting", err, "retry_every", cfg.DB.LockRetry.String())
 	})
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	outage.Recovered("process lock: PostgreSQL reachable again")
-	log.Info("process lock acquired: this instance runs the processors", "component", "main")
+	outage.Recovered(l.key.String() + ": PostgreSQL reachable again")
+	log.Info(l.key.String()+" acquired: this instance runs "+l.role, "component", "main")
 	pg, pctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		pg.Go(func() error { return retry.Supervise(pctx, d.clock, restartBackoff, log, d.health, name, run) })
 	}
-	if err := startProcessing(cfg, d, log, m, &src, supervise); err != nil {
+	if err := start(supervise, m); err != nil {
 		return err
 	}
-	m.SetSources(src)
 	pg.Go(func() error {
 		for {
 			if err := clock.Sleep(pctx, d.clock, 5*time.Second); err != nil {
@@ -355,60 +387,80 @@ func processWhileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logg
 	return pg.Wait()
 }
 
-// startProcessing starts the processing role's components under
-// supervision: request tracking, the router, the flights and refdata
-// processors, the backfill sweeper, the schd flusher and the maintenance
-// jobs.
-func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, src *metric.Sources,
-	supervise func(string, func(context.Context) error)) error {
+// processing holds the processing role's collaborators shared by its two
+// halves: the flights processor wakes the publisher, and both partitioned
+// processors complete requests inside their transactions, while the
+// publisher and request tracking themselves run only under the process lock.
+type processing struct {
+	cfg  Config
+	d    *deps
+	log  *slog.Logger
+	reqs *outbound.Requests
+	pub  *event.Publisher
+}
+
+func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*processing, error) {
 	reqs, err := newRequests(cfg, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	supervise("requests", reqs.Run)
-	msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
-	rt, err := router.New(cfg.Router, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
-		Requests: reqs, ObserveDecision: m.ObserveDecision})
-	if err != nil {
-		return err
-	}
-	src.Router = rt.Stats
-	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
-	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	pub, err := event.New(cfg.Publisher, event.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers, Kafka: cfg.Kafka,
 		Clock: d.clock, Log: log, Observe: m.ObserveEndToEnd})
 	if err != nil {
+		return nil, err
+	}
+	return &processing{cfg: cfg, d: d, log: log, reqs: reqs, pub: pub}, nil
+}
+
+// startPartitioned starts the flights and refdata processors under
+// supervision.
+func (p *processing) startPartitioned(supervise func(string, func(context.Context) error), m *metric.Metrics) error {
+	cfg, d, log := p.cfg, p.d, p.log
+	fp, err := flights.New(cfg.Flights, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+		Notify: p.pub.Notify, OnMessageDone: p.reqs.CompleteFlightResponse})
+	if err != nil {
 		return err
 	}
-	supervise("publisher", pub.Run)
-	src.Publisher = pub.Stats
-	d.health.WatchPause("publisher", func() (bool, string) {
-		st := pub.Stats()
-		return st.LastError != "", st.LastError
-	})
-	fp, err := flights.New(cfg.Flights, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		Notify: pub.Notify, OnMessageDone: reqs.CompleteFlightResponse})
+	rp, err := refdataproc.New(cfg.Refdata, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
+		OnApplied: p.reqs.CompleteRefdataResponse})
 	if err != nil {
 		return err
 	}
 	supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-	src.Flights = fp.Stats
 	d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
-	rp, err := refdataproc.New(cfg.Refdata, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		OnApplied: reqs.CompleteRefdataResponse})
+	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
+	m.UpdateSources(func(s *metric.Sources) { s.Flights, s.Refdata = fp.Stats, rp.Stats })
+	return nil
+}
+
+// startSingles starts the components of which one instance runs at a
+// time, under supervision: request tracking, the router, the event
+// publisher, the backfill sweeper, the schd flusher, the maintenance jobs
+// and the flight history sweep.
+func (p *processing) startSingles(supervise func(string, func(context.Context) error), m *metric.Metrics) error {
+	cfg, d, log := p.cfg, p.d, p.log
+	supervise("requests", p.reqs.Run)
+	msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
+	rt, err := router.New(cfg.Router, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
+		Requests: p.reqs, ObserveDecision: m.ObserveDecision})
 	if err != nil {
 		return err
 	}
-	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
-	src.Refdata = rp.Stats
-	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
+	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
+	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	pub := p.pub
+	supervise("publisher", pub.Run)
+	d.health.WatchPause("publisher", func() (bool, string) {
+		st := pub.Stats()
+		return st.LastError != "", st.LastError
+	})
 	bf, err := backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
 		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 	if err != nil {
 		return err
 	}
 	supervise("backfill", bf.Run)
-	src.Backfill = bf.Stats
 	fl, err := schd.New(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
 		Kafka: cfg.Kafka, Clock: d.clock, Log: log})
 	if err != nil {
@@ -421,7 +473,6 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 		}
 		return err
 	})
-	src.Schd = fl.Stats
 	jobs, err := maintenance.New(cfg.Jobs, maintenance.Deps{PG: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock,
 		Log: log, Location: cfg.Location()})
 	if err != nil {
@@ -434,5 +485,8 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 		return err
 	}
 	supervise("history", hist.Run)
+	m.UpdateSources(func(s *metric.Sources) {
+		s.Router, s.Publisher, s.Backfill, s.Schd = rt.Stats, pub.Stats, bf.Stats, fl.Stats
+	})
 	return nil
 }

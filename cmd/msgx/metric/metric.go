@@ -81,6 +81,15 @@ func (m *Metrics) SetSources(src Sources) {
 	m.coll.src = src
 }
 
+// UpdateSources changes the attached sources in place: the processing
+// roles that start independently (the single roles under the process lock,
+// the partitioned processors under their shared lock) each attach theirs.
+func (m *Metrics) UpdateSources(update func(*Sources)) {
+	m.coll.mu.Lock()
+	defer m.coll.mu.Unlock()
+	update(&m.coll.src)
+}
+
 // Sources returns the running figures attached last.
 func (m *Metrics) Sources() Sources {
 	m.coll.mu.Lock()
