@@ -214,7 +214,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	// Every version of every flight was announced at least once.
-	testenv.WaitCaughtUp(t, crash.brokers, flights.Group, []string{"msgx.flight-transitions"}, time.Minute)
+	testenv.WaitCaughtUp(t, crash.brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
 	seen := map[string]bool{}
 	for _, r := range testenv.ReadTopic(t, crash.brokers, "msgx.msg", 1<<30, 15*time.Second) {
 		var ev struct {

@@ -117,7 +117,7 @@ func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := runTable(context.Background(), cfg, []string{"get", "messages", "1"}, &out, testenv.Logger(t)); err != nil {
+	if err := runCommand(context.Background(), cfg, "table", []string{"get", "messages", "1"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), `"state": "DEAD"`) || !strings.Contains(out.String(), `"errorClass": "MALFORMED"`) {
