@@ -71,9 +71,9 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 		}
 		for q, want := range map[string]int{
 			"SELECT COUNT(*) FROM proc_state WHERE msg_id IN (1, 2, 5, 12, 13) AND state = 'SUCCEEDED'": 5,
-			"SELECT COUNT(*) FROM proc_state WHERE msg_id = 6 AND reason = 'duplicate-of:2'":             1,
-			"SELECT COUNT(*) FROM proc_state WHERE msg_id > 13 AND state = 'DEAD'":                       d.extra,
-			"SELECT COUNT(*) FROM flight_schd WHERE flid IN ('15', '16', '17')":                          3,
+			"SELECT COUNT(*) FROM proc_state WHERE msg_id = 6 AND reason = 'duplicate-of:2'":            1,
+			"SELECT COUNT(*) FROM proc_state WHERE msg_id > 13 AND state = 'DEAD'":                      d.extra,
+			"SELECT COUNT(*) FROM flight_schd WHERE flid IN ('15', '16', '17')":                         3,
 		} {
 			if c := count(t, pool, q); c != want {
 				t.Errorf("%s: %s = %d, want %d", d.prefix, q, c, want)
