@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"msgx/internal/testenv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runCommand runs the subcommand name with cfg as realMain does once the
@@ -187,5 +189,41 @@ func TestParseInterspersed(t *testing.T) {
 		if err != nil || strings.Join(pos, " ") != tc.pos || *from != tc.from {
 			t.Errorf("%q: positional %q, --from %q, %v; want %q, %q", tc.args, pos, *from, err, tc.pos, tc.from)
 		}
+	}
+}
+
+// `msgx status --exit-code` is a monitoring check: status 0 while the
+// running gateway has no alert (it has read an ignored message, which
+// seeds ingest), 1 with the report on stdout once it has one (a DEAD
+// message); without the flag the same report exits 0.
+func TestStatusExitCode(t *testing.T) {
+	environ, myDSN := testEnviron(t, map[string]string{"MSGX_HTTP_ADDR": freeAddr(t)})
+	cfg, err := loadConfig(environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	my := testenv.OpenMySQL(t, myDSN)
+	testenv.InsertInbox(t, my, `<MSG><META><SNDR>AODB</SNDR><SEQN>1</SEQN><DTTM>20261130080000</DTTM><TYPE>LDM</TYPE><STYP>LDM</STYP></META><LDM><FLID>1</FLID></LDM></MSG>`)
+	stop := start(t, cfg)
+	defer stop()
+	var code int
+	var out, errOut string
+	waitFor(t, "status --exit-code 0 once the gateway is up", time.Minute, func() bool {
+		code, out, errOut = cli(t, environ, "status", "--exit-code")
+		return code == 0
+	})
+	if !strings.Contains(out, "ALERTS: none") || errOut != "" {
+		t.Fatalf("status without alerts: stdout %q, stderr %q", out, errOut)
+	}
+	testenv.InsertInbox(t, my, "<MSG/>")
+	waitFor(t, "status --exit-code 1 with the DEAD message", time.Minute, func() bool {
+		code, out, errOut = cli(t, environ, "status", "--exit-code")
+		return code == 1
+	})
+	if !strings.Contains(out, "ALERTS (") || !strings.Contains(out, "DEAD") || errOut != "" {
+		t.Fatalf("status --exit-code with an alert: stdout %q, stderr %q", out, errOut)
+	}
+	if code, out, _ := cli(t, environ, "status", "--json"); code != 0 || !strings.Contains(out, `"alerts": [`) {
+		t.Fatalf("status --json without --exit-code: status %d\n%s", code, out)
 	}
 }

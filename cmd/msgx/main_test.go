@@ -32,6 +32,18 @@ func freeAddr(t *testing.T) string {
 // an embedded broker persisting under a temporary state directory.
 func testConfig(t *testing.T, extra map[string]string) (Config, string) {
 	t.Helper()
+	envm, myDSN := testEnviron(t, extra)
+	cfg, err := loadConfig(envm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, myDSN
+}
+
+// testEnviron is testConfig's environment (MSGX_* variables), for tests
+// that run msgx as a command.
+func testEnviron(t *testing.T, extra map[string]string) (map[string]string, string) {
+	t.Helper()
 	myDSN := testenv.NewMySQL(t)
 	envm := map[string]string{
 		"MSGX_PG_DSN":              testenv.NewEmptyPG(t),
@@ -45,11 +57,7 @@ func testConfig(t *testing.T, extra map[string]string) (Config, string) {
 	for k, v := range extra {
 		envm[k] = v
 	}
-	cfg, err := loadConfig(envm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, myDSN
+	return envm, myDSN
 }
 
 // start runs the whole gateway in-process and returns its stop function.
