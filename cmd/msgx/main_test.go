@@ -187,6 +187,8 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"MSGX_LOCK_RETRY": "0s"}, "MSGX_LOCK_RETRY"},
 		{map[string]string{"MSGX_HTTP_MAX_CONCURRENT": "0"}, "MSGX_HTTP_MAX_CONCURRENT"},
 		{map[string]string{"MSGX_HTTP_READ_TIMEOUT": "0s"}, "MSGX_HTTP_READ_TIMEOUT"},
+		{map[string]string{"MSGX_KAFKA_PREFIX": "a b."}, `MSGX_KAFKA_PREFIX: "a b." has ' '`},
+		{map[string]string{"MSGX_TOPIC_MSG": "flight events"}, `topic name: "flight events" has ' '`},
 		{map[string]string{"MSGX_ENV": "production"}, "MSGX_KAFKA_BROKERS is empty"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092"}, "MSGX_PG_DSN is the development default"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092", "MSGX_PG_DSN": "postgres://p@db/msgx"}, "MSGX_MYSQL_DSN is the development default"},

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +139,60 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 				t.Errorf("%s%s is not on the cluster (%v)", p, n, names)
 			}
 		}
+	}
+}
+
+// MSGX_KAFKA_PREFIX goes before every group and every default topic name;
+// a topic set explicitly is used as written, or with the prefix where it
+// says ${MSGX_KAFKA_PREFIX}. Without a prefix the names are today's.
+func TestKafkaPrefixNames(t *testing.T) {
+	names := func(c Config) []string {
+		out := []string{string(c.Router.Group()), string(c.Flights.Group()), string(c.Refdata.Group()), c.Flights.LoopTopic()}
+		for _, g := range processorGroups(c) {
+			out = append(out, g.Group)
+			out = append(out, g.Topics...)
+		}
+		for _, tp := range topics(c) {
+			out = append(out, tp.Name)
+		}
+		for _, tv := range tables(c) {
+			out = append(out, string(tv.table))
+		}
+		return append(out, c.Ingest.Topic, c.Router.InboxTopic, c.Router.FlightTopic, c.Router.RefdataTopic,
+			c.Flights.TransitionTopic, c.Flights.MsgTopic, c.Flights.SchdTopic, c.History.TransitionTopic,
+			c.Refdata.TransitionTopic, c.Schd.Topic)
+	}
+	plain, err := loadConfig(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"msgx-router": true, "msgx-flights": true, "msgx-refdata": true, "msgx-flights-loop": true,
+		"msgx.inbox": true, "msgx.flight-transitions": true, "msgx.refdata-transitions": true, "msgx.msg": true, "msgx.schd": true,
+		"msgx-router-table": true, "msgx-flights-table": true, "msgx-refdata-table": true}
+	got := map[string]bool{}
+	for _, n := range names(plain) {
+		got[n] = true
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("names without a prefix: %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+
+	pre, err := loadConfig(map[string]string{"MSGX_KAFKA_PREFIX": "t2."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names(pre) {
+		if !strings.HasPrefix(n, "t2.") || !want[strings.TrimPrefix(n, "t2.")] {
+			t.Errorf("with MSGX_KAFKA_PREFIX=t2.: %q", n)
+		}
+	}
+
+	set, err := loadConfig(map[string]string{"MSGX_KAFKA_PREFIX": "t2.", "MSGX_TOPIC_MSG": "aodb.flight-events",
+		"MSGX_TOPIC_SCHD": "${MSGX_KAFKA_PREFIX}latest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Flights.MsgTopic != "aodb.flight-events" || set.Flights.SchdTopic != "t2.latest" || set.Schd.Topic != "t2.latest" || set.Ingest.Topic != "t2.msgx.inbox" {
+		t.Errorf("explicit topics: msg %q, schd %q/%q, inbox %q", set.Flights.MsgTopic, set.Flights.SchdTopic, set.Schd.Topic, set.Ingest.Topic)
 	}
 }
