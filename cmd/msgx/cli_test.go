@@ -17,17 +17,13 @@ import (
 // code.
 func runCommand(ctx context.Context, cfg Config, name string, args []string, out io.Writer, log *slog.Logger) error {
 	for _, c := range commands() {
-		if c.name != name {
-			continue
+		if c.name == name {
+			_, run, rest, err := c.parse(args)
+			if err != nil {
+				return err
+			}
+			return run(ctx, &invocation{cfg: cfg, stdout: out, log: log}, rest)
 		}
-		fs := flag.NewFlagSet(name, flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		run := c.define(fs)
-		rest, err := parseInterspersed(fs, args)
-		if err != nil {
-			return err
-		}
-		return run(ctx, &invocation{cfg: cfg, stdout: out, log: log}, rest)
 	}
 	return fmt.Errorf("no command %q", name)
 }

@@ -134,10 +134,7 @@ func realMain(args []string, environ map[string]string, stdout, stderr io.Writer
 		printUsage(stderr, cmds)
 		return 2
 	}
-	fs := flag.NewFlagSet("msgx "+c.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	run := c.define(fs)
-	rest, err := parseInterspersed(fs, args[1:])
+	fs, run, rest, err := c.parse(args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		c.printUsage(stdout, fs)
 		return 0
@@ -179,7 +176,8 @@ func realMain(args []string, environ map[string]string, stdout, stderr io.Writer
 	var ue usageError
 	var es exitStatus
 	switch {
-	case err == nil, errors.Is(err, context.Canceled):
+	case err == nil, c.daemon && errors.Is(err, context.Canceled):
+		// A daemon stopped by SIGINT/SIGTERM has done its job.
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "msgx %s: %s\n", c.name, ue.msg)
@@ -194,6 +192,16 @@ func realMain(args []string, environ map[string]string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "msgx %s: %s\n", c.name, oneLine(err))
 		return 1
 	}
+}
+
+// parse gives the command a fresh flag set, parses args with it and returns
+// what runs the command with the positional arguments.
+func (c *command) parse(args []string) (*flag.FlagSet, runFunc, []string, error) {
+	fs := flag.NewFlagSet("msgx "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	run := c.define(fs)
+	rest, err := parseInterspersed(fs, args)
+	return fs, run, rest, err
 }
 
 // parseInterspersed parses fs from args, allowing flags after the
