@@ -102,10 +102,8 @@ func (c Config) Validate() error {
 	if c.MaxInFlight != 1 {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_MAX_IN_FLIGHT=%d: Kafka producers must use max.in.flight=1 (docs/design.md#kafka-settings)", c.MaxInFlight))
 	}
-	if c.Prefix != "" {
-		if err := CheckTopicName(c.Prefix); err != nil {
-			errs = append(errs, fmt.Errorf("MSGX_KAFKA_PREFIX: %w", err))
-		}
+	if err := CheckPrefix(c.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_PREFIX: %w", err))
 	}
 	if _, err := sarama.ParseKafkaVersion(c.Version); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_VERSION: %w", err))

@@ -68,9 +68,15 @@ func CheckTopicName(name string) error {
 	case len(name) > 249:
 		return fmt.Errorf("%q is longer than Kafka's 249 characters", name)
 	}
-	for _, r := range name {
+	return CheckPrefix(name)
+}
+
+// CheckPrefix refuses a character Kafka does not take in a topic name, in
+// a prefix of names (MSGX_KAFKA_PREFIX; its length counts in the names).
+func CheckPrefix(s string) error {
+	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("%q has %q: Kafka names take only ASCII letters, digits, '.', '_' and '-'", name, r)
+			return fmt.Errorf("%q has %q: Kafka names take only ASCII letters, digits, '.', '_' and '-'", s, r)
 		}
 	}
 	return nil
