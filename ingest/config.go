@@ -15,7 +15,7 @@ type Config struct {
 	// Table is the shared inbox table (the legacy CMINMSGS).
 	Table string `env:"MSGX_INBOX_TABLE" envDefault:"cminmsgs"`
 	// Topic is the internal source-of-truth topic.
-	Topic string `env:"MSGX_TOPIC_INBOX" envDefault:"msgx.inbox"`
+	Topic string `env:"MSGX_TOPIC_INBOX,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.inbox"`
 	// Retention of the inbox topic; 0 keeps records forever (rebuild is only as
 	// complete as this retention).
 	Retention time.Duration `env:"MSGX_INBOX_RETENTION" envDefault:"0"`

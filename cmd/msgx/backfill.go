@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
-	"io"
 	"strconv"
 
 	"msgx/internal/clock"
@@ -12,43 +12,48 @@ import (
 	"msgx/sink/backfill"
 )
 
-// runBackfill serves `msgx backfill abandoned` and `msgx backfill reopen`.
-func runBackfill(ctx context.Context, cfg Config, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("usage: msgx backfill abandoned | msgx backfill reopen <MSG_ID>...")
-	}
-	pool, err := sink.OpenPG(ctx, cfg.DB)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	switch args[0] {
-	case "abandoned":
-		rows, err := backfill.Abandoned(ctx, pool, 0)
+// backfillCommand is `msgx backfill abandoned` (the messages whose
+// processed mark msgx stopped trying to write, JSON) and `msgx backfill
+// reopen <MSG_ID>...` (put them back into the sweep).
+func backfillCommand(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, x *invocation, args []string) error {
+		var ids []int64
+		switch {
+		case len(args) == 1 && args[0] == "abandoned":
+		case len(args) > 1 && args[0] == "reopen":
+			for _, a := range args[1:] {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil {
+					return usagef("%q is not a MSG_ID", a)
+				}
+				ids = append(ids, id)
+			}
+		case len(args) == 0:
+			return usagef("want abandoned or reopen")
+		case args[0] == "reopen":
+			return usagef("reopen needs at least one MSG_ID")
+		default:
+			return usagef("unknown action %q (want abandoned or reopen)", args[0])
+		}
+		pool, err := sink.OpenPG(ctx, x.cfg.DB)
 		if err != nil {
 			return err
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	case "reopen":
-		if len(args) < 2 {
-			return fmt.Errorf("usage: msgx backfill reopen <MSG_ID>...")
-		}
-		ids := make([]int64, 0, len(args)-1)
-		for _, a := range args[1:] {
-			id, err := strconv.ParseInt(a, 10, 64)
+		defer pool.Close()
+		if ids == nil {
+			rows, err := backfill.Abandoned(ctx, pool, 0)
 			if err != nil {
-				return fmt.Errorf("backfill reopen: %q is not a MSG_ID", a)
+				return err
 			}
-			ids = append(ids, id)
+			enc := json.NewEncoder(x.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rows)
 		}
 		n, err := backfill.Reopen(ctx, pool, ids, clock.Real{}.Now())
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "reopened %d of %d\n", n, len(ids))
+		fmt.Fprintf(x.stdout, "reopened %d of %d\n", n, len(ids))
 		return nil
 	}
-	return fmt.Errorf("backfill: unknown action %q (want abandoned or reopen)", args[0])
 }

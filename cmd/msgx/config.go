@@ -90,6 +90,15 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("MSGX_SHUTDOWN_TIMEOUT: must be positive"))
 	}
+	// Every name is checked once the prefix is valid (an invalid prefix
+	// would spoil each of them; c.Kafka.Validate reports it).
+	if kafka.CheckPrefix(c.Kafka.Prefix) == nil {
+		for _, t := range topics(*c) {
+			if err := kafka.CheckTopicName(t.Name); err != nil {
+				errs = append(errs, fmt.Errorf("topic name: %w", err))
+			}
+		}
+	}
 	errs = append(errs, c.productionChecks()...)
 	if err := c.HTTP.CheckRecordLimit(c.Kafka.MaxMessageBytes); err != nil {
 		errs = append(errs, err)

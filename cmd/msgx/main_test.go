@@ -32,6 +32,18 @@ func freeAddr(t *testing.T) string {
 // an embedded broker persisting under a temporary state directory.
 func testConfig(t *testing.T, extra map[string]string) (Config, string) {
 	t.Helper()
+	envm, myDSN := testEnviron(t, extra)
+	cfg, err := loadConfig(envm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, myDSN
+}
+
+// testEnviron is testConfig's environment (MSGX_* variables), for tests
+// that run msgx as a command.
+func testEnviron(t *testing.T, extra map[string]string) (map[string]string, string) {
+	t.Helper()
 	myDSN := testenv.NewMySQL(t)
 	envm := map[string]string{
 		"MSGX_PG_DSN":              testenv.NewEmptyPG(t),
@@ -45,11 +57,7 @@ func testConfig(t *testing.T, extra map[string]string) (Config, string) {
 	for k, v := range extra {
 		envm[k] = v
 	}
-	cfg, err := loadConfig(envm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, myDSN
+	return envm, myDSN
 }
 
 // start runs the whole gateway in-process and returns its stop function.
@@ -117,7 +125,7 @@ func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := runTable(context.Background(), cfg, []string{"get", "messages", "1"}, &out, testenv.Logger(t)); err != nil {
+	if err := runCommand(context.Background(), cfg, "table", []string{"get", "messages", "1"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), `"state": "DEAD"`) || !strings.Contains(out.String(), `"errorClass": "MALFORMED"`) {
@@ -179,6 +187,8 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"MSGX_LOCK_RETRY": "0s"}, "MSGX_LOCK_RETRY"},
 		{map[string]string{"MSGX_HTTP_MAX_CONCURRENT": "0"}, "MSGX_HTTP_MAX_CONCURRENT"},
 		{map[string]string{"MSGX_HTTP_READ_TIMEOUT": "0s"}, "MSGX_HTTP_READ_TIMEOUT"},
+		{map[string]string{"MSGX_KAFKA_PREFIX": "a b."}, `MSGX_KAFKA_PREFIX: "a b." has ' '`},
+		{map[string]string{"MSGX_TOPIC_MSG": "flight events"}, `topic name: "flight events" has ' '`},
 		{map[string]string{"MSGX_ENV": "production"}, "MSGX_KAFKA_BROKERS is empty"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092"}, "MSGX_PG_DSN is the development default"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092", "MSGX_PG_DSN": "postgres://p@db/msgx"}, "MSGX_MYSQL_DSN is the development default"},

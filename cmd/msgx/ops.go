@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -18,9 +16,6 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
-	"msgx/processors/flights"
-	refdataproc "msgx/processors/refdata"
-	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/status"
 )
@@ -46,9 +41,9 @@ func statusDeps(cfg Config, d *deps) status.Deps {
 // topics: the status report's consumer lag and rebuild's progress.
 func processorGroups(cfg Config) []kafka.Group {
 	return []kafka.Group{
-		{Group: router.Group, Topics: []string{cfg.Ingest.Topic}},
-		{Group: flights.Group, Topics: []string{cfg.Router.FlightTopic, flights.LoopTopic}},
-		{Group: refdataproc.Group, Topics: []string{cfg.Router.RefdataTopic}},
+		{Group: string(cfg.Router.Group()), Topics: []string{cfg.Ingest.Topic}},
+		{Group: string(cfg.Flights.Group()), Topics: []string{cfg.Router.FlightTopic, cfg.Flights.LoopTopic()}},
+		{Group: string(cfg.Refdata.Group()), Topics: []string{cfg.Router.RefdataTopic}},
 	}
 }
 
@@ -120,30 +115,38 @@ func registerOps(mux *http.ServeMux, cfg Config, d *deps, m *metric.Metrics) {
 	})
 }
 
-// runStatus prints the status report: from the running daemon's /status
-// when it answers (so component states are included), otherwise collected
-// directly from PostgreSQL, MySQL and Kafka.
-func runStatus(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// statusCommand is `msgx status`: the status report, from the running
+// daemon's /status when it answers (so component states are included),
+// otherwise collected directly from PostgreSQL, MySQL and Kafka. With
+// --exit-code it exits 1 when the report has alerts (a source it cannot
+// reach is an alert too), for monitoring checks.
+func statusCommand(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("usage: msgx status [--json]")
-	}
-	rep, err := statusFromDaemon(ctx, cfg)
-	if err != nil {
-		log.Debug("daemon /status not reachable; collecting directly", "err", err)
-		rep, err = statusDirect(ctx, cfg, log)
-		if err != nil {
+	exitCode := fs.Bool("exit-code", false, "exit with status 1 when the report has alerts (for monitoring checks)")
+	return func(ctx context.Context, x *invocation, args []string) error {
+		if err := noArgs(args); err != nil {
 			return err
 		}
+		rep, err := statusFromDaemon(ctx, x.cfg)
+		if err != nil {
+			x.log.Debug("daemon /status not reachable; collecting directly", "err", err)
+			rep, err = statusDirect(ctx, x.cfg, x.log)
+			if err != nil {
+				return err
+			}
+		}
+		if *asJSON {
+			enc := json.NewEncoder(x.stdout)
+			enc.SetIndent("", "  ")
+			err = enc.Encode(rep)
+		} else {
+			err = rep.Text(x.stdout)
+		}
+		if err == nil && *exitCode && len(rep.Alerts) > 0 {
+			return exitStatus(1)
+		}
+		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	return rep.Text(out)
 }
 
 func statusFromDaemon(ctx context.Context, cfg Config) (status.Report, error) {

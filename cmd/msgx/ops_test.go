@@ -102,7 +102,7 @@ func TestOperability(t *testing.T) {
 
 	// msgx status --json, through the daemon.
 	var out strings.Builder
-	if err := runStatus(context.Background(), cfg, []string{"--json"}, &out, testenv.Logger(t)); err != nil {
+	if err := runCommand(context.Background(), cfg, "status", []string{"--json"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	var rep status.Report
@@ -113,7 +113,7 @@ func TestOperability(t *testing.T) {
 		t.Fatalf("status: watermark %d, dead %v, %d components, alerts %v", rep.Inbox.Watermark, rep.Messages.DeadByClass, len(rep.Components), rep.Alerts)
 	}
 	out.Reset()
-	if err := runStatus(context.Background(), cfg, nil, &out, testenv.Logger(t)); err != nil || !strings.Contains(out.String(), "DEAD") {
+	if err := runCommand(context.Background(), cfg, "status", nil, &out, testenv.Logger(t)); err != nil || !strings.Contains(out.String(), "DEAD") {
 		t.Fatalf("status text (%v):\n%s", err, out.String())
 	}
 
@@ -187,7 +187,7 @@ func TestReadTokenOnTheGateway(t *testing.T) {
 		t.Errorf("/cminmsgs/send with the read token: %d, want 401", c)
 	}
 	var out strings.Builder
-	if err := runStatus(context.Background(), cfg, []string{"--json"}, &out, testenv.Logger(t)); err != nil {
+	if err := runCommand(context.Background(), cfg, "status", []string{"--json"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	var rep status.Report

@@ -23,7 +23,7 @@ import (
 	"msgx/sink"
 )
 
-// runRebuild serves `msgx rebuild`: it rebuilds every goka table and every
+// rebuildCommand is `msgx rebuild`: it rebuilds every goka table and every
 // derived PostgreSQL table by rewinding msgx.inbox, the source of truth
 // (docs/design.md#rebuild). Processing is deterministic given the inbox records
 // and the configuration, so the result equals the state before (a test proves
@@ -42,14 +42,18 @@ import (
 // recorded backoff (next_attempt_at) or attempt count survives, and bad
 // values (CODEC_ERROR, PROTOCOL) are DEAD at once as in the first run. The
 // rebuild waits only for INFRA failures it meets itself.
-func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func rebuildCommand(fs *flag.FlagSet) runFunc {
 	yes := fs.Bool("yes", false, "really rebuild (without it, say what would happen)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("usage: msgx rebuild --yes")
+	return func(ctx context.Context, x *invocation, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		return runRebuild(ctx, x.cfg, *yes, x.stdout, x.log)
 	}
-	if !*yes {
+}
+
+func runRebuild(ctx context.Context, cfg Config, yes bool, out io.Writer, log *slog.Logger) error {
+	if !yes {
 		fmt.Fprintf(out, "msgx rebuild empties %v and the goka tables, rewinds %s and reprocesses it.\n"+
 			"Stop every msgx process/run instance first, then run: msgx rebuild --yes\n", sink.DerivedTables(), cfg.Ingest.Topic)
 		return nil
@@ -115,10 +119,10 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	}
 
 	fmt.Fprintln(out, "rebuild: resetting consumer groups, internal topics and derived tables")
-	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{router.Group, flights.Group, refdataproc.Group}); err != nil {
+	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{string(cfg.Router.Group()), string(cfg.Flights.Group()), string(cfg.Refdata.Group())}); err != nil {
 		return err
 	}
-	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: flights.LoopTopic, Partitions: cfg.Router.Partitions})
+	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: cfg.Flights.LoopTopic(), Partitions: cfg.Router.Partitions})
 	internal = append(internal, tableTopics(cfg)...)
 	if err := kafka.RecreateTopics(ctx, clk, brokers, cfg.Kafka, internal, log); err != nil {
 		return err
@@ -174,7 +178,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 					break
 				}
 				remaining += l.Lag
-				if l.Group == router.Group && l.Topic == cfg.Ingest.Topic {
+				if l.Group == string(cfg.Router.Group()) && l.Topic == cfg.Ingest.Topic {
 					done = total - l.Lag
 				}
 			}
@@ -203,7 +207,7 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 // inboxEnd is the number of records in the inbox topic: the lag of a group
 // that never committed.
 func inboxEnd(ctx context.Context, brokers []string, cfg Config) (int64, error) {
-	lags, err := kafka.Lags(ctx, cfg.Kafka, brokers, []kafka.Group{{Group: "msgx-rebuild-probe", Topics: []string{cfg.Ingest.Topic}}})
+	lags, err := kafka.Lags(ctx, cfg.Kafka, brokers, []kafka.Group{{Group: cfg.Kafka.Prefix + "msgx-rebuild-probe", Topics: []string{cfg.Ingest.Topic}}})
 	if err != nil {
 		return 0, err
 	}

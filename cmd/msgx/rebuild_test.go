@@ -16,9 +16,6 @@ import (
 	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
-	"msgx/processors/flights"
-	refdataproc "msgx/processors/refdata"
-	"msgx/processors/router"
 	"msgx/tables/flight"
 	"msgx/tables/refdata"
 )
@@ -61,7 +58,7 @@ func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]strin
 	for _, tbl := range []struct {
 		table goka.Table
 		codec goka.Codec
-	}{{flights.Table, kafka.JSON[flight.State]{}}, {refdataproc.Table, kafka.JSON[refdata.State]{}}} {
+	}{{cfg.Flights.Table(), kafka.JSON[flight.State]{}}, {cfg.Refdata.Table(), kafka.JSON[refdata.State]{}}} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err := kafka.ReadTable(ctx, brokers, cfg.Kafka, tbl.table, tbl.codec, testenv.Logger(t), func(v *goka.View) error {
 			it, err := v.Iterator()
@@ -122,9 +119,9 @@ func TestRebuildReproducesState(t *testing.T) {
 	waitFor(t, "every message terminal", 2*time.Minute, func() bool {
 		return count(t, pool, "SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED','SKIPPED','DEAD')") == total
 	})
-	testenv.WaitCaughtUp(t, brokers, flights.Group, []string{cfg.Router.FlightTopic}, time.Minute)
-	testenv.WaitCaughtUp(t, brokers, refdataproc.Group, []string{cfg.Router.RefdataTopic}, time.Minute)
-	testenv.WaitCaughtUp(t, brokers, router.Group, []string{cfg.Ingest.Topic}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, string(cfg.Flights.Group()), []string{cfg.Router.FlightTopic}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, string(cfg.Refdata.Group()), []string{cfg.Router.RefdataTopic}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, string(cfg.Router.Group()), []string{cfg.Ingest.Topic}, time.Minute)
 	stop()
 	wantCodecDead(t, pool, codec)
 
@@ -145,7 +142,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	}
 
 	var out strings.Builder
-	if err := runRebuild(context.Background(), cfg, []string{"--yes"}, &out, testenv.Logger(t)); err != nil {
+	if err := runCommand(context.Background(), cfg, "rebuild", []string{"--yes"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatalf("rebuild: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("%d/%d messages", total, total)) || !strings.Contains(out.String(), "rebuild: done") {

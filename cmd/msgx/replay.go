@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -21,77 +19,81 @@ import (
 	"msgx/tables/message"
 )
 
-// runReplay serves `msgx replay`: re-inject replayable messages so the router
-// processes them again (docs/design.md#replay). --dry-run lists what would move
-// and records an audit row; a real run resets the messages (keeping their
-// identity), records the audit row and produces them to msgx.inbox again.
-// Both say, per message, what it would overwrite (replay.Explain).
-func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, log *slog.Logger) error {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// replayCommand is `msgx replay`: re-inject replayable messages so the
+// router processes them again (docs/design.md#replay). --dry-run lists what
+// would move and records an audit row; a real run resets the messages
+// (keeping their identity), records the audit row and produces them to
+// msgx.inbox again. Both say, per message, what it would overwrite
+// (replay.Explain).
+func replayCommand(fs *flag.FlagSet) runFunc {
 	class := fs.String("class", "", "EXHAUSTED, CODEC_ERROR, INFRA or UNSUPPORTED")
 	prefix := fs.String("reason-prefix", "", `reason prefix, e.g. "unsupported:"`)
 	ids := fs.String("ids", "", "comma-separated MSG_IDs")
 	pending := fs.Bool("pending", false, "re-produce messages a previous replay reset but could not produce")
 	dry := fs.Bool("dry-run", false, "list what would move; change nothing")
 	who := fs.String("who", os.Getenv("USER"), "who asks (recorded in the audit row)")
-	usage := "usage: msgx replay (--class EXHAUSTED|CODEC_ERROR|INFRA|UNSUPPORTED | --reason-prefix P | --ids 1,2 | --pending) [--dry-run] [--who NAME]"
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%v; %s", err, usage)
-	}
-	sel := replay.Selector{Class: strings.ToUpper(*class), ReasonPrefix: *prefix, PendingReplayed: *pending}
-	if *ids != "" {
-		for _, s := range strings.Split(*ids, ",") {
-			id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				return fmt.Errorf("--ids: %q is not a MSG_ID", s)
+	return func(ctx context.Context, x *invocation, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		cfg, out, log := x.cfg, x.stdout, x.log
+		sel := replay.Selector{Class: strings.ToUpper(*class), ReasonPrefix: *prefix, PendingReplayed: *pending}
+		if *ids != "" {
+			for _, s := range strings.Split(*ids, ",") {
+				id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+				if err != nil {
+					return usagef("--ids: %q is not a MSG_ID", s)
+				}
+				sel.IDs = append(sel.IDs, id)
 			}
-			sel.IDs = append(sel.IDs, id)
 		}
-	}
-	if *who == "" {
-		*who = "unknown"
-	}
-	pool, err := sink.OpenPG(ctx, cfg.DB)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	now := clock.Real{}.Now()
-	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
-	if err != nil {
-		return err
-	}
-	defer my.Close()
-	brokers := cfg.Kafka.Brokers
-	if cfg.Kafka.Embedded() {
-		brokers = []string{cfg.Kafka.EmbeddedAddr}
-	}
-	settings := cfg.Router.Settings(cfg.Location())
-	deps := replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
-		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
-		Decide: replayDecider(settings), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
-	if *dry {
-		plan, err := replay.DryRun(ctx, pool, sel, 0)
+		if err := sel.Check(); err != nil {
+			return usagef("%v", err)
+		}
+		if *who == "" {
+			*who = "unknown"
+		}
+		pool, err := sink.OpenPG(ctx, cfg.DB)
 		if err != nil {
-			return fmt.Errorf("%w; %s", err, usage)
-		}
-		if err := replay.Explain(ctx, deps, &plan); err != nil {
 			return err
 		}
-		if _, err := replay.AuditDryRun(ctx, pool, plan, *who, now); err != nil {
+		defer pool.Close()
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		now := clock.Real{}.Now()
+		my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+		if err != nil {
 			return err
 		}
-		return enc.Encode(plan)
+		defer my.Close()
+		brokers := cfg.Kafka.Brokers
+		if cfg.Kafka.Embedded() {
+			brokers = []string{cfg.Kafka.EmbeddedAddr}
+		}
+		settings := cfg.Router.Settings(cfg.Location())
+		deps := replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
+			Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
+			Decide: replayDecider(settings), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
+		if *dry {
+			plan, err := replay.DryRun(ctx, pool, sel, 0)
+			if err != nil {
+				return err
+			}
+			if err := replay.Explain(ctx, deps, &plan); err != nil {
+				return err
+			}
+			if _, err := replay.AuditDryRun(ctx, pool, plan, *who, now); err != nil {
+				return err
+			}
+			return enc.Encode(plan)
+		}
+		res, err := replay.Run(ctx, deps, sel, *who, now)
+		_ = enc.Encode(res)
+		if err != nil && len(res.Unproduced) > 0 {
+			err = errors.Join(err, fmt.Errorf("%d messages were reset but not produced: run `msgx replay --pending` (or the same --ids) again", len(res.Unproduced)))
+		}
+		return err
 	}
-	res, err := replay.Run(ctx, deps, sel, *who, now)
-	_ = enc.Encode(res)
-	if err != nil && len(res.Unproduced) > 0 {
-		err = errors.Join(err, fmt.Errorf("%d messages were reset but not produced: run `msgx replay --pending` (or the same --ids) again", len(res.Unproduced)))
-	}
-	return err
 }
 
 // replayDecider lets a replay's dry run decide a message as the router

@@ -124,7 +124,7 @@ func TestReplayAppliesToCurrentState(t *testing.T) {
 
 	// The dry run: per message, what it touches and what it overwrites.
 	var out strings.Builder
-	if err := runReplay(ctx, cfg, append(selector, "--dry-run"), &out, log); err != nil {
+	if err := runCommand(ctx, cfg, "replay", append(selector, "--dry-run"), &out, log); err != nil {
 		t.Fatal(err)
 	}
 	var plan replay.Plan
@@ -173,7 +173,7 @@ func TestReplayAppliesToCurrentState(t *testing.T) {
 
 	// The replay.
 	out.Reset()
-	if err := runReplay(ctx, cfg, selector, &out, log); err != nil {
+	if err := runCommand(ctx, cfg, "replay", selector, &out, log); err != nil {
 		t.Fatal(err)
 	}
 	var res replay.Result
@@ -183,7 +183,7 @@ func TestReplayAppliesToCurrentState(t *testing.T) {
 	for _, id := range []int64{m2, m4, m6} {
 		waitState(id, "SUCCEEDED")
 	}
-	testenv.WaitCaughtUp(t, brokers, flights.Group, []string{"msgx.flight-transitions", flights.LoopTopic}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions", flights.Config{}.LoopTopic()}, time.Minute)
 
 	// Both FLOPs applied, in MSG_ID order, over the newer state; lastMsgId
 	// did not go back.
@@ -273,9 +273,9 @@ func TestReplayAppliesToCurrentState(t *testing.T) {
 		t.Fatalf("%d replayed records on the topics, want 6", len(again))
 	}
 	produce(t, brokers, again)
-	testenv.WaitCaughtUp(t, brokers, router.Group, []string{"msgx.inbox"}, time.Minute)
-	testenv.WaitCaughtUp(t, brokers, flights.Group, []string{"msgx.flight-transitions", flights.LoopTopic}, time.Minute)
-	testenv.WaitCaughtUp(t, brokers, refdataproc.Group, []string{"msgx.refdata-transitions"}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, router.BaseGroup, []string{"msgx.inbox"}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions", flights.Config{}.LoopTopic()}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, refdataproc.BaseGroup, []string{"msgx.refdata-transitions"}, time.Minute)
 	if after := snapshot(t, pool); after != before {
 		t.Fatalf("a redelivery of the replay changed state:\nbefore %s\nafter  %s", before, after)
 	}

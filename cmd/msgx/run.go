@@ -4,13 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -149,9 +148,9 @@ func topics(cfg Config) []kafka.TopicSpec {
 // has the single partition of msgx.inbox, the others the transition topics'.
 func tableTopics(cfg Config) []kafka.TopicSpec {
 	return []kafka.TopicSpec{
-		{Name: string(router.Table), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
-		{Name: string(flights.Table), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
-		{Name: string(refdataproc.Table), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+		{Name: string(cfg.Router.Table()), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+		{Name: string(cfg.Flights.Table()), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+		{Name: string(cfg.Refdata.Table()), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
 	}
 }
 
@@ -265,6 +264,28 @@ func awaitShutdown(ctx context.Context, cfg Config, d *deps, g *errgroup.Group, 
 	}
 }
 
+// gatewayCommand is `msgx run`, `msgx ingest` and `msgx process`: the
+// roles of r until SIGINT/SIGTERM.
+func gatewayCommand(r role) func(*flag.FlagSet) runFunc {
+	return func(*flag.FlagSet) runFunc {
+		return func(ctx context.Context, x *invocation, args []string) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			return runGateway(ctx, x.cfg, x.log, r)
+		}
+	}
+}
+
+func brokerCommand(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, x *invocation, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		return runBroker(ctx, x.cfg, x.log)
+	}
+}
+
 // runBroker runs the embedded Kafka alone until ctx ends.
 func runBroker(ctx context.Context, cfg Config, log *slog.Logger) error {
 	b, err := kafka.StartBroker(cfg.Kafka.EmbeddedAddr, filepath.Join(cfg.StateDir, "kafka"), log)
@@ -275,39 +296,44 @@ func runBroker(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return b.Run(ctx)
 }
 
-// runMigrate applies, reverts or reports the PostgreSQL schema.
-func runMigrate(cfg Config, args []string, out io.Writer) error {
-	cmd := "up"
-	if len(args) > 0 {
-		cmd = args[0]
-	}
-	switch cmd {
-	case "up":
-		if err := sink.Migrate(cfg.DB); err != nil {
-			return err
+// migrateCommand is `msgx migrate [up | down [N] | version]`: apply,
+// revert or report the PostgreSQL schema.
+func migrateCommand(*flag.FlagSet) runFunc {
+	return func(_ context.Context, x *invocation, args []string) error {
+		action, steps := "up", 1
+		if len(args) > 0 {
+			action = args[0]
 		}
-	case "down":
-		steps := 1
-		if len(args) > 1 {
+		switch {
+		case action == "down" && len(args) == 2:
 			n, err := strconv.Atoi(args[1])
 			if err != nil || n < 0 {
-				return fmt.Errorf("migrate down: %q is not a step count", args[1])
+				return usagef("%q is not a step count", args[1])
 			}
 			steps = n
+		case len(args) > 1:
+			return usagef("unexpected argument %q", args[1])
 		}
-		if err := sink.MigrateDown(cfg.DB, steps); err != nil {
+		switch action {
+		case "up":
+			if err := sink.Migrate(x.cfg.DB); err != nil {
+				return err
+			}
+		case "down":
+			if err := sink.MigrateDown(x.cfg.DB, steps); err != nil {
+				return err
+			}
+		case "version":
+		default:
+			return usagef("unknown action %q (want up, down [N] or version)", action)
+		}
+		v, dirty, err := sink.MigrationVersion(x.cfg.DB)
+		if err != nil {
 			return err
 		}
-	case "version":
-	default:
-		return fmt.Errorf("migrate: unknown action %q (want up, down [N] or version)", strings.Join(args, " "))
+		fmt.Fprintf(x.stdout, "schema version %d dirty=%v\n", v, dirty)
+		return nil
 	}
-	v, dirty, err := sink.MigrationVersion(cfg.DB)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "schema version %d dirty=%v\n", v, dirty)
-	return nil
 }
 
 // newRequests builds outbound request tracking on the shared connections.

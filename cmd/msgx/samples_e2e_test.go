@@ -226,7 +226,7 @@ func TestEverySampleEndToEnd(t *testing.T) {
 	}
 	// ... and readable like reference data through `msgx table`.
 	var out strings.Builder
-	if err := runTable(ctx, cfg, []string{"list", "refdata", "SCHS"}, &out, testenv.Logger(t)); err != nil {
+	if err := runCommand(ctx, cfg, "table", []string{"list", "refdata", "SCHS"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
 	var seasons []struct {

@@ -116,9 +116,9 @@ func waitForSharing(t *testing.T, brokers []string, n int, timeout time.Duration
 	var last map[string][]int32
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		groups, err := adm.DescribeGroups(ctx, flights.Group)
+		groups, err := adm.DescribeGroups(ctx, flights.BaseGroup)
 		cancel()
-		if g, ok := groups[flights.Group]; err == nil && ok && g.Err == nil && g.State == "Stable" {
+		if g, ok := groups[flights.BaseGroup]; err == nil && ok && g.Err == nil && g.State == "Stable" {
 			last = map[string][]int32{}
 			for _, m := range g.Members {
 				id := m.MemberID
@@ -150,7 +150,7 @@ func waitForSharing(t *testing.T, brokers []string, n int, timeout time.Duration
 // announcedVersions reads msgx.msg whole: the set of FLID@version seen.
 func announcedVersions(t *testing.T, s *scenario) map[string]bool {
 	t.Helper()
-	testenv.WaitCaughtUp(t, s.brokers, flights.Group, []string{"msgx.flight-transitions"}, time.Minute)
+	testenv.WaitCaughtUp(t, s.brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
 	seen := map[string]bool{}
 	for _, r := range testenv.ReadTopic(t, s.brokers, "msgx.msg", 1<<30, 15*time.Second) {
 		var ev struct {

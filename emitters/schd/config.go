@@ -12,7 +12,7 @@ import (
 // Config configures the schd publisher. Every field is a MSGX_* variable.
 type Config struct {
 	// Topic is the latest-state topic (compacted, key FLID).
-	Topic string `env:"MSGX_TOPIC_SCHD" envDefault:"msgx.schd"`
+	Topic string `env:"MSGX_TOPIC_SCHD,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.schd"`
 	// FlushPeriod is the pause between flushes, the aggregation window (Go
 	// duration, default 3s): the versions of a flight written within one
 	// period are published once, with the newest.

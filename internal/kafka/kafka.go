@@ -23,6 +23,12 @@ type Config struct {
 	EmbeddedAddr string `env:"MSGX_EMBEDDED_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
 	// Version is the Kafka protocol version the clients speak.
 	Version string `env:"MSGX_KAFKA_VERSION" envDefault:"3.6.0"`
+	// Prefix goes before the name of every consumer group and topic msgx
+	// uses (the goka groups, their table and loop topics, and the default
+	// MSGX_TOPIC_* names), so that deployments with different prefixes
+	// share a cluster without meeting; empty (the default) keeps the plain
+	// names. Letters, digits, '.', '_' and '-' only.
+	Prefix string `env:"MSGX_KAFKA_PREFIX"`
 	// Replication is the replication factor of every topic msgx creates
 	// (1 on the embedded single broker; 3 is typical on a real cluster).
 	Replication int `env:"MSGX_KAFKA_REPLICATION" envDefault:"1"`
@@ -95,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInFlight != 1 {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_MAX_IN_FLIGHT=%d: Kafka producers must use max.in.flight=1 (docs/design.md#kafka-settings)", c.MaxInFlight))
+	}
+	if err := CheckPrefix(c.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_PREFIX: %w", err))
 	}
 	if _, err := sarama.ParseKafkaVersion(c.Version); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_VERSION: %w", err))

@@ -56,6 +56,32 @@ func (s TopicSpec) configEntries() map[string]*string {
 	return entries
 }
 
+// CheckTopicName refuses what Kafka does not accept as a topic name: more
+// than 249 characters, "." or "..", or a character other than an ASCII
+// letter, a digit, '.', '_' and '-'.
+func CheckTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is not a topic name", name)
+	case len(name) > 249:
+		return fmt.Errorf("%q is longer than Kafka's 249 characters", name)
+	}
+	return CheckPrefix(name)
+}
+
+// CheckPrefix refuses a character Kafka does not take in a topic name, in
+// a prefix of names (MSGX_KAFKA_PREFIX; its length counts in the names).
+func CheckPrefix(s string) error {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%q has %q: Kafka names take only ASCII letters, digits, '.', '_' and '-'", s, r)
+		}
+	}
+	return nil
+}
+
 // EnsureTopics creates every missing topic with its partitions, replication and
 // cleanup policy, and refuses an existing topic whose partition count differs:
 // goka does not create output topics, and an emit to a missing topic stops the

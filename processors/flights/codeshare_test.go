@@ -34,7 +34,7 @@ type faults struct {
 }
 
 func (f *faults) graph(p *Processor) *goka.GroupGraph {
-	return goka.DefineGroup(goka.Group(Group),
+	return goka.DefineGroup(p.cfg.Group(),
 		goka.Input(goka.Stream("msgx.flight-transitions"), kafka.JSON[flight.Transition]{}, f.wrap(p, false)),
 		goka.Loop(kafka.JSON[flight.Transition]{}, f.wrap(p, true)),
 		goka.Persist(kafka.JSON[flight.State]{}),
@@ -87,7 +87,7 @@ type gokaContext = goka.Context
 
 func (lostEmits) Loopback(string, any, ...goka.ContextOption) {}
 
-func (rg *rig) loop(t *flight.Transition) { rg.tt.Consume(Group+"-loop", t.FLID, t) }
+func (rg *rig) loop(t *flight.Transition) { rg.tt.Consume(Config{}.LoopTopic(), t.FLID, t) }
 
 func (rg *rig) rows(flid string) int {
 	rg.t.Helper()
@@ -99,7 +99,7 @@ func (rg *rig) rows(flid string) int {
 }
 
 func (rg *rig) table(flid string) *flight.State {
-	s, _ := rg.tt.TableValue(Table, flid).(*flight.State)
+	s, _ := rg.tt.TableValue(Config{}.Table(), flid).(*flight.State)
 	return s
 }
 
@@ -276,7 +276,7 @@ func TestCodeshareOverKafka(t *testing.T) {
 	const input = "msgx.flight-transitions"
 	cfg := Config{TransitionTopic: input, MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}
 	specs := append(cfg.TopicSpecs(1), kafka.TopicSpec{Name: input, Partitions: 1},
-		kafka.TopicSpec{Name: string(Table), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes})
+		kafka.TopicSpec{Name: string(cfg.Table()), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes})
 	if err := kafka.EnsureTopics(brokers, kc, specs, log); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,9 @@ func TestCodeshareOverKafka(t *testing.T) {
 			}
 		}
 	}
-	caughtUp := func() { testenv.WaitCaughtUp(t, brokers, Group, []string{input, Group + "-loop"}, time.Minute) }
+	caughtUp := func() {
+		testenv.WaitCaughtUp(t, brokers, string(cfg.Group()), []string{input, cfg.LoopTopic()}, time.Minute)
+	}
 	for id := int64(1); id <= 5; id++ {
 		rg.routed(id, 1)
 	}

@@ -19,35 +19,43 @@ import (
 	"msgx/tables/flight"
 )
 
-// Group is the processor's goka group; its table (key FLID) is
-// msgx-flights-table and derived transitions (MAFL links, cascades) travel
-// on its loop topic LoopTopic.
-const Group = "msgx-flights"
-
-// LoopTopic is the group's loop topic, msgx-flights-loop: goka names it
-// after the group (goka.Loop), and msgx creates it, reports its lag and
-// recreates it on rebuild under this name.
-const LoopTopic = Group + "-loop"
-
-// Table is the flights table topic.
-var Table = goka.GroupTable(goka.Group(Group))
+// BaseGroup is the processor's goka group name before MSGX_KAFKA_PREFIX:
+// Config.Group is the group a deployment runs; its table (key FLID) is
+// Config.Table and derived transitions (MAFL links, cascades) travel on its
+// loop topic Config.LoopTopic (msgx-flights-table and msgx-flights-loop
+// without a prefix).
+const BaseGroup = "msgx-flights"
 
 // Config configures the flights processor.
 type Config struct {
 	// TransitionTopic is the processor's input, the router's flight
 	// transitions (key FLID; router.Config.FlightTopic reads the same
 	// variable).
-	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
+	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.flight-transitions"`
 	// MsgTopic receives one event per applied change (key FLID).
-	MsgTopic string `env:"MSGX_TOPIC_MSG" envDefault:"msgx.msg"`
+	MsgTopic string `env:"MSGX_TOPIC_MSG,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.msg"`
 	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept ("keep",
 	// the default) or cleared ("clear"); docs/design.md#schedule-merge.
 	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
 	// SchdTopic is the latest-state topic; the processor writes the
 	// tombstone of a flight the history sweep removes (the schd flusher
 	// publishes everything else).
-	SchdTopic string `env:"MSGX_TOPIC_SCHD" envDefault:"msgx.schd"`
+	SchdTopic string `env:"MSGX_TOPIC_SCHD,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.schd"`
+	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
+	// the same variable and validates it).
+	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
 }
+
+// Group is the processor's goka group: MSGX_KAFKA_PREFIX + BaseGroup.
+func (c Config) Group() goka.Group { return goka.Group(c.KafkaPrefix + BaseGroup) }
+
+// Table is the flights table topic, named after the group.
+func (c Config) Table() goka.Table { return goka.GroupTable(c.Group()) }
+
+// LoopTopic is the group's loop topic: goka names it after the group
+// (goka.Loop), and msgx creates it, reports its lag and recreates it on
+// rebuild under this name.
+func (c Config) LoopTopic() string { return string(c.Group()) + "-loop" }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
@@ -68,7 +76,7 @@ func (c Config) Validate() error {
 func (c Config) TopicSpecs(partitions int32) []kafka.TopicSpec {
 	return []kafka.TopicSpec{
 		{Name: c.MsgTopic, Partitions: partitions},
-		{Name: LoopTopic, Partitions: partitions},
+		{Name: c.LoopTopic(), Partitions: partitions},
 	}
 }
 
@@ -153,7 +161,7 @@ func (p *Processor) Stats() Stats {
 // Graph is the group graph: input transitions, loop for derived ones,
 // output msg events, table keyed by FLID.
 func (p *Processor) Graph() *goka.GroupGraph {
-	return goka.DefineGroup(goka.Group(Group),
+	return goka.DefineGroup(p.cfg.Group(),
 		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[flight.Transition]{}, p.handle),
 		goka.Loop(kafka.JSON[flight.Transition]{}, p.handle),
 		goka.Persist(kafka.JSON[flight.State]{}),

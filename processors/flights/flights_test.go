@@ -184,7 +184,7 @@ func TestFlightsProcessor(t *testing.T) {
 	if _, st := rg.pgVersion("16"); st != flight.StateDeleted || rg.state(3) != message.StateSucceeded {
 		t.Fatalf("deleted flight in PG %s, message 3 %s", st, rg.state(3))
 	}
-	s, ok := rg.tt.TableValue(Table, "16").(*flight.State)
+	s, ok := rg.tt.TableValue(Config{}.Table(), "16").(*flight.State)
 	if !ok || s.State != flight.StateDeleted {
 		t.Fatalf("table value %+v", s)
 	}
@@ -206,7 +206,7 @@ func TestPurgeThroughTheProcessor(t *testing.T) {
 	if tombstones != 1 {
 		t.Fatalf("schd tombstones queued after purge: %d", tombstones)
 	}
-	if rg.tt.TableValue(Table, "30") != nil {
+	if rg.tt.TableValue(Config{}.Table(), "30") != nil {
 		t.Fatal("the purged flight is still in the table")
 	}
 	ctx := context.Background()

@@ -21,7 +21,7 @@ import (
 type HistoryConfig struct {
 	// TransitionTopic is where the sweep hands flights to the processor: its
 	// input (Config.TransitionTopic reads the same variable).
-	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
+	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.flight-transitions"`
 	// SweepAt is the daily time (HH:MM, airport time) of the sweep.
 	SweepAt string `env:"MSGX_HISTORY_SWEEP_AT" envDefault:"03:30"`
 	// Retention is how long after its operation day a flight stays in the

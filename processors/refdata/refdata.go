@@ -19,20 +19,27 @@ import (
 	"msgx/tables/refdata"
 )
 
-// Group is the processor's goka group; its table is msgx-refdata-table,
-// keyed by RTYPE.
-const Group = "msgx-refdata"
-
-// Table is the refdata table topic.
-var Table = goka.GroupTable(goka.Group(Group))
+// BaseGroup is the processor's goka group name before MSGX_KAFKA_PREFIX:
+// Config.Group is the group a deployment runs, Config.Table its table keyed
+// by RTYPE (msgx-refdata-table without a prefix).
+const BaseGroup = "msgx-refdata"
 
 // Config configures the refdata processor.
 type Config struct {
 	// TransitionTopic is the processor's input, the router's reference
 	// transitions (key RTYPE; router.Config.RefdataTopic reads the same
 	// variable).
-	TransitionTopic string `env:"MSGX_TOPIC_REFDATA_TRANSITIONS" envDefault:"msgx.refdata-transitions"`
+	TransitionTopic string `env:"MSGX_TOPIC_REFDATA_TRANSITIONS,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.refdata-transitions"`
+	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
+	// the same variable and validates it).
+	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
 }
+
+// Group is the processor's goka group: MSGX_KAFKA_PREFIX + BaseGroup.
+func (c Config) Group() goka.Group { return goka.Group(c.KafkaPrefix + BaseGroup) }
+
+// Table is the refdata table topic, named after the group.
+func (c Config) Table() goka.Table { return goka.GroupTable(c.Group()) }
 
 // Validate checks the configuration; errors name the variable.
 func (c Config) Validate() error {
@@ -110,7 +117,7 @@ func (p *Processor) Stats() Stats {
 
 // Graph is the group graph: input transitions, table keyed by RTYPE.
 func (p *Processor) Graph() *goka.GroupGraph {
-	return goka.DefineGroup(goka.Group(Group),
+	return goka.DefineGroup(p.cfg.Group(),
 		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[refdata.Transition]{}, p.handle),
 		goka.Persist(kafka.JSON[refdata.State]{}),
 	)

@@ -71,7 +71,7 @@ func TestEverySampleReferenceFile(t *testing.T) {
 		if m, _, _ := msgs.Get(ctx, id); m.State != message.StateSucceeded {
 			t.Fatalf("%s: message %s after its transition", s.Name(), m.State)
 		}
-		st, _ := tt.TableValue(Table, tr.RType).(*refdata.State)
+		st, _ := tt.TableValue(Config{}.Table(), tr.RType).(*refdata.State)
 		if st == nil {
 			t.Fatalf("%s: no table value for %s", s.Name(), tr.RType)
 		}

@@ -6,25 +6,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lovoo/goka"
+
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/tables/flight"
 )
 
-// Group is the router's goka group; its table (keyed by MSG_ID) is
-// msgx-router-table.
-const Group = "msgx-router"
+// BaseGroup is the router's goka group name before MSGX_KAFKA_PREFIX:
+// Config.Group is the group a deployment runs, Config.Table its table
+// (keyed by MSG_ID), msgx-router-table without a prefix.
+const BaseGroup = "msgx-router"
 
 // Config configures the router.
 type Config struct {
 	// InboxTopic is the router's input, the single-partition source of
 	// truth the ingest bridge writes (ingest.Config.Topic reads the same
 	// variable).
-	InboxTopic string `env:"MSGX_TOPIC_INBOX" envDefault:"msgx.inbox"`
+	InboxTopic string `env:"MSGX_TOPIC_INBOX,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.inbox"`
 	// FlightTopic carries one transition per flight (key FLID).
-	FlightTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS" envDefault:"msgx.flight-transitions"`
+	FlightTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.flight-transitions"`
 	// RefdataTopic carries one transition per reference type (key RTYPE).
-	RefdataTopic string `env:"MSGX_TOPIC_REFDATA_TRANSITIONS" envDefault:"msgx.refdata-transitions"`
+	RefdataTopic string `env:"MSGX_TOPIC_REFDATA_TRANSITIONS,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.refdata-transitions"`
+	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
+	// the same variable and validates it).
+	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
 	// Partitions of the transition topics (1 keeps the pipeline globally FIFO).
 	Partitions int32 `env:"MSGX_TRANSITION_PARTITIONS" envDefault:"1"`
 	// MaxAttempts is how often a message's own failure is tried before it is
@@ -93,6 +99,12 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Group is the router's goka group: MSGX_KAFKA_PREFIX + BaseGroup.
+func (c Config) Group() goka.Group { return goka.Group(c.KafkaPrefix + BaseGroup) }
+
+// Table is the router's goka table topic, named after the group.
+func (c Config) Table() goka.Table { return goka.GroupTable(c.Group()) }
 
 // backoff returns the parsed retry schedule.
 func (c Config) backoff() retry.Backoff {

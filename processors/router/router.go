@@ -44,9 +44,6 @@ type Entry struct {
 	DecidedAt    time.Time  `json:"decidedAt"`
 }
 
-// Table is the router's goka table topic.
-var Table = goka.GroupTable(goka.Group(Group))
-
 // Requests is what the router needs from outbound request tracking
 // (emitters/outbound implements it).
 type Requests interface {
@@ -137,7 +134,7 @@ func (r *Router) Stats() Stats {
 // Graph is the router's goka group graph: input msgx.inbox, outputs the two
 // transition topics, table keyed by MSG_ID.
 func (r *Router) Graph() *goka.GroupGraph {
-	return goka.DefineGroup(goka.Group(Group),
+	return goka.DefineGroup(r.cfg.Group(),
 		goka.Input(goka.Stream(r.cfg.InboxTopic), ingest.Codec{}, r.handle),
 		goka.Output(goka.Stream(r.cfg.FlightTopic), kafka.JSON[flight.Transition]{}),
 		goka.Output(goka.Stream(r.cfg.RefdataTopic), kafka.JSON[refdata.Transition]{}),

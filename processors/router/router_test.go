@@ -157,7 +157,7 @@ func TestRouterOutcomes(t *testing.T) {
 				t.Errorf("message %d (%s) has no backfill intent", tc.id, m.State)
 			}
 		}
-		e, ok := rg.tt.TableValue(Table, strconv.FormatInt(tc.id, 10)).(*Entry)
+		e, ok := rg.tt.TableValue(Config{}.Table(), strconv.FormatInt(tc.id, 10)).(*Entry)
 		if !ok || e.State != tc.state {
 			t.Errorf("router table for %d: %+v", tc.id, e)
 		}
