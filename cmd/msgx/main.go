@@ -29,6 +29,8 @@ Usage:
                                       send an RQFD for a flight window
   msgx backfill abandoned             messages whose processed mark msgx stopped trying to write
   msgx backfill reopen <MSG_ID>...    put abandoned marks back into the sweep
+  msgx bind [--force]                 show the Kafka cluster the database is bound to; --force binds it to the one reached now
+  msgx reseed [--yes]                 write the goka flights and refdata tables of a new, empty Kafka cluster from PostgreSQL
   msgx broker               the embedded Kafka alone, on MSGX_EMBEDDED_KAFKA_ADDR
   msgx migrate [up|down [N]|version]
                             PostgreSQL schema migrations (msgx run applies them itself)
@@ -80,6 +82,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runBackfill(ctx, cfg, args[1:], stdout)
 	case "table":
 		err = runTable(ctx, cfg, args[1:], stdout, log)
+	case "bind":
+		err = runBind(ctx, cfg, args[1:], stdout, log)
+	case "reseed":
+		err = runReseed(ctx, cfg, args[1:], stdout, log)
 	case "broker":
 		err = runBroker(ctx, cfg, log)
 	case "migrate":

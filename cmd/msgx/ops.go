@@ -63,6 +63,9 @@ func report(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 		cs := status.ComponentState{Name: c.Name, State: c.Effective(), LastError: c.LastError}
 		if cs.State == health.Paused {
 			cs.LastError = c.Paused
+			if c.Halted != "" {
+				cs.LastError = c.Halted
+			}
 		}
 		if !c.LastErrorAt.IsZero() {
 			at := c.LastErrorAt
