@@ -91,3 +91,27 @@ func logBinding(ctx context.Context, tx pgx.Tx, id kafka.Identity, now time.Time
 		VALUES ($1, $2, $3, $4, $5)`, id.ClusterID, id.InboxTopic, id.InboxTopicID, now, by)
 	return err
 }
+
+// FlightKnown says where PostgreSQL knows a flight from: "flight_schd" (the
+// read model holds it) or "flight_index" (the router indexed it for a
+// message older than msgID and the history sweep never archived it), or ""
+// when it does not. The flights processor asks it for a transition whose
+// flight its table lacks (docs/design.md#divergence); useIndex false
+// skips the router's index (a LINK may reach a master its own partition has
+// not created yet).
+func FlightKnown(ctx context.Context, pool *pgxpool.Pool, flid string, msgID int64, useIndex bool) (string, error) {
+	var schd, index bool
+	err := pool.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM flight_schd WHERE flid = $1),
+		$3 AND EXISTS (SELECT 1 FROM flight_index WHERE flid = $1 AND first_msg_id < $2)
+		   AND NOT EXISTS (SELECT 1 FROM flight_hist WHERE flid = $1)`, flid, msgID, useIndex).Scan(&schd, &index)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("looking flight %s up in PostgreSQL: %w", flid, err)
+	case schd:
+		return "flight_schd", nil
+	case index:
+		return "flight_index", nil
+	}
+	return "", nil
+}

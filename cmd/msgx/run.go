@@ -418,6 +418,7 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	src.Flights = fp.Stats
 	d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
+	d.health.WatchHalt("flights", func() string { return fp.Stats().Halted })
 	rp, err := refdataproc.New(cfg.Refdata, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
 		OnApplied: reqs.CompleteRefdataResponse})
 	if err != nil {
