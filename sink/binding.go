@@ -115,3 +115,14 @@ func FlightKnown(ctx context.Context, pool *pgxpool.Pool, flid string, msgID int
 	}
 	return "", nil
 }
+
+// RefdataKnown reports whether ref_master holds records of category rtype:
+// the refdata processor asks it for a transition whose category its table
+// lacks (docs/design.md#divergence).
+func RefdataKnown(ctx context.Context, pool *pgxpool.Pool, rtype string) (bool, error) {
+	var known bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ref_master WHERE rtype = $1)`, rtype).Scan(&known); err != nil {
+		return false, fmt.Errorf("looking category %s up in PostgreSQL: %w", rtype, err)
+	}
+	return known, nil
+}

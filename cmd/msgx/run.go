@@ -427,6 +427,7 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	src.Refdata = rp.Stats
 	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
+	d.health.WatchHalt("refdata", func() string { return rp.Stats().Halted })
 	bf, err := backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
 		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 	if err != nil {
