@@ -103,6 +103,11 @@ func runRebuild(ctx context.Context, cfg Config, args []string, out io.Writer, l
 	if err := sink.Migrate(cfg.DB); err != nil {
 		return err
 	}
+	// Rebuilding from another cluster's msgx.inbox would replace the state
+	// with a foreign history (docs/design.md#kafka-binding).
+	if _, err := checkBinding(ctx, cfg, brokers, pool); err != nil {
+		return err
+	}
 
 	fmt.Fprintln(out, "rebuild: resetting consumer groups, internal topics and derived tables")
 	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{router.Group, flights.Group, refdataproc.Group}); err != nil {
