@@ -86,6 +86,11 @@ func runReplay(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 		}
 		return enc.Encode(plan)
 	}
+	// A replay re-injects into msgx.inbox: into another cluster's, its
+	// messages would be reset here and never decided.
+	if _, err := checkBinding(ctx, cfg, brokers, pool); err != nil {
+		return err
+	}
 	res, err := replay.Run(ctx, deps, sel, *who, now)
 	_ = enc.Encode(res)
 	if err != nil && len(res.Unproduced) > 0 {
