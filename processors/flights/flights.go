@@ -286,8 +286,8 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Tr
 	p.stats.Diverged++
 	p.mu.Unlock()
 	p.halt(gctx, log, fmt.Sprintf("divergence: flight %s (message #%d) is in PostgreSQL %s but not in the flights table", t.FLID, t.MsgID, where),
-		"Kafka is not the cluster PostgreSQL was built from: point MSGX_KAFKA_BROKERS at the right cluster, "+
-			"or run msgx reseed (docs/operations.md \"Moving to another Kafka cluster\") or msgx rebuild")
+		"the goka tables are not the ones PostgreSQL was built with: stop msgx and point it at that Kafka cluster "+
+			"(docs/operations.md 6.14); to move to another cluster, follow docs/operations.md 3.8 (msgx reseed, msgx bind --force)")
 	return nil
 }
 
@@ -295,7 +295,8 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Tr
 // component reports paused with reason (readiness, msgx status), one ERROR
 // line says what to do, and the callback waits until goka's context ends
 // (shutdown, a rebalance), when it unwinds uncommitted: the transition is
-// delivered again, and halts again, until an operator fixed the cause.
+// delivered again, and halts again, until an operator fixed the cause. It
+// never returns.
 func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo string) {
 	log.Error("flights processor halted: "+reason, "what_to_do", todo)
 	p.mu.Lock()
