@@ -33,7 +33,8 @@ import (
 //     PostgreSQL (rows last written before migration 0020), and when the
 //     cluster's table topics already hold records (only a new cluster, or
 //     tables lost, is seeded);
-//  2. create the topics on the cluster MSGX_KAFKA_BROKERS reaches;
+//  2. create the topics on the cluster MSGX_KAFKA_BROKERS reaches (not in
+//     the dry run, which creates nothing);
 //  3. forget goka's local tables (they are the old cluster's, with its
 //     offsets);
 //  4. write every flight's table value (flight_schd.table_state) and the
@@ -105,15 +106,22 @@ func runReseed(ctx context.Context, cfg Config, args []string, out io.Writer, lo
 	fmt.Fprintf(out, "reseed: Kafka answers with %s\n", seen)
 	fmt.Fprintf(out, "reseed: %d flights (+%d placeholders) into %s, %d reference categories into %s\n",
 		len(states), len(placeholders), flights.Table, len(cats), refdataproc.Table)
+	if !*yes {
+		// The dry run creates nothing: a cluster without msgx.inbox is
+		// taken for a new one, whose tables --yes checks once created.
+		if seen.InboxTopicID != "" {
+			if err := tablesEmpty(ctx, cfg, brokers); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(out, "reseed: checks passed; stop every msgx instance, then run: msgx reseed --yes")
+		return nil
+	}
 	if err := kafka.EnsureTopics(brokers, cfg.Kafka, topics(cfg), log); err != nil {
 		return err
 	}
 	if err := tablesEmpty(ctx, cfg, brokers); err != nil {
 		return err
-	}
-	if !*yes {
-		fmt.Fprintln(out, "reseed: checks passed; stop every msgx instance, then run: msgx reseed --yes")
-		return nil
 	}
 	if err := os.RemoveAll(filepath.Join(cfg.StateDir, "goka")); err != nil {
 		return fmt.Errorf("forgetting goka's local tables: %w", err)
