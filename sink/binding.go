@@ -92,19 +92,26 @@ func logBinding(ctx context.Context, tx pgx.Tx, id kafka.Identity, now time.Time
 	return err
 }
 
-// FlightKnown says where PostgreSQL knows a flight from: "flight_schd" (the
-// read model holds it) or "flight_index" (the router indexed it for a
-// message older than msgID and the history sweep never archived it), or ""
-// when it does not. The flights processor asks it for a transition whose
-// flight its table lacks (docs/design.md#divergence); useIndex false
-// skips the router's index (a LINK may reach a master its own partition has
-// not created yet).
-func FlightKnown(ctx context.Context, pool *pgxpool.Pool, flid string, msgID int64, useIndex bool) (string, error) {
+// FlightKnown says where PostgreSQL knows a flight from messages older than
+// msgID: "flight_schd" (the read model holds it, last changed by an older
+// message) or "flight_index" (the router indexed it for an older message
+// and the history sweep never archived it); "" when it does not. The flights
+// processor asks it for a transition whose flight its table lacks
+// (docs/design.md#divergence).
+//
+// Only older messages count, because of a crash between the flights
+// processor's PostgreSQL commit and the acknowledgement of its table write:
+// the transition that created the flight is delivered again to a table
+// without it, while PostgreSQL already holds what it (and the transitions
+// after it, delivered again behind it) wrote — all at or above its own
+// message. Applying it again is the crash recovery of
+// docs/design.md#i4-exactly-once-effect, not a divergence.
+func FlightKnown(ctx context.Context, pool *pgxpool.Pool, flid string, msgID int64) (string, error) {
 	var schd, index bool
 	err := pool.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM flight_schd WHERE flid = $1),
-		$3 AND EXISTS (SELECT 1 FROM flight_index WHERE flid = $1 AND first_msg_id < $2)
-		   AND NOT EXISTS (SELECT 1 FROM flight_hist WHERE flid = $1)`, flid, msgID, useIndex).Scan(&schd, &index)
+		EXISTS (SELECT 1 FROM flight_schd WHERE flid = $1 AND last_msg_id < $2),
+		EXISTS (SELECT 1 FROM flight_index WHERE flid = $1 AND first_msg_id < $2)
+		   AND NOT EXISTS (SELECT 1 FROM flight_hist WHERE flid = $1)`, flid, msgID).Scan(&schd, &index)
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("looking flight %s up in PostgreSQL: %w", flid, err)
@@ -116,12 +123,13 @@ func FlightKnown(ctx context.Context, pool *pgxpool.Pool, flid string, msgID int
 	return "", nil
 }
 
-// RefdataKnown reports whether ref_master holds records of category rtype:
-// the refdata processor asks it for a transition whose category its table
-// lacks (docs/design.md#divergence).
-func RefdataKnown(ctx context.Context, pool *pgxpool.Pool, rtype string) (bool, error) {
+// RefdataKnown reports whether ref_master holds records of category rtype
+// written by messages older than msgID: the refdata processor asks it for a
+// transition whose category its table lacks (docs/design.md#divergence).
+// Records of msgID or later are a crash's redelivery, as in FlightKnown.
+func RefdataKnown(ctx context.Context, pool *pgxpool.Pool, rtype string, msgID int64) (bool, error) {
 	var known bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ref_master WHERE rtype = $1)`, rtype).Scan(&known); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ref_master WHERE rtype = $1 AND last_msg_id < $2)`, rtype, msgID).Scan(&known); err != nil {
 		return false, fmt.Errorf("looking category %s up in PostgreSQL: %w", rtype, err)
 	}
 	return known, nil

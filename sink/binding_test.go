@@ -65,22 +65,20 @@ func TestFlightKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		flid     string
-		msg      int64
-		useIndex bool
-		want     string
+		flid string
+		msg  int64
+		want string
 	}{
-		{"1", 9, true, "flight_schd"},
-		{"1", 9, false, "flight_schd"},
-		{"2", 9, true, "flight_index"}, // indexed by an older message, never applied
-		{"2", 9, false, ""},            // a LINK does not consult the index
-		{"2", 2, true, ""},             // indexed by this very message: its creation
-		{"3", 9, true, ""},             // purged by the history sweep
-		{"4", 9, true, ""},             // unknown
+		{"1", 9, "flight_schd"},
+		{"1", 1, ""},             // the read model holds what this very message wrote: a redelivery after a crash
+		{"2", 9, "flight_index"}, // indexed by an older message, never applied
+		{"2", 2, ""},             // indexed by this very message: its creation
+		{"3", 9, ""},             // purged by the history sweep
+		{"4", 9, ""},             // unknown
 	} {
-		got, err := sink.FlightKnown(ctx, pool, tc.flid, tc.msg, tc.useIndex)
+		got, err := sink.FlightKnown(ctx, pool, tc.flid, tc.msg)
 		if err != nil || got != tc.want {
-			t.Errorf("FlightKnown(%s, %d, %v) = %q, %v; want %q", tc.flid, tc.msg, tc.useIndex, got, err, tc.want)
+			t.Errorf("FlightKnown(%s, %d) = %q, %v; want %q", tc.flid, tc.msg, got, err, tc.want)
 		}
 	}
 }
@@ -133,11 +131,15 @@ func TestReseedSources(t *testing.T) {
 	if got, want := asJSON(t, cats[0]), asJSON(t, cat); got != want {
 		t.Fatalf("category read back\n got %s\nwant %s", got, want)
 	}
-	if known, err := sink.RefdataKnown(ctx, pool, "AIRL"); err != nil || !known {
-		t.Fatalf("RefdataKnown(AIRL) = %v %v", known, err)
+	if known, err := sink.RefdataKnown(ctx, pool, "AIRL", 5); err != nil || !known {
+		t.Fatalf("RefdataKnown(AIRL, 5) = %v %v", known, err)
 	}
-	if known, err := sink.RefdataKnown(ctx, pool, "ARPT"); err != nil || known {
-		t.Fatalf("RefdataKnown(ARPT) = %v %v", known, err)
+	// Written by message 4 itself: a redelivery after a crash.
+	if known, err := sink.RefdataKnown(ctx, pool, "AIRL", 4); err != nil || known {
+		t.Fatalf("RefdataKnown(AIRL, 4) = %v %v", known, err)
+	}
+	if known, err := sink.RefdataKnown(ctx, pool, "ARPT", 5); err != nil || known {
+		t.Fatalf("RefdataKnown(ARPT, 5) = %v %v", known, err)
 	}
 }
 

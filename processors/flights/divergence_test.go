@@ -192,3 +192,43 @@ func TestRejectedTransitionHalts(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// A crash between the PostgreSQL commit and the table write's
+// acknowledgement delivers the creating transition again to a table without
+// the flight, while PostgreSQL holds what it wrote: that is the normal crash
+// recovery (applied again, idempotent), not a divergence.
+func TestRedeliveryAfterCrashIsNoDivergence(t *testing.T) {
+	k := newKafkaRig(t)
+	ctx := context.Background()
+	tr := schedule(6, "4001", map[string]string{"FLNO": "MU4001"})
+	tr.At = k.t0
+	written, err := flight.Apply(nil, tr, flight.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := k.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.WriteFlight(ctx, tx, written.State); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at) VALUES ('4001', NULL, 6, now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k.routed(6, 1)
+	k.produce(tr)
+	testenv.WaitCaughtUp(t, k.brokers, Group, []string{"msgx.flight-transitions"}, time.Minute)
+	if h := k.p.Stats().Halted; h != "" {
+		t.Fatalf("halted on a redelivery: %s", h)
+	}
+	if st := k.state(6); st != message.StateSucceeded {
+		t.Fatalf("message 6 is %s", st)
+	}
+	if v, _ := k.pgVersion("4001"); v != 1 {
+		t.Fatalf("flight 4001 at v%d, want 1", v)
+	}
+}

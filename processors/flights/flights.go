@@ -220,7 +220,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	if v := gctx.Value(); v != nil {
 		cur = v.(*flight.State)
 	}
-	if cur == nil || cur.IsPlaceholder() {
+	if (cur == nil || cur.IsPlaceholder()) && counted(t) {
 		if err := p.checkKnown(gctx, log, t); err != nil {
 			kafka.Abort(gctx, err)
 		}
@@ -264,19 +264,20 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 }
 
 // checkKnown halts the processor when the table lacks t's flight but
-// PostgreSQL knows it (docs/design.md#divergence): the goka table is not the
-// state PostgreSQL was built from (another Kafka cluster, a wiped or
-// re-created table topic), and applying t would answer no-match — or create
-// the flight anew — and mark its message applied. A LINK is checked against
-// the read model only: it may reach a master whose creation is still on its
-// way on another partition, which the router's index already lists.
+// PostgreSQL knows it from older messages (docs/design.md#divergence): the
+// goka table is not the state PostgreSQL was built from (another Kafka
+// cluster, a wiped or re-created table topic), and applying t would answer
+// no-match — or create the flight anew — and mark its message applied.
+// Only transitions the router counted are checked: they complete messages.
+// Derived ones (LINK, cascade, PURGE) arrive on the loop topic in another
+// order than their flight's own transitions, and complete none.
 func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Transition) error {
 	var where string
 	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
 		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		var err error
-		where, err = sink.FlightKnown(qctx, p.d.Pool, t.FLID, t.MsgID, t.Kind != flight.KindLink)
+		where, err = sink.FlightKnown(qctx, p.d.Pool, t.FLID, t.MsgID)
 		return err
 	})
 	if err != nil || where == "" {

@@ -17,7 +17,8 @@ import (
 	"msgx/tables/refdata"
 )
 
-// A category ref_master holds but the table does not halts the processor
+// A category ref_master holds from older messages but the table does not
+// halts the processor
 // (the message stays ROUTED, ref_master keeps its records), and so does a
 // transition Apply rejects; neither is committed.
 func TestRefdataHalts(t *testing.T) {
@@ -29,7 +30,7 @@ func TestRefdataHalts(t *testing.T) {
 	t.Cleanup(pool.Close)
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	msgs := sink.NewMessages(pool, 10*time.Second)
-	for _, id := range []int64{1, 2} {
+	for _, id := range []int64{5, 6} {
 		if _, err := msgs.Touch(ctx, id, nil, t0, t0); err != nil {
 			t.Fatal(err)
 		}
@@ -99,24 +100,24 @@ func TestRefdataHalts(t *testing.T) {
 	// A DNLD of AIRL with MU only, applied to an empty table, would keep
 	// CA in ref_master and complete the message.
 	p, produce, stop := run()
-	produce(refdata.Transition{MsgID: 1, RType: "AIRL", STYP: refdata.STYPDNLD, At: t0, Records: []refdata.Record{{"ITOP": "MU"}}})
+	produce(refdata.Transition{MsgID: 5, RType: "AIRL", STYP: refdata.STYPDNLD, At: t0, Records: []refdata.Record{{"ITOP": "MU"}}})
 	if h := waitHalted(p); !strings.Contains(h, "divergence: category AIRL") {
 		t.Fatalf("halt %q", h)
 	}
 	stop()
 	var n int
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM ref_master WHERE rtype = 'AIRL'`).Scan(&n)
-	if st := state(1); st != message.StateRouted || n != 2 {
-		t.Fatalf("message 1 %s, %d AIRL records; want ROUTED and 2", st, n)
+	if st := state(5); st != message.StateRouted || n != 2 {
+		t.Fatalf("message 5 %s, %d AIRL records; want ROUTED and 2", st, n)
 	}
 
 	p, produce, stop = run()
 	defer stop()
-	produce(refdata.Transition{MsgID: 2, RType: "ARPT", STYP: "BOGUS", At: t0})
+	produce(refdata.Transition{MsgID: 6, RType: "ARPT", STYP: "BOGUS", At: t0})
 	if h := waitHalted(p); !strings.Contains(h, "rejected") || !strings.Contains(h, "ARPT") {
 		t.Fatalf("halt %q", h)
 	}
-	if st := state(2); st != message.StateRouted {
-		t.Fatalf("message 2 is %s, want ROUTED", st)
+	if st := state(6); st != message.StateRouted {
+		t.Fatalf("message 6 is %s, want ROUTED", st)
 	}
 }

@@ -192,7 +192,8 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 }
 
 // checkKnown halts the processor when the table lacks t's category but
-// ref_master holds records of it (docs/design.md#divergence): the goka table
+// ref_master holds records of it from older messages
+// (docs/design.md#divergence): the goka table
 // is not the state PostgreSQL was built from, and applying t to an empty
 // category would miss the deletions a full replace implies and mark the
 // message applied.
@@ -202,7 +203,7 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *refdata.T
 		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		var err error
-		known, err = sink.RefdataKnown(qctx, p.d.Pool, t.RType)
+		known, err = sink.RefdataKnown(qctx, p.d.Pool, t.RType, t.MsgID)
 		return err
 	})
 	if err != nil {
