@@ -193,10 +193,10 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 
 // checkKnown halts the processor when the table lacks t's category but
 // ref_master holds records of it from older messages
-// (docs/design.md#divergence): the goka table
-// is not the state PostgreSQL was built from, and applying t to an empty
-// category would miss the deletions a full replace implies and mark the
-// message applied.
+// (docs/design.md#divergence): the goka table is not the state PostgreSQL
+// was built from, and applying t to an empty category would miss the
+// deletions a full replace implies and mark the message applied. Records of
+// t's own message or later are a crash's redelivery (sink.RefdataKnown).
 func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *refdata.Transition) {
 	var known bool
 	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
@@ -233,8 +233,8 @@ func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo strin
 }
 
 // writeTx is one transition's share of a write transaction: the category's
-// rows, the completion hook and the applied
-// mark that completes the message. It is the seam of a batched commit:
+// rows, the completion hook and the applied mark that completes the
+// message. It is the seam of a batched commit:
 // several transitions share a transaction by calling it for each in order
 // before the commit.
 func (p *Processor) writeTx(ctx context.Context, tx pgx.Tx, log *slog.Logger, t *refdata.Transition, s *refdata.State,
