@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -258,5 +259,28 @@ func TestMoveToAnotherKafkaCluster(t *testing.T) {
 	// The old cluster is refused now.
 	if err := runBriefly(t, cfgA, 30*time.Second); !errors.Is(err, errBinding) {
 		t.Fatalf("cluster A after the move: %v, want the refusal", err)
+	}
+}
+
+// With no daemon answering (it refused to start), msgx status collects the
+// report itself and names the binding mismatch first.
+func TestStatusNamesTheBindingMismatch(t *testing.T) {
+	bound := testenv.NewBroker(t)
+	cfg, _ := testConfig(t, nil)
+	cfg.Kafka.Brokers = bound
+	if err := runMigrate(cfg, nil, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := runBind(context.Background(), cfg, []string{"--force"}, &out, testenv.Logger(t)); err != nil {
+		t.Fatalf("bind: %v\n%s", err, out.String())
+	}
+	cfg.Kafka.Brokers = testenv.NewBroker(t) // another cluster
+	out.Reset()
+	if err := runStatus(context.Background(), cfg, nil, &out, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "kafka binding mismatch: refusing to start: another Kafka cluster") {
+		t.Fatalf("msgx status does not name the mismatch:\n%s", out.String())
 	}
 }
