@@ -98,8 +98,8 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // with their SQL types: the fixed ones, then one per flight.FieldTags.
 // schd_sent_version is not among them: the schd flusher owns it.
 var flightColumns, flightTypes = func() (cols, types []string) {
-	cols = []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc"}
-	types = []string{"text", "date", "text", "bigint", "bigint", "timestamptz", "jsonb"}
+	cols = []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state"}
+	types = []string{"text", "date", "text", "bigint", "bigint", "timestamptz", "jsonb", "jsonb"}
 	for _, tag := range flight.FieldTags {
 		cols = append(cols, ident(FlightColumn(tag)))
 		types = append(types, "text")
@@ -470,13 +470,28 @@ func describeFlights(states []*flight.State) string {
 	return fmt.Sprintf("%d flights (first %s)", len(states), states[0].FLID)
 }
 
-func upsertOneArgs(s *flight.State) ([]any, error) {
-	doc, err := json.Marshal(s.View())
+// encodeFlight returns the flight JSON (doc) and the whole table value
+// (table_state: the bookkeeping too, what msgx reseed writes back into a
+// goka table).
+func encodeFlight(s *flight.State) (doc, state string, err error) {
+	d, err := json.Marshal(s.View())
 	if err != nil {
-		return nil, fmt.Errorf("encoding flight %s: %w", s.FLID, err)
+		return "", "", fmt.Errorf("encoding flight %s: %w", s.FLID, err)
+	}
+	st, err := json.Marshal(s)
+	if err != nil {
+		return "", "", fmt.Errorf("encoding the table state of flight %s: %w", s.FLID, err)
+	}
+	return string(d), string(st), nil
+}
+
+func upsertOneArgs(s *flight.State) ([]any, error) {
+	doc, state, err := encodeFlight(s)
+	if err != nil {
+		return nil, err
 	}
 	args := make([]any, 0, len(flightColumns))
-	args = append(args, s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, string(doc))
+	args = append(args, s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, doc, state)
 	for _, tag := range flight.FieldTags {
 		args = append(args, nullable(s.Fields[tag]))
 	}
@@ -485,7 +500,7 @@ func upsertOneArgs(s *flight.State) ([]any, error) {
 
 func upsertManyArgs(states []*flight.State) ([]any, error) {
 	n := len(states)
-	flids, lifecycle, docs := make([]string, n), make([]string, n), make([]string, n)
+	flids, lifecycle, docs, tstates := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	days := make([]*string, n)
 	versions, lastMsgs := make([]int64, n), make([]int64, n)
 	updated := make([]time.Time, n)
@@ -494,17 +509,17 @@ func upsertManyArgs(states []*flight.State) ([]any, error) {
 		fields[j] = make([]*string, n)
 	}
 	for i, s := range states {
-		doc, err := json.Marshal(s.View())
+		doc, state, err := encodeFlight(s)
 		if err != nil {
-			return nil, fmt.Errorf("encoding flight %s: %w", s.FLID, err)
+			return nil, err
 		}
-		flids[i], days[i], lifecycle[i], docs[i] = s.FLID, nullable(s.OperationDay), s.State, string(doc)
+		flids[i], days[i], lifecycle[i], docs[i], tstates[i] = s.FLID, nullable(s.OperationDay), s.State, doc, state
 		versions[i], lastMsgs[i], updated[i] = s.StateVersion, s.LastMsgID, s.UpdatedAt
 		for j, tag := range flight.FieldTags {
 			fields[j][i] = nullable(s.Fields[tag])
 		}
 	}
-	args := []any{flids, days, lifecycle, versions, lastMsgs, updated, docs}
+	args := []any{flids, days, lifecycle, versions, lastMsgs, updated, docs, tstates}
 	for _, col := range fields {
 		args = append(args, col)
 	}

@@ -160,7 +160,7 @@ func TestSchemaCoversVocabulary(t *testing.T) {
 		}
 	}
 	// Every column is a fixed one or a field tag: the writer sets them all.
-	fixed := []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "schd_sent_version"}
+	fixed := []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state", "schd_sent_version"}
 	if len(cols) != len(fixed)+len(flight.FieldTags) {
 		t.Errorf("flight_schd has %d columns, want %d", len(cols), len(fixed)+len(flight.FieldTags))
 	}
@@ -416,7 +416,7 @@ func flHistory(t testing.TB, flid string) []*flight.State {
 // that two flights written differently can be compared.
 func flReadModel(t testing.TB, pool *pgxpool.Pool, flid string) []string {
 	t.Helper()
-	out := flRows(t, pool, `SELECT (to_jsonb(f) - 'flid' - 'doc')::text, (f.doc - 'flid')::text FROM flight_schd f WHERE flid = $1`, flid)
+	out := flRows(t, pool, `SELECT (to_jsonb(f) - 'flid' - 'doc' - 'table_state')::text, (f.doc - 'flid')::text, (f.table_state - 'flid')::text FROM flight_schd f WHERE flid = $1`, flid)
 	for _, table := range sink.FlightTables[1:] {
 		out = append(out, table)
 		out = append(out, flRows(t, pool, `SELECT (to_jsonb(t) - 'flid')::text AS r FROM `+table+` t WHERE flid = $1 ORDER BY r`, flid)...)

@@ -43,6 +43,44 @@ func TestMigrateRecoversFromAKilledMigration(t *testing.T) {
 	}
 }
 
+// A kill after a migration's body committed, before golang-migrate marked
+// the version clean, used to leave a dirty version whose objects exist, and
+// every later start failed re-applying it. The body now marks its version
+// clean in its own transaction: that state cannot arise.
+func TestMigrationBodyMarksItsVersionClean(t *testing.T) {
+	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	newest, _, err := sink.MigrationVersion(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigrateDown(cfg, 1); err != nil {
+		t.Fatal(err)
+	}
+	body, err := sink.UpMigrationBody(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := sink.OpenPG(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx := context.Background()
+	// golang-migrate's sequence, killed before its last step.
+	if _, err := pool.Exec(ctx, `UPDATE schema_migrations SET version = $1, dirty = true`, int64(newest)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, string(body)); err != nil {
+		t.Fatal(err)
+	}
+	if v, dirty, err := sink.MigrationVersion(cfg); err != nil || dirty || v != newest {
+		t.Fatalf("after the body: version %d dirty=%v %v, want %d clean", v, dirty, err, newest)
+	}
+	if err := sink.Migrate(cfg); err != nil {
+		t.Fatalf("the next start: %v", err)
+	}
+}
+
 // The recovery above relies on every migration running as one implicit
 // transaction: no transaction control and nothing that refuses to run in a
 // transaction block.

@@ -1,10 +1,12 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"regexp"
@@ -16,6 +18,7 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers the pgx5:// scheme
+	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -174,6 +177,31 @@ func previousVersion(v uint) (int, error) {
 	return int(prev), nil
 }
 
+// cleanOnCommit appends to every up migration the statement that marks its
+// version clean. golang-migrate marks a version dirty, runs the body (one
+// implicit transaction: a multi-statement simple query) and marks it clean
+// in a second transaction; a kill between the two left a version dirty whose
+// body had committed, and Migrate's "undo the dirty version, apply it again"
+// then failed on the objects it already made (relation … already exists),
+// at every start. With the clean mark inside the body's transaction, a dirty
+// version is always one whose body rolled back. (The clean mark
+// golang-migrate writes afterwards is then a no-op.)
+type cleanOnCommit struct{ source.Driver }
+
+func (s cleanOnCommit) ReadUp(version uint) (io.ReadCloser, string, error) {
+	r, id, err := s.Driver.ReadUp(version)
+	if err != nil {
+		return r, id, err
+	}
+	defer r.Close()
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, id, fmt.Errorf("reading migration %d: %w", version, err)
+	}
+	body = fmt.Appendf(body, "\n;\nUPDATE schema_migrations SET dirty = false WHERE version = %d;\n", version)
+	return io.NopCloser(bytes.NewReader(body)), id, nil
+}
+
 // MigrateDown reverts the given number of migrations (all when steps <= 0).
 func MigrateDown(c Config, steps int) error {
 	m, err := newMigrate(c.PGDSN)
@@ -216,7 +244,7 @@ func newMigrate(dsn string) (*migrate.Migrate, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := migrate.NewWithSourceInstance("iofs", src, url)
+	m, err := migrate.NewWithSourceInstance("iofs", cleanOnCommit{src}, url)
 	if err != nil {
 		return nil, fmt.Errorf("connecting migrations to postgres: %w", err)
 	}

@@ -58,6 +58,9 @@ func report(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 		cs := status.ComponentState{Name: c.Name, State: c.Effective(), LastError: c.LastError}
 		if cs.State == health.Paused {
 			cs.LastError = c.Paused
+			if c.Halted != "" {
+				cs.LastError = c.Halted
+			}
 		}
 		if !c.LastErrorAt.IsZero() {
 			at := c.LastErrorAt
@@ -188,5 +191,15 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
 	d := &deps{pool: pool, mysql: my, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
-	return collect(ctx, cfg, d)
+	rep, err := collect(ctx, cfg, d)
+	if err != nil {
+		return rep, err
+	}
+	// No daemon answered: one that refused to start on another Kafka
+	// cluster says so only in its log; the report says it too
+	// (docs/operations.md 3.7). An unreachable Kafka is already an alert.
+	if _, berr := checkBinding(ctx, cfg, brokers, pool); errors.Is(berr, errBinding) {
+		rep.Alerts = append([]string{berr.Error()}, rep.Alerts...)
+	}
+	return rep, nil
 }

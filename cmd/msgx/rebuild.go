@@ -117,6 +117,11 @@ func runRebuild(ctx context.Context, cfg Config, yes bool, out io.Writer, log *s
 	if err := sink.Migrate(cfg.DB); err != nil {
 		return err
 	}
+	// Rebuilding from another cluster's msgx.inbox would replace the state
+	// with a foreign history (docs/design.md#kafka-binding).
+	if _, err := checkBinding(ctx, cfg, brokers, pool); err != nil {
+		return err
+	}
 
 	fmt.Fprintln(out, "rebuild: resetting consumer groups, internal topics and derived tables")
 	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{string(cfg.Router.Group()), string(cfg.Flights.Group()), string(cfg.Refdata.Group())}); err != nil {

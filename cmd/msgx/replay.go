@@ -87,6 +87,11 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 			}
 			return enc.Encode(plan)
 		}
+		// A replay re-injects into msgx.inbox: into another cluster's, its
+		// messages would be reset here and never decided.
+		if _, err := checkBinding(ctx, cfg, brokers, pool); err != nil {
+			return err
+		}
 		res, err := replay.Run(ctx, deps, sel, *who, now)
 		_ = enc.Encode(res)
 		if err != nil && len(res.Unproduced) > 0 {

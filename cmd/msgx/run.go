@@ -126,10 +126,27 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	if err := waitFor("migrating postgres", func(context.Context) error { return sink.Migrate(cfg.DB) }); err != nil {
 		return nil, err
 	}
+	// The database is bound to one Kafka cluster (docs/design.md#kafka-binding):
+	// checked before anything is created on the cluster, recorded at the
+	// first start once msgx.inbox exists.
+	var bound bool
+	if err := waitFor("checking the kafka binding", func(ctx context.Context) (err error) {
+		bound, err = checkBinding(ctx, cfg, d.brokers, d.pool)
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	if err := waitFor("creating kafka topics", func(context.Context) error {
 		return kafka.EnsureTopics(d.brokers, cfg.Kafka, topics(cfg), log)
 	}); err != nil {
 		return nil, err
+	}
+	if !bound {
+		if err := waitFor("binding to kafka", func(ctx context.Context) error {
+			return bindFirst(ctx, cfg, d.brokers, d.pool, d.clock, log)
+		}); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return d, nil
@@ -393,6 +410,13 @@ func runLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *me
 	defer lock.Release()
 	outage.Recovered(l.key.String() + ": PostgreSQL reachable again")
 	log.Info(l.key.String()+" acquired: this instance runs "+l.role, "component", "main")
+	// Checked again under the lock: the database may have been re-bound to
+	// another cluster while this instance waited as a standby.
+	if err := retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
+		outage.Failed("checking the kafka binding: dependency unavailable, waiting", err, "retry_in", wait.String())
+	}, func(ctx context.Context) error { return verifyBinding(ctx, cfg, d) }); err != nil {
+		return err
+	}
 	pg, pctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		pg.Go(func() error { return retry.Supervise(pctx, d.clock, restartBackoff, log, d.health, name, run) })
@@ -454,8 +478,10 @@ func (p *processing) startPartitioned(supervise func(string, func(context.Contex
 	}
 	supervise("flights", func(ctx context.Context) error { return fp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	d.health.WatchPause("flights", func() (bool, string) { return fp.Stats().Paused, "PostgreSQL unavailable" })
+	d.health.WatchHalt("flights", func() string { return fp.Stats().Halted })
 	supervise("refdata", func(ctx context.Context) error { return rp.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
 	d.health.WatchPause("refdata", func() (bool, string) { return rp.Stats().Paused, "PostgreSQL unavailable" })
+	d.health.WatchHalt("refdata", func() string { return rp.Stats().Halted })
 	m.UpdateSources(func(s *metric.Sources) { s.Flights, s.Refdata = fp.Stats, rp.Stats })
 	return nil
 }

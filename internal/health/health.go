@@ -22,9 +22,15 @@ var States = []string{Starting, Running, Paused, Restarting, Stopped}
 
 // Component is one component's state.
 type Component struct {
-	Name        string    `json:"name"`
-	State       string    `json:"state"`
-	Paused      string    `json:"paused,omitempty"` // why it waits for a dependency, if it runs and does
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Paused string `json:"paused,omitempty"` // why it waits for a dependency, if it runs and does
+	// Halted says why a running component stopped making progress on
+	// purpose until an operator acts (a divergence between Kafka and
+	// PostgreSQL, a rejected transition): msgx's own words naming the
+	// flight and the cause, never a dependency's error text, so readiness
+	// may print it.
+	Halted      string    `json:"halted,omitempty"`
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
 	Restarts    int       `json:"restarts"`
@@ -34,7 +40,7 @@ type Component struct {
 // Effective is the component's exact state: Paused while it runs but waits
 // for a dependency, otherwise State.
 func (c Component) Effective() string {
-	if c.State == Running && c.Paused != "" {
+	if c.State == Running && (c.Paused != "" || c.Halted != "") {
 		return Paused
 	}
 	return c.State
@@ -47,11 +53,13 @@ type Registry struct {
 	now    func() time.Time
 	comps  map[string]*Component
 	paused map[string]func() (bool, string)
+	halted map[string]func() string
 }
 
 // NewRegistry returns an empty registry reading time from now.
 func NewRegistry(now func() time.Time) *Registry {
-	return &Registry{now: now, comps: map[string]*Component{}, paused: map[string]func() (bool, string){}}
+	return &Registry{now: now, comps: map[string]*Component{}, paused: map[string]func() (bool, string){},
+		halted: map[string]func() string{}}
 }
 
 func (r *Registry) get(name string) *Component {
@@ -100,6 +108,16 @@ func (r *Registry) WatchPause(name string, fn func() (bool, string)) {
 	r.paused[name] = fn
 }
 
+// WatchHalt registers a function telling why the component halted on purpose
+// ("" while it is not); it is asked on every snapshot of a running
+// component, like a pause watcher.
+func (r *Registry) WatchHalt(name string, fn func() string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.get(name)
+	r.halted[name] = fn
+}
+
 // Snapshot returns every component, sorted by name. Pause watchers are
 // asked only for running components: a component that stopped (its instance
 // lost the process lock) or is restarting is not waiting for anything,
@@ -114,6 +132,9 @@ func (r *Registry) Snapshot() []Component {
 			if p, why := fn(); p {
 				cp.Paused = why
 			}
+		}
+		if fn := r.halted[name]; fn != nil && cp.State == Running {
+			cp.Halted = fn()
 		}
 		out = append(out, cp)
 	}

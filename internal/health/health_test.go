@@ -79,3 +79,29 @@ func TestPausedOnlyWhileRunning(t *testing.T) {
 		}
 	}
 }
+
+// A halt is msgx's own words about a flight that needs an operator:
+// readiness names it (a dependency's error text it never prints), and
+// only while the component runs.
+func TestHaltNamedInReadiness(t *testing.T) {
+	reg := NewRegistry(func() time.Time { return t0 })
+	halted := ""
+	reg.WatchHalt("flights", func() string { return halted })
+	reg.Set("flights", Running)
+	ready := func() Result { return (&Ready{Registry: reg, Timeout: time.Second}).Evaluate(context.Background()) }
+	if res := ready(); !res.Ready {
+		t.Fatalf("not halted: %+v", res)
+	}
+	halted = "divergence: flight 100 (message #3) is in PostgreSQL flight_schd but not in the flights table"
+	c := reg.Snapshot()[0]
+	if c.Effective() != Paused || c.Halted != halted {
+		t.Fatalf("component %+v", c)
+	}
+	if res := ready(); res.Ready || len(res.Reasons) != 1 || res.Reasons[0] != "component flights paused: "+halted {
+		t.Fatalf("readiness %+v", res)
+	}
+	reg.Set("flights", Stopped)
+	if c := reg.Snapshot()[0]; c.Halted != "" || c.Effective() != Stopped {
+		t.Fatalf("a stopped component reports a halt: %+v", c)
+	}
+}

@@ -65,6 +65,10 @@ func (h *Ready) Evaluate(ctx context.Context) Result {
 		case Running:
 		case Paused:
 			res.Ready = false
+			if c.Halted != "" {
+				res.Reasons = append(res.Reasons, fmt.Sprintf("component %s paused: %s", c.Name, c.Halted))
+				continue
+			}
 			res.Reasons = append(res.Reasons, fmt.Sprintf("component %s paused by an outage", c.Name))
 		default:
 			res.Ready = false

@@ -41,6 +41,11 @@ func StartBroker(addr, dataDir string, log *slog.Logger, extra ...kfake.Opt) (*B
 			return net.Listen(network, addr)
 		}),
 	}
+	// Every new embedded cluster gets its own ID, so that two brokers are
+	// never taken for one (docs/design.md#kafka-binding). kfake keeps it
+	// in meta.json: a broker started again on its data directory reads its
+	// ID back and ignores this one.
+	opts = append(opts, kfake.ClusterID(newClusterID()))
 	if dataDir != "" {
 		if err := os.MkdirAll(dataDir, 0o750); err != nil {
 			return nil, fmt.Errorf("creating kafka data dir: %w", err)

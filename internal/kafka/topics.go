@@ -247,3 +247,20 @@ func RunProcessor(ctx context.Context, p *goka.Processor, name string) error {
 	}
 	return nil
 }
+
+// GokaEmitterOptions are the options of an emitter that writes a goka
+// table's topic directly (msgx reseed): the processors' producer settings,
+// table-sized records, and goka's default hasher, so that each key lands on
+// the partition the processor itself would write it to.
+func GokaEmitterOptions(c Config, log *slog.Logger) []goka.EmitterOption {
+	tmc := goka.NewTopicManagerConfig()
+	tmc.Table.Replication = c.Replication
+	tmc.Stream.Replication = c.Replication
+	producer := c.Sarama("msgx-reseed")
+	producer.Producer.MaxMessageBytes = max(producer.Producer.MaxMessageBytes, TableRecordBytes)
+	return []goka.EmitterOption{
+		goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(producer)),
+		goka.WithEmitterTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-topics"), tmc)),
+		goka.WithEmitterLogger(SlogAdapter{Log: log, Level: slog.LevelInfo}),
+	}
+}

@@ -106,7 +106,13 @@ type Stats struct {
 	Replays  int64
 	Events   int64
 	Rejected int64
+	// Diverged counts transitions whose flight PostgreSQL knows and the
+	// table does not.
+	Diverged int64
 	Paused   bool
+	// Halted is why the processor stopped on a transition until an
+	// operator acts (a divergence, a rejected transition); "" while not.
+	Halted string
 }
 
 // Processor is the msgx-flights processor.
@@ -222,15 +228,22 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	if v := gctx.Value(); v != nil {
 		cur = v.(*flight.State)
 	}
+	if (cur == nil || cur.IsPlaceholder()) && counted(t) {
+		if err := p.checkKnown(gctx, log, t); err != nil {
+			kafka.Abort(gctx, err)
+		}
+	}
 	res, err := flight.Apply(cur, *t, p.opts)
 	if err != nil {
-		// Only a transition the router should never have built gets here.
-		// It is counted as consumed so its message completes, and reported.
-		log.Error("flight transition rejected; nothing applied", "err", err, "source", t.Source)
+		// The router validates everything Apply checks (whole package,
+		// DEAD with the reason): a transition it rejects is a bug. It is
+		// never counted as consumed — its message would end SUCCEEDED
+		// without its effect — so the processor halts on it.
 		p.mu.Lock()
 		p.stats.Rejected++
 		p.mu.Unlock()
-		res = flight.Result{}
+		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for flight %s rejected (%v)", t.MsgID, t.FLID, err),
+			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
 	if err := p.write(gctx.Context(), log, t, res); err != nil {
 		// Shutdown: not committed, delivered again after restart.
@@ -256,6 +269,53 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	}
 	p.mu.Unlock()
 	log.Debug("flight transition applied", "outcome", res.Outcome, "state_version", versionOf(res.State), "changed", res.Changed)
+}
+
+// checkKnown halts the processor when the table lacks t's flight but
+// PostgreSQL knows it from older messages (docs/design.md#divergence): the
+// goka table is not the state PostgreSQL was built from (another Kafka
+// cluster, a wiped or re-created table topic), and applying t would answer
+// no-match — or create the flight anew — and mark its message applied.
+// Only transitions the router counted are checked: they complete messages.
+// Derived ones (LINK, cascade, PURGE) arrive on the loop topic in another
+// order than their flight's own transitions, and complete none.
+func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Transition) error {
+	var where string
+	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
+		defer cancel()
+		var err error
+		where, err = sink.FlightKnown(qctx, p.d.Pool, t.FLID, t.MsgID)
+		return err
+	})
+	if err != nil || where == "" {
+		return err
+	}
+	p.mu.Lock()
+	p.stats.Diverged++
+	p.mu.Unlock()
+	p.halt(gctx, log, fmt.Sprintf("divergence: flight %s (message #%d) is in PostgreSQL %s but not in the flights table", t.FLID, t.MsgID, where),
+		"the goka tables are not the ones PostgreSQL was built with: stop msgx and point it at that Kafka cluster "+
+			"(docs/operations.md 6.14); to move to another cluster, follow docs/operations.md 3.8 (msgx reseed, msgx bind --force)")
+	return nil
+}
+
+// halt stops the processor on t without applying or committing it: the
+// component reports paused with reason (readiness, msgx status), one ERROR
+// line says what to do, and the callback waits until goka's context ends
+// (shutdown, a rebalance), when it unwinds uncommitted: the transition is
+// delivered again, and halts again, until an operator fixed the cause. It
+// never returns.
+func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo string) {
+	log.Error("flights processor halted: "+reason, "what_to_do", todo)
+	p.mu.Lock()
+	p.stats.Halted = reason
+	p.mu.Unlock()
+	<-gctx.Context().Done()
+	p.mu.Lock()
+	p.stats.Halted = ""
+	p.mu.Unlock()
+	kafka.Abort(gctx, fmt.Errorf("flights processor halted: %s", reason))
 }
 
 // counted reports whether the router counted t in its message's n: derived

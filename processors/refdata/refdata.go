@@ -72,6 +72,9 @@ type Stats struct {
 	Replays  int64
 	Rejected int64
 	Paused   bool
+	// Halted is why the processor stopped on a transition until an
+	// operator acts (a divergence, a rejected transition); "" while not.
+	Halted string
 }
 
 // Processor is the msgx-refdata processor.
@@ -158,55 +161,97 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	log := p.log.With("msg_id", t.MsgID, "rtype", t.RType)
 	s, _ := gctx.Value().(*refdata.State)
 	if s == nil {
+		p.checkKnown(gctx, log, t)
 		s = refdata.NewState(t.RType)
 	}
 	res, err := refdata.Apply(s, *t)
-	applied := err == nil
 	if err != nil {
-		// The router validates whole packages; what still fails here is
-		// reported and counted as consumed so the message completes.
-		log.Error("reference transition rejected; nothing applied", "err", err, "styp", t.STYP)
+		// The router validates whole packages (refdata.Check, the key-tag
+		// index): a transition Apply still rejects is a bug. It is never
+		// counted as consumed — its message would end SUCCEEDED without
+		// its effect — so the processor halts on it.
 		p.mu.Lock()
 		p.stats.Rejected++
 		p.mu.Unlock()
+		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for category %s rejected (%v)", t.MsgID, t.RType, err),
+			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
 	err = retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
 		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
 		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
-			return p.writeTx(wctx, tx, log, t, s, res, applied, p.d.Clock.Now())
+			return p.writeTx(wctx, tx, log, t, s, res, p.d.Clock.Now())
 		})
 	})
 	if err != nil {
 		kafka.Abort(gctx, err) // shutdown: delivered again after restart
 	}
-	if applied && !res.Replay {
+	if !res.Replay {
 		gctx.SetValue(s)
 	}
 	p.mu.Lock()
 	if res.Replay {
 		p.stats.Replays++
-	} else if applied {
+	} else {
 		p.stats.Applied++
 	}
 	p.mu.Unlock()
 }
 
+// checkKnown halts the processor when the table lacks t's category but
+// ref_master holds records of it from older messages
+// (docs/design.md#divergence): the goka table is not the state PostgreSQL
+// was built from, and applying t to an empty category would miss the
+// deletions a full replace implies and mark the message applied. Records of
+// t's own message or later are a crash's redelivery (sink.RefdataKnown).
+func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *refdata.Transition) {
+	var known bool
+	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
+		defer cancel()
+		var err error
+		known, err = sink.RefdataKnown(qctx, p.d.Pool, t.RType, t.MsgID)
+		return err
+	})
+	if err != nil {
+		kafka.Abort(gctx, err) // shutdown: delivered again after restart
+	}
+	if known {
+		p.halt(gctx, log, fmt.Sprintf("divergence: category %s (message #%d) is in PostgreSQL ref_master but not in the refdata table", t.RType, t.MsgID),
+			"the goka tables are not the ones PostgreSQL was built with: stop msgx and point it at that Kafka cluster "+
+				"(docs/operations.md 6.14); to move to another cluster, follow docs/operations.md 3.8 (msgx reseed, msgx bind --force)")
+	}
+}
+
+// halt stops the processor on t without applying or committing it, as the
+// flights processor's halt does: paused with reason, one ERROR line, and
+// the callback waits for goka's context, then unwinds uncommitted. It never
+// returns.
+func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo string) {
+	log.Error("refdata processor halted: "+reason, "what_to_do", todo)
+	p.mu.Lock()
+	p.stats.Halted = reason
+	p.mu.Unlock()
+	<-gctx.Context().Done()
+	p.mu.Lock()
+	p.stats.Halted = ""
+	p.mu.Unlock()
+	kafka.Abort(gctx, fmt.Errorf("refdata processor halted: %s", reason))
+}
+
 // writeTx is one transition's share of a write transaction: the category's
-// rows (when the transition applied), the completion hook and the applied
-// mark that completes the message. It is the seam of a batched commit:
+// rows, the completion hook and the applied mark that completes the
+// message. It is the seam of a batched commit:
 // several transitions share a transaction by calling it for each in order
 // before the commit.
 func (p *Processor) writeTx(ctx context.Context, tx pgx.Tx, log *slog.Logger, t *refdata.Transition, s *refdata.State,
-	res refdata.Result, applied bool, now time.Time) error {
-	if applied {
-		if err := sink.WriteRefData(ctx, tx, s, res); err != nil {
+	res refdata.Result, now time.Time) error {
+	if err := sink.WriteRefData(ctx, tx, s, res); err != nil {
+		return err
+	}
+	if p.d.OnApplied != nil {
+		if err := p.d.OnApplied(ctx, tx, t); err != nil {
 			return err
-		}
-		if p.d.OnApplied != nil {
-			if err := p.d.OnApplied(ctx, tx, t); err != nil {
-				return err
-			}
 		}
 	}
 	done, err := sink.MarkApplied(ctx, tx, t.MsgID, "refdata", t.RType, now)

@@ -1,0 +1,1 @@
+ALTER TABLE flight_schd DROP COLUMN IF EXISTS table_state;
