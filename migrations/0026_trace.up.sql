@@ -1,0 +1,49 @@
+-- What `msgx trace` reads about one message or one flight without scanning
+-- a topic (docs/design.md#trace). Every column is written by the component
+-- that knows the fact, in the statement or transaction that already records
+-- the step, so a trace never claims a step that did not commit.
+
+-- The msgx.inbox record the router first read the message from (goka's
+-- ctx.Partition/Offset), set on the row's creation (sink.Messages.Load).
+-- A later copy (an ingest duplicate) keeps the first. NULL: a row of an
+-- earlier version. proc_state_hst mirrors proc_state (0007).
+ALTER TABLE proc_state ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint;
+ALTER TABLE proc_state_hst ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint;
+
+-- Where a replay re-injected the message into msgx.inbox, written with
+-- produced = true.
+ALTER TABLE replay_audit_msg ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint;
+
+-- What each transition did (written with its applied mark): outcome is the
+-- flights processor's flight.Result.Outcome ("applied", "no-change",
+-- "no-match", "replay", …) or the refdata processor's ("applied",
+-- "no-change", "replay", "rejected: …"); state_version is the flight or
+-- category version it produced, NULL when it changed nothing. A mark
+-- written again by a redelivery keeps the first.
+ALTER TABLE transition_applied ADD COLUMN outcome text, ADD COLUMN state_version bigint;
+
+-- The version an outbox msg event announces (NULL for a schd tombstone),
+-- so that the publisher can index what it produced.
+ALTER TABLE event_outbox ADD COLUMN msg_id bigint, ADD COLUMN state_version bigint;
+
+-- msg_event is where each flight version's msg event landed: written by
+-- the outbox publisher (emitters/event) after Kafka acknowledged the
+-- produce, in the transaction that deletes the outbox rows. An event
+-- produced twice (a crash between produce and delete) keeps its first
+-- position. Keyed like flight_change; the maintenance runner deletes a row
+-- with its flight_change row (MSGX_FLIGHT_CHANGE_RETENTION), a rebuild
+-- empties both.
+CREATE TABLE msg_event (
+    flid             text        NOT NULL,
+    state_version    bigint      NOT NULL,
+    msg_id           bigint      NOT NULL,
+    topic            text        NOT NULL,
+    kafka_partition  integer     NOT NULL,
+    kafka_offset     bigint      NOT NULL,
+    produced_at      timestamptz NOT NULL,
+    PRIMARY KEY (flid, state_version, msg_id)
+);
+
+-- "The versions message X made" (every flight it touched, derived links
+-- included) without reading the whole change history.
+CREATE INDEX flight_change_msg ON flight_change (msg_id);
