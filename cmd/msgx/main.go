@@ -80,6 +80,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = runBackfill(ctx, cfg, args[1:], stdout)
 	case "table":
 		err = runTable(ctx, cfg, args[1:], stdout, log)
+	case "trace":
+		err = runTrace(ctx, cfg, args[1:], stdout, log)
 	case "broker":
 		err = runBroker(ctx, cfg, log)
 	case "migrate":
