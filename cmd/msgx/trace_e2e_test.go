@@ -193,6 +193,7 @@ func TestTraceScenario(t *testing.T) {
 	// before-image and its own position on msgx.inbox, the version it
 	// made under the replay's generation.
 	t3, text3 := message(m3)
+	t.Logf("msgx trace %d:\n%s", m3, text3)
 	checkEnqueued(t3)
 	checkVersions(t3, fmt.Sprintf("100 v2 FLOP-ESTT r%d [ESTT]", res.AuditID))
 	if len(t3.Replays) != 1 {
