@@ -28,9 +28,10 @@ ALTER TABLE event_outbox ADD COLUMN msg_id bigint, ADD COLUMN state_version bigi
 
 -- msg_event is where each flight version's msg event landed: written by
 -- the outbox publisher (emitters/event) after Kafka acknowledged the
--- produce, in the transaction that deletes the outbox rows. An event
--- produced twice (a crash between produce and delete) keeps its first
--- position. Keyed like flight_change; the maintenance runner deletes a row
+-- produce, in the transaction that deletes the outbox rows: a crash before
+-- that commit produces the rows again, and the confirmed copy is recorded.
+-- A version announced again later (a redelivered transition re-queues the
+-- current version's event) keeps its first recorded position. Keyed like flight_change; the maintenance runner deletes a row
 -- with its flight_change row (MSGX_FLIGHT_CHANGE_RETENTION), a rebuild
 -- empties both.
 CREATE TABLE msg_event (
