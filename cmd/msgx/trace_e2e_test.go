@@ -21,8 +21,8 @@ import (
 // msgx trace against a known scenario run through the whole gateway
 // (MariaDB inbox, embedded Kafka, PostgreSQL): a multi-flight SCHD DNLD, a
 // MALFORMED message (DEAD, not replayable), a FLOP that went
-// DEAD(EXHAUSTED) and was replayed, a FLOP that changed nothing, and IDs
-// the bridge released as a hole. Every position the trace reports is
+// DEAD(EXHAUSTED) and was replayed, a FLOP that changed nothing, IDs the
+// bridge released as a hole and a reference message. Every position the trace reports is
 // checked against the records on msgx.inbox and msgx.msg themselves.
 func TestTraceScenario(t *testing.T) {
 	httpAddr := freeAddr(t)
@@ -85,7 +85,9 @@ func TestTraceScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(m7, "DEAD no META element")
-	ids := []int64{m1, m2, m3, m4, m7}
+	m8 := testenv.InsertInbox(t, my, replayAIRL(8, "AIR CHINA"))
+	waitState(m8, "SUCCEEDED")
+	ids := []int64{m1, m2, m3, m4, m7, m8}
 	waitFor(t, "every mark written, the outbox empty, schd caught up", time.Minute, func() bool {
 		return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = ANY($1) AND backfill_at IS NOT NULL`, ids) == len(ids) &&
 			count(t, pool, `SELECT count(*) FROM event_outbox`) == 0 &&
@@ -95,7 +97,7 @@ func TestTraceScenario(t *testing.T) {
 	// What is on the topics, by position.
 	type inboxRec struct{ msg, replay int64 }
 	inbox := map[int64]inboxRec{}
-	for _, r := range testenv.ReadTopic(t, brokers, "msgx.inbox", 6, 20*time.Second) {
+	for _, r := range testenv.ReadTopic(t, brokers, "msgx.inbox", 7, 20*time.Second) {
 		var rec ingest.Record
 		if err := json.Unmarshal(r.Value, &rec); err != nil {
 			t.Fatal(err)
@@ -218,6 +220,14 @@ func TestTraceScenario(t *testing.T) {
 	checkVersions(t4)
 	if transitions(t4) != "flight 200 no-change v0" || len(t4.Where) != 0 {
 		t.Errorf("trace of %d: transitions %s, where %+v", m4, transitions(t4), t4.Where)
+	}
+
+	// A reference message: its category's version.
+	t8, _ := message(m8)
+	checkEnqueued(t8)
+	checkVersions(t8)
+	if transitions(t8) != "refdata AIRL applied v1" || len(t8.Where) != 0 {
+		t.Errorf("trace of %d: transitions %s, where %+v", m8, transitions(t8), t8.Where)
 	}
 
 	// An ID the bridge released: where it went missing.
