@@ -4,9 +4,9 @@
 -- the step, so a trace never claims a step that did not commit.
 
 -- The msgx.inbox record the router first read the message from (goka's
--- ctx.Partition/Offset), set on the row's creation (sink.Messages.Load).
--- A later copy (an ingest duplicate) keeps the first. NULL: a row of an
--- earlier version. proc_state_hst mirrors proc_state (0007).
+-- ctx.Partition/Offset), set when sink.Messages.Load creates the row; a
+-- later copy (an ingest duplicate, a replay) leaves it. NULL: a row created
+-- before this migration. proc_state_hst mirrors proc_state (0007).
 ALTER TABLE proc_state ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint;
 ALTER TABLE proc_state_hst ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint;
 
@@ -31,9 +31,9 @@ ALTER TABLE event_outbox ADD COLUMN msg_id bigint, ADD COLUMN state_version bigi
 -- produce, in the transaction that deletes the outbox rows: a crash before
 -- that commit produces the rows again, and the confirmed copy is recorded.
 -- A version announced again later (a redelivered transition re-queues the
--- current version's event) keeps its first recorded position. Keyed like flight_change; the maintenance runner deletes a row
--- with its flight_change row (MSGX_FLIGHT_CHANGE_RETENTION), a rebuild
--- empties both.
+-- current version's event) keeps its first recorded position. Keyed like
+-- flight_change; the maintenance runner deletes a row with its
+-- flight_change row (MSGX_FLIGHT_CHANGE_RETENTION), a rebuild empties both.
 CREATE TABLE msg_event (
     flid             text        NOT NULL,
     state_version    bigint      NOT NULL,

@@ -112,8 +112,9 @@ func (s *Messages) Touch(ctx context.Context, msgID int64, receivedAt *time.Time
 
 // Load is Touch and Lookup in one round trip: the message's row (created
 // PENDING on its first delivery) and what routing needs to know. pos is the
-// msgx.inbox record being handled: the row keeps the first one it was read
-// from (msgx trace shows it; docs/design.md#trace).
+// msgx.inbox record being handled: a row created now records it, an
+// existing row keeps what it has (msgx trace shows where the message was
+// first read; docs/design.md#trace).
 func (s *Messages) Load(ctx context.Context, msgID int64, pos InboxPosition, receivedAt *time.Time, enqueuedAt, now time.Time,
 	q message.Query) (Message, message.Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -122,8 +123,7 @@ func (s *Messages) Load(ctx context.Context, msgID int64, pos InboxPosition, rec
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at, inbox_partition, inbox_offset)
 		VALUES ($1, 'PENDING', $2, $3, $4, $5, $6)
-		ON CONFLICT (msg_id) DO UPDATE SET inbox_partition = COALESCE(proc_state.inbox_partition, EXCLUDED.inbox_partition),
-			inbox_offset = COALESCE(proc_state.inbox_offset, EXCLUDED.inbox_offset)
+		ON CONFLICT (msg_id) DO UPDATE SET msg_id = proc_state.msg_id
 		RETURNING `+messageColumns, msgID, receivedAt, enqueuedAt, now, pos.Partition, pos.Offset).QueryRow(func(row pgx.Row) error {
 		var err error
 		m, err = scanMessage(row)

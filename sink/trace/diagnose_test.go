@@ -63,8 +63,8 @@ func TestDiagnose(t *testing.T) {
 			"publisher: flight 100 v2 waits in the outbox | schd: flight 100 v2 is not on the schd topic yet (published up to v1)"},
 		{"only the flight's latest version counts for schd", Message{MsgID: 7, Decision: done(Decision{State: "SUCCEEDED"}),
 			Versions: []Version{published("100", 2, 3), published("100", 3, 3)}}, ""},
-		{"no position recorded, flight purged", Message{MsgID: 7, Decision: done(Decision{State: "SUCCEEDED"}),
-			Versions: []Version{{FLID: "100", StateVersion: 2, MsgID: 7}}}, "publisher: no recorded position"},
+		{"produced before positions were recorded, flight purged", Message{MsgID: 7, Decision: done(Decision{State: "SUCCEEDED"}),
+			Versions: []Version{{FLID: "100", StateVersion: 2, MsgID: 7}}}, ""},
 		{"mark abandoned", Message{MsgID: 7, Decision: &Decision{State: "SUCCEEDED", Backfill: Backfill{DueAt: at(0),
 			AbandonedAt: at(time.Hour), AbandonedReason: "MISSING_ROW"}}}, "backfill: abandoned 2026-12-01T11:00:00Z (MISSING_ROW)"},
 	} {

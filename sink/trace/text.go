@@ -155,7 +155,7 @@ func versionTable(p func(string, ...any), vs []Version, byFlight bool) {
 		p("    FLID\tVERSION\tSOURCE\tSTATE\tCHANGED\tAT\tMSG EVENT\tSCHD")
 	}
 	for _, v := range vs {
-		ev := "not recorded"
+		ev := "produced, position not recorded"
 		switch {
 		case v.Event != nil:
 			ev = fmt.Sprintf("%s %d@%d", v.Event.Topic, v.Event.Partition, v.Event.Offset)
