@@ -7,8 +7,12 @@
 -- ctx.Partition/Offset), set when sink.Messages.Load creates the row; a
 -- later copy (an ingest duplicate, a replay) leaves it. NULL: a row created
 -- before this migration. proc_state_hst mirrors proc_state (0007).
-ALTER TABLE proc_state ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint;
-ALTER TABLE proc_state_hst ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint;
+--
+-- decided_at is when the router recorded its decision (ROUTED or terminal
+-- at once, DEAD(EXHAUSTED)); a replay's reset clears it. updated_at cannot
+-- say it: the backfill sweeper and completion move it.
+ALTER TABLE proc_state ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint, ADD COLUMN decided_at timestamptz;
+ALTER TABLE proc_state_hst ADD COLUMN inbox_partition integer, ADD COLUMN inbox_offset bigint, ADD COLUMN decided_at timestamptz;
 
 -- Where a replay re-injected the message into msgx.inbox, written with
 -- produced = true.

@@ -314,7 +314,7 @@ func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
 				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
 				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14,
-				replay_gen = $19
+				replay_gen = $19, decided_at = $12
 			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') AND replay_gen = $20
 			RETURNING msg_id),
 		ix AS (
@@ -369,7 +369,8 @@ func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) erro
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	_, err := s.pool.Exec(ctx, `UPDATE proc_state SET state = 'DEAD', error_class = 'EXHAUSTED',
-			reason = 'exhausted:' || COALESCE(error_class, 'unknown'), next_attempt_at = NULL, updated_at = $2, backfill_next_at = $2
+			reason = 'exhausted:' || COALESCE(error_class, 'unknown'), next_attempt_at = NULL, updated_at = $2, backfill_next_at = $2,
+			decided_at = $2
 		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, now)
 	if err != nil {
 		return fmt.Errorf("exhausting message %d: %w", msgID, err)

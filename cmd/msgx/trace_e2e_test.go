@@ -139,6 +139,9 @@ func TestTraceScenario(t *testing.T) {
 		if m.Decision == nil || m.Decision.Inbox == nil || inbox[m.Decision.Inbox.Offset] != (inboxRec{m.MsgID, 0}) {
 			t.Errorf("message %d: enqueued at %+v; the topic holds %v", m.MsgID, m.Decision, inbox)
 		}
+		if m.Decision.DecidedAt == nil || m.Decision.DecidedAt.Before(m.Decision.EnqueuedAt) {
+			t.Errorf("message %d: decided at %v, enqueued at %v", m.MsgID, m.Decision.DecidedAt, m.Decision.EnqueuedAt)
+		}
 		if m.Inbox == nil || m.Inbox.ProcessedAt == nil || m.Decision.Backfill.MarkedAt == nil {
 			t.Errorf("message %d: inbox row %+v, backfill %+v", m.MsgID, m.Inbox, m.Decision.Backfill)
 		}
@@ -207,7 +210,7 @@ func TestTraceScenario(t *testing.T) {
 		inbox[rp.Inbox.Offset] != (inboxRec{m3, res.AuditID}) {
 		t.Errorf("trace of %d: replay %+v (inbox %+v); the topic holds %v", m3, rp, rp.Inbox, inbox)
 	}
-	if d := t3.Decision; d.State != "SUCCEEDED" || d.ReplayGen != res.AuditID || transitions(t3) != "flight 100 applied v2" || len(t3.Where) != 0 {
+	if d := t3.Decision; d.State != "SUCCEEDED" || d.ReplayGen != res.AuditID || d.DecidedAt.Before(rp.At) || transitions(t3) != "flight 100 applied v2" || len(t3.Where) != 0 {
 		t.Errorf("trace of %d: %+v, transitions %s, where %+v", m3, d, transitions(t3), t3.Where)
 	}
 	if !strings.Contains(text3, fmt.Sprintf("#%d", res.AuditID)) || !strings.Contains(text3, "ops@trace") || !strings.Contains(text3, "DEAD (EXHAUSTED)") {

@@ -817,7 +817,7 @@ func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []in
 			), reset AS (
 				UPDATE proc_state p SET state = 'PENDING', attempts = 0, next_attempt_at = NULL,
 					error_class = NULL, reason = NULL, last_error = NULL,
-					n_transitions = NULL, n_applied = 0, routed_at = NULL, updated_at = $2,
+					n_transitions = NULL, n_applied = 0, routed_at = NULL, decided_at = NULL, updated_at = $2,
 					backfill_at = NULL, backfill_next_at = NULL, backfill_attempts = 0, backfill_error = NULL,
 					backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL, replay_gen = $3
 				FROM old WHERE p.msg_id = old.msg_id

@@ -287,7 +287,7 @@ var procStateColumns = []string{
 	"msg_id", "state", "identity_key", "sndr", "msg_type", "msg_styp", "seqn", "attempts", "next_attempt_at",
 	"error_class", "reason", "last_error", "received_at", "enqueued_at", "updated_at", "routed_at", "n_transitions",
 	"n_applied", "backfill_at", "backfill_next_at", "backfill_attempts", "backfill_error", "backfill_abandoned_at",
-	"backfill_abandoned_reason", "replay_gen", "inbox_partition", "inbox_offset",
+	"backfill_abandoned_reason", "replay_gen", "inbox_partition", "inbox_offset", "decided_at",
 }
 
 // archivable is the candidate condition on alias a; $1 is the cutoff

@@ -44,8 +44,8 @@ func (m Message) Text(w io.Writer) error {
 			line += fmt.Sprintf(", %s-%s", d.Type, d.STYP)
 		}
 		line += fmt.Sprintf(", attempts %d", d.Attempts)
-		if d.RoutedAt != nil {
-			line += ", routed " + stamp(d.RoutedAt)
+		if d.DecidedAt != nil {
+			line += ", decided " + stamp(d.DecidedAt)
 		}
 		line += ", last change " + stamp(&d.UpdatedAt)
 		if d.NTransitions != nil {

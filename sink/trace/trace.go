@@ -118,6 +118,9 @@ type Decision struct {
 	// Inbox is the msgx.inbox record the router first read it from (nil
 	// for a row of an earlier version).
 	Inbox *sink.InboxPosition `json:"inbox"`
+	// DecidedAt is when the router recorded its decision (nil: not
+	// decided, or decided before migration 0026).
+	DecidedAt *time.Time `json:"decidedAt,omitempty"`
 	// RoutedAt is when the router recorded it ROUTED.
 	RoutedAt *time.Time `json:"routedAt,omitempty"`
 	// UpdatedAt is the row's last change (the decision, the completion).
@@ -271,7 +274,7 @@ func (r *Reader) inboxRow(ctx context.Context, m *Message) error {
 // decisionColumns are read from proc_state and proc_state_hst alike.
 const decisionColumns = `state, COALESCE(error_class, ''), COALESCE(reason, ''), COALESCE(last_error, ''),
 	COALESCE(identity_key, ''), COALESCE(msg_type, ''), COALESCE(msg_styp, ''), attempts, next_attempt_at,
-	received_at, enqueued_at, inbox_partition, inbox_offset, routed_at, updated_at, n_transitions, n_applied, replay_gen,
+	received_at, enqueued_at, inbox_partition, inbox_offset, decided_at, routed_at, updated_at, n_transitions, n_applied, replay_gen,
 	backfill_next_at, backfill_at, backfill_attempts, COALESCE(backfill_error, ''), backfill_abandoned_at,
 	COALESCE(backfill_abandoned_reason, '')`
 
@@ -290,7 +293,7 @@ func (r *Reader) pgMessage(ctx context.Context, m *Message) error {
 			var off *int64
 			bf := &d.Backfill
 			if err := rows.Scan(&d.State, &d.ErrorClass, &d.Reason, &d.LastError, &d.IdentityKey, &d.Type, &d.STYP, &d.Attempts,
-				&d.NextAttemptAt, &d.ReceivedAt, &d.EnqueuedAt, &part, &off, &d.RoutedAt, &d.UpdatedAt, &d.NTransitions, &d.NApplied,
+				&d.NextAttemptAt, &d.ReceivedAt, &d.EnqueuedAt, &part, &off, &d.DecidedAt, &d.RoutedAt, &d.UpdatedAt, &d.NTransitions, &d.NApplied,
 				&d.ReplayGen, &bf.DueAt, &bf.MarkedAt, &bf.Attempts, &bf.Error, &bf.AbandonedAt, &bf.AbandonedReason, &d.ArchivedAt); err != nil {
 				return err
 			}
