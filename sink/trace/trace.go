@@ -232,11 +232,22 @@ type Finding struct {
 // trace. ErrNotFound: neither the inbox nor msgx knows the message.
 func (r *Reader) Message(ctx context.Context, msgID int64) (Message, error) {
 	m := Message{MsgID: msgID, Transitions: []Transition{}, Versions: []Version{}, Replays: []Replay{}}
-	inbox := make(chan error, 1)
-	go func() { inbox <- r.inboxRow(ctx, &m) }()
+	// The two databases are read at once; the inbox row comes back on its
+	// own channel, so nothing writes m concurrently.
+	type inboxResult struct {
+		row *InboxRow
+		err error
+	}
+	inbox := make(chan inboxResult, 1)
+	go func() {
+		row, err := r.inboxRow(ctx, msgID)
+		inbox <- inboxResult{row, err}
+	}()
 	pgErr := r.pgMessage(ctx, &m)
-	if err := <-inbox; err != nil {
-		m.InboxError = err.Error()
+	in := <-inbox
+	m.Inbox = in.row
+	if in.err != nil {
+		m.InboxError = in.err.Error()
 	}
 	if pgErr != nil {
 		return Message{}, pgErr
@@ -249,26 +260,26 @@ func (r *Reader) Message(ctx context.Context, msgID int64) (Message, error) {
 	return m, nil
 }
 
-func (r *Reader) inboxRow(ctx context.Context, m *Message) error {
+// inboxRow reads the CMINMSGS row of msgID; nil when there is none.
+func (r *Reader) inboxRow(ctx context.Context, msgID int64) (*InboxRow, error) {
 	if r.d.MySQL == nil {
-		return errors.New("MySQL not configured")
+		return nil, errors.New("MySQL not configured")
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
 	defer cancel()
 	var row InboxRow
 	var status sql.NullString
 	err := r.d.MySQL.QueryRowContext(ctx, "SELECT CMINMSGS_DATE_RECEIVED, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS, "+
-		"COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+r.d.InboxTable+" WHERE CMINMSGS_ID = ?", m.MsgID).
+		"COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+r.d.InboxTable+" WHERE CMINMSGS_ID = ?", msgID).
 		Scan(&row.ReceivedAt, &row.ProcessedAt, &status, &row.Bytes)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading inbox row %d: %w", m.MsgID, err)
+		return nil, fmt.Errorf("reading inbox row %d: %w", msgID, err)
 	}
 	row.Status = status.String
-	m.Inbox = &row
-	return nil
+	return &row, nil
 }
 
 // decisionColumns are read from proc_state and proc_state_hst alike.
