@@ -37,17 +37,31 @@ type Message struct {
 	// docs/design.md#replay): the replay that reset it last, until it is
 	// decided; then the generation it was decided under. 0: never replayed.
 	ReplayGen int64 `json:"replayGen,omitempty"`
+	// Inbox is the msgx.inbox record the router first read the message
+	// from (migration 0026); nil for a row of an earlier version.
+	Inbox *InboxPosition `json:"inbox,omitempty"`
+}
+
+// InboxPosition is a record's place in msgx.inbox.
+type InboxPosition struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 const messageColumns = `msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, attempts, next_attempt_at,
 	error_class, reason, last_error, received_at, enqueued_at, updated_at, routed_at, n_transitions, n_applied, backfill_at,
-	replay_gen`
+	replay_gen, inbox_partition, inbox_offset`
 
 func scanMessage(row pgx.Row) (Message, error) {
 	var m Message
+	var part *int32
+	var off *int64
 	err := row.Scan(&m.MsgID, &m.State, &m.IdentityKey, &m.SNDR, &m.Type, &m.STYP, &m.SEQN, &m.Attempts, &m.NextAttempt,
 		&m.ErrorClass, &m.Reason, &m.LastError, &m.ReceivedAt, &m.EnqueuedAt, &m.UpdatedAt, &m.RoutedAt, &m.NTransitions,
-		&m.NApplied, &m.BackfillAt, &m.ReplayGen)
+		&m.NApplied, &m.BackfillAt, &m.ReplayGen, &part, &off)
+	if part != nil && off != nil {
+		m.Inbox = &InboxPosition{Partition: *part, Offset: *off}
+	}
 	return m, err
 }
 
@@ -97,17 +111,20 @@ func (s *Messages) Touch(ctx context.Context, msgID int64, receivedAt *time.Time
 }
 
 // Load is Touch and Lookup in one round trip: the message's row (created
-// PENDING on its first delivery) and what routing needs to know.
-func (s *Messages) Load(ctx context.Context, msgID int64, receivedAt *time.Time, enqueuedAt, now time.Time,
+// PENDING on its first delivery) and what routing needs to know. pos is the
+// msgx.inbox record being handled: a row created now records it, an
+// existing row keeps what it has (msgx trace shows where the message was
+// first read; docs/design.md#trace).
+func (s *Messages) Load(ctx context.Context, msgID int64, pos InboxPosition, receivedAt *time.Time, enqueuedAt, now time.Time,
 	q message.Query) (Message, message.Lookups, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var m Message
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at)
-		VALUES ($1, 'PENDING', $2, $3, $4)
+	b.Queue(`INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at, inbox_partition, inbox_offset)
+		VALUES ($1, 'PENDING', $2, $3, $4, $5, $6)
 		ON CONFLICT (msg_id) DO UPDATE SET msg_id = proc_state.msg_id
-		RETURNING `+messageColumns, msgID, receivedAt, enqueuedAt, now).QueryRow(func(row pgx.Row) error {
+		RETURNING `+messageColumns, msgID, receivedAt, enqueuedAt, now, pos.Partition, pos.Offset).QueryRow(func(row pgx.Row) error {
 		var err error
 		m, err = scanMessage(row)
 		return err
@@ -297,7 +314,7 @@ func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
 				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
 				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14,
-				replay_gen = $19
+				replay_gen = $19, decided_at = $12
 			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') AND replay_gen = $20
 			RETURNING msg_id),
 		ix AS (
@@ -352,7 +369,8 @@ func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) erro
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	_, err := s.pool.Exec(ctx, `UPDATE proc_state SET state = 'DEAD', error_class = 'EXHAUSTED',
-			reason = 'exhausted:' || COALESCE(error_class, 'unknown'), next_attempt_at = NULL, updated_at = $2, backfill_next_at = $2
+			reason = 'exhausted:' || COALESCE(error_class, 'unknown'), next_attempt_at = NULL, updated_at = $2, backfill_next_at = $2,
+			decided_at = $2
 		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, now)
 	if err != nil {
 		return fmt.Errorf("exhausting message %d: %w", msgID, err)
@@ -363,7 +381,8 @@ func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) erro
 // markAppliedSQL marks one transition applied and completes its message
 // when it is the last one (see MarkApplied).
 const markAppliedSQL = `WITH ins AS (
-		INSERT INTO transition_applied (msg_id, kind, key, applied_at) VALUES ($1, $2, $3, $4)
+		INSERT INTO transition_applied (msg_id, kind, key, applied_at, outcome, state_version)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, 0))
 		ON CONFLICT DO NOTHING RETURNING 1)
 	UPDATE proc_state SET n_applied = n_applied + 1,
 		state = CASE WHEN n_applied + 1 >= n_transitions THEN 'SUCCEEDED' ELSE state END,
@@ -372,14 +391,22 @@ const markAppliedSQL = `WITH ins AS (
 	WHERE msg_id = $1 AND state = 'ROUTED' AND EXISTS (SELECT 1 FROM ins)
 	RETURNING state`
 
+// Applied is what one transition did, recorded with its applied mark for
+// msgx trace (migration 0026): Outcome (e.g. "applied", "no-change",
+// "no-match", "replay") and the version it produced (0: none).
+type Applied struct {
+	Outcome      string
+	StateVersion int64
+}
+
 // MarkApplied records, inside the caller's transaction, that the transition
-// of msgID for (kind, key) was applied. Marking twice is a no-op. When the
-// last of the message's n transitions is marked, the message becomes
-// SUCCEEDED with its backfill intent in the same statement; completed
-// reports that.
-func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, kind, key string, now time.Time) (completed bool, err error) {
+// of msgID for (kind, key) was applied, and what it did (a). Marking twice is
+// a no-op that keeps the first record. When the last of the message's n
+// transitions is marked, the message becomes SUCCEEDED with its backfill
+// intent in the same statement; completed reports that.
+func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, kind, key string, a Applied, now time.Time) (completed bool, err error) {
 	var state string
-	err = tx.QueryRow(ctx, markAppliedSQL, msgID, kind, key, now).Scan(&state)
+	err = tx.QueryRow(ctx, markAppliedSQL, msgID, kind, key, now, a.Outcome, a.StateVersion).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -400,9 +427,9 @@ func (q *QueuedMark) Completed() bool { return q.completed }
 
 // QueueMarkApplied queues MarkApplied on b (to run in the batch's
 // transaction).
-func QueueMarkApplied(b *pgx.Batch, msgID int64, kind, key string, now time.Time) *QueuedMark {
+func QueueMarkApplied(b *pgx.Batch, msgID int64, kind, key string, a Applied, now time.Time) *QueuedMark {
 	q := &QueuedMark{}
-	b.Queue(markAppliedSQL, msgID, kind, key, now).QueryRow(func(row pgx.Row) error {
+	b.Queue(markAppliedSQL, msgID, kind, key, now, a.Outcome, a.StateVersion).QueryRow(func(row pgx.Row) error {
 		var state string
 		err := row.Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -17,10 +17,15 @@ type Event struct {
 	Key      string
 	Value    []byte
 	OriginAt time.Time
+	// MsgID and StateVersion are the flight version a msg event announces
+	// (0 otherwise): the publisher indexes where it produced it (msg_event,
+	// migration 0026).
+	MsgID, StateVersion int64
 }
 
-const queueEventsSQL = `INSERT INTO event_outbox (topic, key, value, origin_at, created_at)
-	SELECT t, k, v, o, $5 FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[]) WITH ORDINALITY AS e(t, k, v, o, n)
+const queueEventsSQL = `INSERT INTO event_outbox (topic, key, value, origin_at, created_at, msg_id, state_version)
+	SELECT t, k, v, o, $5, NULLIF(m, 0), NULLIF(sv, 0)
+	FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $6::bigint[], $7::bigint[]) WITH ORDINALITY AS e(t, k, v, o, m, sv, n)
 	ORDER BY n`
 
 func eventArgs(events []Event, now time.Time) []any {
@@ -28,14 +33,17 @@ func eventArgs(events []Event, now time.Time) []any {
 	keys := make([]string, len(events))
 	values := make([][]byte, len(events))
 	origins := make([]*time.Time, len(events))
+	msgIDs := make([]int64, len(events))
+	versions := make([]int64, len(events))
 	for i, e := range events {
 		topics[i], keys[i], values[i] = e.Topic, e.Key, e.Value
+		msgIDs[i], versions[i] = e.MsgID, e.StateVersion
 		if !e.OriginAt.IsZero() {
 			o := e.OriginAt
 			origins[i] = &o
 		}
 	}
-	return []any{topics, keys, values, origins, now}
+	return []any{topics, keys, values, origins, now, msgIDs, versions}
 }
 
 // BatchEvents queues the events' outbox insert on b (to run in the batch's
@@ -68,14 +76,15 @@ type OutboxRow struct {
 // ReadOutbox returns up to limit of the oldest outbox rows, in the order
 // they were committed (id order).
 func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow, error) {
-	rows, err := pool.Query(ctx, `SELECT id, topic, key, value, origin_at FROM event_outbox ORDER BY id LIMIT $1`, limit)
+	rows, err := pool.Query(ctx, `SELECT id, topic, key, value, origin_at, COALESCE(msg_id, 0), COALESCE(state_version, 0)
+		FROM event_outbox ORDER BY id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
 		var r OutboxRow
 		var origin *time.Time
-		err := row.Scan(&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin)
+		err := row.Scan(&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin, &r.Event.MsgID, &r.Event.StateVersion)
 		if origin != nil {
 			r.Event.OriginAt = *origin
 		}
@@ -87,9 +96,44 @@ func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow
 	return out, nil
 }
 
-// DeleteOutbox removes the rows ids (what was produced).
-func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, ids []int64) error {
-	if _, err := pool.Exec(ctx, `DELETE FROM event_outbox WHERE id = ANY($1)`, ids); err != nil {
+// Produced is where Kafka put one produced outbox row.
+type Produced struct {
+	ID        int64
+	Event     Event
+	Partition int32
+	Offset    int64
+}
+
+// DeleteOutbox removes the produced rows and, in the same transaction,
+// records where each msg event of a flight version landed (msg_event,
+// migration 0026: what msgx trace reads instead of scanning the topic). A
+// crash before the commit leaves the rows to be produced again, and the
+// index keeps the first position it recorded of a version.
+func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, now time.Time) error {
+	ids := make([]int64, len(produced))
+	var flids, topics []string
+	var versions, msgIDs, offsets []int64
+	var parts []int32
+	for i, p := range produced {
+		ids[i] = p.ID
+		if p.Event.MsgID == 0 || p.Event.StateVersion == 0 {
+			continue
+		}
+		flids, topics = append(flids, p.Event.Key), append(topics, p.Event.Topic)
+		versions, msgIDs = append(versions, p.Event.StateVersion), append(msgIDs, p.Event.MsgID)
+		parts, offsets = append(parts, p.Partition), append(offsets, p.Offset)
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`DELETE FROM event_outbox WHERE id = ANY($1)`, ids)
+		if len(flids) > 0 {
+			b.Queue(`INSERT INTO msg_event (flid, state_version, msg_id, topic, kafka_partition, kafka_offset, produced_at)
+				SELECT f, v, m, t, p, o, $7 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::bigint[]) AS e(f, v, m, t, p, o)
+				ON CONFLICT DO NOTHING`, flids, versions, msgIDs, topics, parts, offsets, now)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
 		return fmt.Errorf("deleting %d published events: %w", len(ids), err)
 	}
 	return nil

@@ -17,9 +17,10 @@ import (
 func DerivedTables() []string {
 	// flight_hist too: the flights it holds come back from the inbox and the
 	// next history sweep archives them again; flight_change is written with
-	// every version the rebuild makes again.
+	// every version the rebuild makes again, msg_event with every event of
+	// those versions the publisher produces again.
 	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "refdata_key_index", "ref_master", "schd_snap_log",
-		"flight_hist", "flight_change"}
+		"flight_hist", "flight_change", "msg_event"}
 	return append(t, FlightTables...)
 }
 

@@ -586,7 +586,7 @@ func TestRefWriteWithCompletionMark(t *testing.T) {
 		if err := sink.WriteRefData(ctx, tx, s, r); err != nil {
 			return err
 		}
-		completed, err = sink.MarkApplied(ctx, tx, 7, "refdata", "AIRL", refT0)
+		completed, err = sink.MarkApplied(ctx, tx, 7, "refdata", "AIRL", sink.Applied{Outcome: "applied", StateVersion: 1}, refT0)
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,8 @@ func commands() []command {
 			summary: "a message, a flight or a reference category from the goka tables (JSON)"},
 		{name: "replay", synopsis: "(--class C | --reason-prefix P | --ids 1,2 | --pending) [--dry-run] [--who NAME]", define: replayCommand,
 			summary: "re-inject replayable messages (CODEC_ERROR, INFRA, EXHAUSTED, unsupported:)"},
+		{name: "trace", synopsis: "[--json] <MSG_ID> | [--json] [--limit N] --flid <FLID>", define: traceCommand,
+			summary: "one message's whole path and where it is stuck, or a flight's history version by version"},
 		{name: "rebuild", synopsis: "[--yes]", define: rebuildCommand,
 			summary: "rebuild every goka table and derived PostgreSQL table from msgx.inbox (stop msgx first)"},
 		{name: "request", synopsis: "refdata <RTYPE>... | flights --from T --to T", define: requestCommand,

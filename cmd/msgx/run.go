@@ -253,6 +253,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	}
 	(&refdataproc.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Loc: cfg.Location(), Log: log}).Register(mux)
 	(&flights.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
+	registerTrace(mux, cfg, d)
 	g.Go(func() error { return hist.Run(gctx) })
 	g.Go(func() error { return srv.Run(gctx) })
 	return awaitShutdown(ctx, cfg, d, g, log)

@@ -182,16 +182,18 @@ func (p *Publisher) Publish(ctx context.Context) (int, error) {
 	}
 	// Delete exactly what was produced: a row of a transaction that
 	// committed meanwhile with a smaller id must wait for the next batch.
-	ids := make([]int64, len(due))
+	// The producer filled in where each record landed: indexed with the
+	// delete, for msgx trace.
+	now := p.d.Clock.Now()
+	produced := make([]sink.Produced, len(due))
 	for i, r := range due {
-		ids[i] = r.ID
+		produced[i] = sink.Produced{ID: r.ID, Event: r.Event, Partition: msgs[i].Partition, Offset: msgs[i].Offset}
 	}
 	dctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
 	defer cancel()
-	if err := sink.DeleteOutbox(dctx, p.d.Pool, ids); err != nil {
+	if err := sink.DeleteOutbox(dctx, p.d.Pool, produced, now); err != nil {
 		return 0, err
 	}
-	now := p.d.Clock.Now()
 	p.mu.Lock()
 	for _, r := range due {
 		p.stats.Published[r.Event.Topic]++

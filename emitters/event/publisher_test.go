@@ -41,8 +41,9 @@ func TestOutboxPublisher(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	queue(sink.Event{Topic: "ev", Key: "a", Value: []byte("1"), OriginAt: t0}, sink.Event{Topic: "ev", Key: "b", Value: []byte("2")})
-	queue(sink.Event{Topic: "ev", Key: "a"}) // a tombstone
+	queue(sink.Event{Topic: "ev", Key: "a", Value: []byte("1"), OriginAt: t0, MsgID: 7, StateVersion: 1},
+		sink.Event{Topic: "ev", Key: "b", Value: []byte("2"), MsgID: 7, StateVersion: 3})
+	queue(sink.Event{Topic: "ev", Key: "a"}) // a tombstone, no flight version
 
 	// A crash between produce and delete: the rows stay and go out again.
 	event.SetAfterProduce(p, func() error { return errors.New("killed") })
@@ -73,6 +74,29 @@ func TestOutboxPublisher(t *testing.T) {
 	}
 	if n, err := p.Publish(ctx); n != 0 || err != nil {
 		t.Fatalf("empty outbox published %d %v", n, err)
+	}
+	// Where each version's event landed (msgx trace): the produce that was
+	// confirmed (the crashed batch's copies at 0 and 1 are on the topic,
+	// unrecorded); nothing for the tombstone.
+	rows, err := pool.Query(ctx, `SELECT flid || ' v' || state_version || ' m' || msg_id || ' ' || topic || ' ' || kafka_partition || '@' || kafka_offset,
+		produced_at FROM msg_event ORDER BY flid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index []string
+	for rows.Next() {
+		var s string
+		var at time.Time
+		if err := rows.Scan(&s, &at); err != nil {
+			t.Fatal(err)
+		}
+		if !at.Equal(t0.Add(time.Second)) {
+			t.Errorf("%s produced at %s, want the publisher's clock", s, at)
+		}
+		index = append(index, s)
+	}
+	if got, want := joinSpace(index), "a v1 m7 ev 0@3 b v3 m7 ev 0@4"; got != want {
+		t.Fatalf("msg_event %q, want %q", got, want)
 	}
 }
 

@@ -817,7 +817,7 @@ func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []in
 			), reset AS (
 				UPDATE proc_state p SET state = 'PENDING', attempts = 0, next_attempt_at = NULL,
 					error_class = NULL, reason = NULL, last_error = NULL,
-					n_transitions = NULL, n_applied = 0, routed_at = NULL, updated_at = $2,
+					n_transitions = NULL, n_applied = 0, routed_at = NULL, decided_at = NULL, updated_at = $2,
 					backfill_at = NULL, backfill_next_at = NULL, backfill_attempts = 0, backfill_error = NULL,
 					backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL, replay_gen = $3
 				FROM old WHERE p.msg_id = old.msg_id
@@ -884,8 +884,15 @@ func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 	if err := r.prod.SendMessages(msgs); err != nil {
 		return fmt.Errorf("producing %d replayed messages to %s: %w", len(msgs), r.d.Topic, err)
 	}
+	// The producer filled in where each record landed (msgx trace shows it).
+	parts, offsets := make([]int32, len(msgs)), make([]int64, len(msgs))
+	for i, m := range msgs {
+		parts[i], offsets[i] = m.Partition, m.Offset
+	}
 	err := r.call(ctx, func(ctx context.Context) error {
-		_, err := r.d.PG.Exec(ctx, `UPDATE replay_audit_msg SET produced = true WHERE audit_id = $1 AND msg_id = ANY($2)`, b.auditID, ids)
+		_, err := r.d.PG.Exec(ctx, `UPDATE replay_audit_msg a SET produced = true, inbox_partition = p.part, inbox_offset = p.off
+			FROM unnest($2::bigint[], $3::int[], $4::bigint[]) AS p(id, part, off)
+			WHERE a.audit_id = $1 AND a.msg_id = p.id`, b.auditID, ids, parts, offsets)
 		return err
 	})
 	if err != nil {

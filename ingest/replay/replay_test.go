@@ -1207,7 +1207,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	var completed bool
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		var err error
-		completed, err = sink.MarkApplied(ctx, tx, tr.MsgID, "flight", tr.FLID, routerClock.Now())
+		completed, err = sink.MarkApplied(ctx, tx, tr.MsgID, "flight", tr.FLID, sink.Applied{}, routerClock.Now())
 		return err
 	}); err != nil || !completed {
 		t.Fatalf("completing the replayed message: %v %v", completed, err)

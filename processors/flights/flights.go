@@ -381,7 +381,12 @@ func (p *Processor) queueWrite(b *pgx.Batch, log *slog.Logger, t *flight.Transit
 	w := &txWrite{log: log, t: t, res: res, now: now}
 	sink.BatchEvents(b, events, now)
 	if counted(t) {
-		w.mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, now)
+		// What the transition did goes with its mark (msgx trace).
+		a := sink.Applied{Outcome: res.Outcome}
+		if res.Applied && res.State != nil {
+			a.StateVersion = res.State.StateVersion
+		}
+		w.mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, a, now)
 	}
 	// A placeholder is table bookkeeping, not a flight: no row.
 	if !res.Purge && res.State != nil && !res.State.IsPlaceholder() {
@@ -438,7 +443,7 @@ func (p *Processor) events(t *flight.Transition, res flight.Result) ([]sink.Even
 		if err != nil {
 			return nil, fmt.Errorf("encoding the event of %s: %w", t.FLID, err)
 		}
-		e := sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v}
+		e := sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v, MsgID: res.Event.MsgID, StateVersion: res.Event.StateVersion}
 		if res.Applied {
 			// Only a first application measures end-to-end latency; a
 			// replay's event would be timed from long ago.

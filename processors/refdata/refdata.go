@@ -254,7 +254,15 @@ func (p *Processor) writeTx(ctx context.Context, tx pgx.Tx, log *slog.Logger, t 
 			return err
 		}
 	}
-	done, err := sink.MarkApplied(ctx, tx, t.MsgID, "refdata", t.RType, now)
+	// What the transition did goes with its mark (msgx trace).
+	a := sink.Applied{Outcome: "no-change"}
+	switch {
+	case res.Replay:
+		a.Outcome = "replay"
+	case res.Changed:
+		a = sink.Applied{Outcome: "applied", StateVersion: s.Version}
+	}
+	done, err := sink.MarkApplied(ctx, tx, t.MsgID, "refdata", t.RType, a, now)
 	if err == nil && done {
 		log.Debug("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
 	}

@@ -181,7 +181,7 @@ func (r *Router) handle(gctx goka.Context, msg any) {
 	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("router: unexpected input %T", msg))
 	}
-	out, err := r.decide(gctx.Context(), rec)
+	out, err := r.decide(gctx.Context(), rec, sink.InboxPosition{Partition: gctx.Partition(), Offset: gctx.Offset()})
 	if err != nil {
 		kafka.Abort(gctx, err)
 	}
@@ -202,7 +202,7 @@ func (r *Router) handle(gctx goka.Context, msg any) {
 // decide returns the message's outcome, retrying the message's own failures
 // in place with backoff and waiting out outages. The only error is the
 // context's.
-func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error) {
+func (r *Router) decide(ctx context.Context, rec *ingest.Record, pos sink.InboxPosition) (outcome, error) {
 	log := r.log.With("msg_id", rec.MsgID)
 	if r.d.ObserveDecision != nil {
 		began := r.d.Clock.Now()
@@ -216,7 +216,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record) (outcome, error
 		var l message.Lookups
 		err := r.available(ctx, func(ctx context.Context) error {
 			var err error
-			m, l, err = r.d.Messages.Load(ctx, rec.MsgID, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now(), p.Query())
+			m, l, err = r.d.Messages.Load(ctx, rec.MsgID, pos, rec.ReceivedAt, rec.EnqueuedAt, r.d.Clock.Now(), p.Query())
 			return err
 		})
 		if err != nil {

@@ -281,13 +281,13 @@ func (m *Runner) archiveAll(ctx context.Context, now time.Time, res *Result) err
 	return err
 }
 
-// procStateColumns is every column of proc_state (0002, 0018), in the order
-// of proc_state_hst (0007, 0018).
+// procStateColumns is every column of proc_state (0002, 0018, 0026), in the
+// order of proc_state_hst (0007, 0018, 0026).
 var procStateColumns = []string{
 	"msg_id", "state", "identity_key", "sndr", "msg_type", "msg_styp", "seqn", "attempts", "next_attempt_at",
 	"error_class", "reason", "last_error", "received_at", "enqueued_at", "updated_at", "routed_at", "n_transitions",
 	"n_applied", "backfill_at", "backfill_next_at", "backfill_attempts", "backfill_error", "backfill_abandoned_at",
-	"backfill_abandoned_reason", "replay_gen",
+	"backfill_abandoned_reason", "replay_gen", "inbox_partition", "inbox_offset", "decided_at",
 }
 
 // archivable is the candidate condition on alias a; $1 is the cutoff
@@ -494,13 +494,19 @@ func (m *Runner) flightChangeRetention(ctx context.Context, now time.Time) (int,
 		n, err := func() (int64, error) {
 			ctx, cancel := context.WithTimeout(ctx, m.timeout)
 			defer cancel()
-			tag, err := m.pg.Exec(ctx, `DELETE FROM flight_change WHERE (flid, state_version, msg_id) IN (
-					SELECT flid, state_version, msg_id FROM flight_change WHERE recorded_at < $1
-					ORDER BY recorded_at LIMIT $2)`, cutoff, m.cfg.ArchiveBatch)
-			if err != nil {
-				return 0, err
-			}
-			return tag.RowsAffected(), nil
+			// A version's msg_event row (where its event landed, 0026)
+			// goes with it.
+			var n int64
+			err := m.pg.QueryRow(ctx, `WITH d AS (
+					DELETE FROM flight_change WHERE (flid, state_version, msg_id) IN (
+						SELECT flid, state_version, msg_id FROM flight_change WHERE recorded_at < $1
+						ORDER BY recorded_at LIMIT $2)
+					RETURNING flid, state_version, msg_id),
+				e AS (
+					DELETE FROM msg_event m USING d
+					WHERE m.flid = d.flid AND m.state_version = d.state_version AND m.msg_id = d.msg_id)
+				SELECT count(*) FROM d`, cutoff, m.cfg.ArchiveBatch).Scan(&n)
+			return n, err
 		}()
 		if err != nil {
 			return total, fmt.Errorf("deleting flight_change rows written before %s: %w", cutoff.Format(time.RFC3339), err)

@@ -1,0 +1,204 @@
+package trace
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"msgx/sink"
+)
+
+// Text writes m for people: one line per step, tables for the transitions,
+// versions and replays, and where the path stops.
+func (m Message) Text(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	p("message %d", m.MsgID)
+	switch {
+	case m.Inbox != nil:
+		line := fmt.Sprintf("  inbox\tCMINMSGS row, %d bytes, received %s, processed mark %s", m.Inbox.Bytes, stamp(m.Inbox.ReceivedAt), stamp(m.Inbox.ProcessedAt))
+		if m.Inbox.Status != "" {
+			line += ", status " + m.Inbox.Status
+		}
+		p("%s", line)
+	case m.InboxError != "":
+		p("  inbox\tunknown: %s", m.InboxError)
+	default:
+		p("  inbox\tno CMINMSGS row with this ID")
+	}
+	d := m.Decision
+	if d == nil {
+		p("  enqueued\t-")
+		p("  router\t-")
+	} else {
+		p("  enqueued\tmsgx.inbox %s at %s", position(d.Inbox), stamp(&d.EnqueuedAt))
+		line := fmt.Sprintf("  router\t%s", d.State)
+		if d.ErrorClass != "" {
+			line += " (" + d.ErrorClass + ")"
+		}
+		if d.Reason != "" {
+			line += " " + d.Reason
+		}
+		if d.Type != "" {
+			line += fmt.Sprintf(", %s-%s", d.Type, d.STYP)
+		}
+		line += fmt.Sprintf(", attempts %d", d.Attempts)
+		if d.DecidedAt != nil {
+			line += ", decided " + stamp(d.DecidedAt)
+		}
+		line += ", last change " + stamp(&d.UpdatedAt)
+		if d.NTransitions != nil {
+			line += fmt.Sprintf(", transitions %d/%d applied", d.NApplied, *d.NTransitions)
+		}
+		if d.ReplayGen != 0 {
+			line += fmt.Sprintf(", decided under replay #%d", d.ReplayGen)
+		}
+		p("%s", line)
+		if d.LastError != "" {
+			p("  \terror: %s", d.LastError)
+		}
+		if d.ArchivedAt != nil {
+			p("  \tarchived %s (its transition marks went with it)", stamp(d.ArchivedAt))
+		}
+	}
+	if len(m.Transitions) > 0 {
+		p("  transitions")
+		p("    KIND\tKEY\tAPPLIED\tOUTCOME\tVERSION")
+		for _, t := range m.Transitions {
+			p("    %s\t%s\t%s\t%s\t%s", t.Kind, t.Key, stamp(&t.AppliedAt), orDash(t.Outcome), versionText(t.StateVersion))
+		}
+	}
+	if len(m.Versions) > 0 {
+		p("  versions")
+		versionTable(p, m.Versions, false)
+	}
+	if d != nil {
+		bf := d.Backfill
+		switch {
+		case bf.MarkedAt != nil:
+			p("  backfill\tmarked %s", stamp(bf.MarkedAt))
+		case bf.AbandonedAt != nil:
+			p("  backfill\tabandoned %s: %s", stamp(bf.AbandonedAt), bf.AbandonedReason)
+		case bf.DueAt != nil:
+			p("  backfill\tdue %s, %d attempt(s)", stamp(bf.DueAt), bf.Attempts)
+		default:
+			p("  backfill\t-")
+		}
+	}
+	if len(m.Replays) > 0 {
+		p("  replays")
+		p("    AUDIT\tAT\tWHO\tSELECTOR\tBEFORE\tRE-INJECTED")
+		for _, r := range m.Replays {
+			before := r.Before.State
+			if r.Before.ErrorClass != "" {
+				before += " (" + r.Before.ErrorClass + ")"
+			}
+			if r.Before.Reason != "" {
+				before += " " + r.Before.Reason
+			}
+			before += fmt.Sprintf(", attempts %d", r.Before.Attempts)
+			inj := "no"
+			if r.Produced {
+				inj = "msgx.inbox " + position(r.Inbox)
+			}
+			p("    #%d\t%s\t%s\t%s\t%s\t%s", r.AuditID, stamp(&r.At), r.Who, r.Selector, before, inj)
+		}
+	}
+	if len(m.Where) == 0 {
+		p("  path\tcomplete")
+	}
+	for i, f := range m.Where {
+		label := "  stuck at"
+		if i > 0 {
+			label = "  also"
+		}
+		p("%s\t%s: %s", label, f.Step, f.Why)
+	}
+	return tw.Flush()
+}
+
+// Text writes f for people: the read model's row, the archives, then one
+// line per version.
+func (f Flight) Text(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	p("flight %s", f.FLID)
+	if c := f.Current; c != nil {
+		day := "-"
+		if c.OperationDay != nil {
+			day = c.OperationDay.Format("2006-01-02")
+		}
+		p("  now\t%s v%d, last message %d, operation day %s, updated %s, schd published up to v%d",
+			c.State, c.StateVersion, c.LastMsgID, day, stamp(&c.UpdatedAt), c.SchdSentVersion)
+	} else {
+		p("  now\tnot in the read model")
+	}
+	for _, pu := range f.Purged {
+		p("  purged\t%s at v%d (last message %d)", stamp(&pu.PurgedAt), pu.StateVersion, pu.LastMsgID)
+	}
+	if len(f.Versions) < f.Total {
+		p("  versions\tthe newest %d of %d", len(f.Versions), f.Total)
+	} else {
+		p("  versions\t%d", f.Total)
+	}
+	if len(f.Versions) > 0 {
+		versionTable(p, f.Versions, true)
+	}
+	return tw.Flush()
+}
+
+func versionTable(p func(string, ...any), vs []Version, byFlight bool) {
+	if byFlight {
+		p("    VERSION\tMSG\tSOURCE\tSTATE\tCHANGED\tAT\tMSG EVENT\tSCHD")
+	} else {
+		p("    FLID\tVERSION\tSOURCE\tSTATE\tCHANGED\tAT\tMSG EVENT\tSCHD")
+	}
+	for _, v := range vs {
+		ev := "produced, position not recorded"
+		switch {
+		case v.Event != nil:
+			ev = fmt.Sprintf("%s %d@%d", v.Event.Topic, v.Event.Partition, v.Event.Offset)
+		case v.InOutbox:
+			ev = "in the outbox"
+		}
+		schd := "unknown (not in the read model)"
+		if pub, known := v.SchdPublished(); known {
+			schd = fmt.Sprintf("published (v%d)", *v.SchdSent)
+			if !pub {
+				schd = fmt.Sprintf("not yet (v%d)", *v.SchdSent)
+			}
+		}
+		source := v.Source
+		if v.Replay != 0 {
+			source += fmt.Sprintf(" (replay #%d)", v.Replay)
+		}
+		changed := strings.Join(v.Changed, ",")
+		if byFlight {
+			p("    v%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s", v.StateVersion, v.MsgID, source, v.State, orDash(changed), stamp(&v.At), ev, schd)
+		} else {
+			p("    %s\tv%d\t%s\t%s\t%s\t%s\t%s\t%s", v.FLID, v.StateVersion, source, v.State, orDash(changed), stamp(&v.At), ev, schd)
+		}
+	}
+}
+
+func position(p *sink.InboxPosition) string {
+	if p == nil {
+		return "position not recorded"
+	}
+	return fmt.Sprintf("%d@%d", p.Partition, p.Offset)
+}
+
+func versionText(v int64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("v%d", v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
