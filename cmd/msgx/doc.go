@@ -2,8 +2,9 @@
 // role (run, ingest, process, broker) and per operator action (status, table,
 // trace, replay, rebuild, backfill, request, bind, reseed, migrate,
 // version); `msgx help` lists them. It only wires the packages together and
-// reads the configuration; the behaviour lives in ingest/, processors/, tables/, emitters/ and sink/. The
-// design is docs/design.md, the operator's manual docs/operations.md.
+// reads the configuration; the behaviour lives in ingest/, processors/,
+// tables/, emitters/ and sink/. The design is docs/design.md, the
+// operator's manual docs/operations.md.
 //
 // The subcommands are the registry in main.go (commands): a command is a
 // name, a one-line summary and a function that defines its flags on its own
