@@ -301,7 +301,11 @@ func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
 		}
 	}
 	if step.Next != *cur {
-		if err := b.d.Cursors.Save(ctx, cur.Watermark, step.Next, now); err != nil {
+		// Rows just produced are saved even when shutdown began meanwhile
+		// (the save is bounded by MSGX_DB_TIMEOUT): a stop between produce
+		// and save would otherwise re-produce them at the next start, as
+		// only a crash has to.
+		if err := b.d.Cursors.Save(context.WithoutCancel(ctx), cur.Watermark, step.Next, now); err != nil {
 			return 0, err
 		}
 		*cur = step.Next
