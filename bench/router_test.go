@@ -39,7 +39,7 @@ func BenchmarkRouter(b *testing.B) {
 		kc := testenv.KafkaConfig(brokers)
 		cfg := router.Config{InboxTopic: "msgx.inbox", FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1, MaxAttempts: 5,
 			Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute, IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
-		if err := kafka.EnsureTopics(brokers, kc, append(cfg.TopicSpecs(), kafka.TopicSpec{Name: "msgx.inbox", Partitions: 1}), testenv.Logger(b)); err != nil {
+		if err := kafka.EnsureTopics(brokers, kc, append(cfg.TopicSpecs(), kafka.TopicSpec{Name: "msgx.inbox", Partitions: 1}, router.TableSpec()), testenv.Logger(b)); err != nil {
 			b.Fatal(err)
 		}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -60,13 +60,17 @@ func BenchmarkRouter(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		pb, err := kafka.ProducerBuilder(kc)
+		if err != nil {
+			b.Fatal(err)
+		}
 		before := xactCommits(b, dsn)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		b.ResetTimer()
 		start := time.Now()
 		go func() {
-			done <- rt.Run(ctx, brokers, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...)
+			done <- rt.Run(ctx, brokers, pb, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...)
 		}()
 		polls := 0
 		for {

@@ -149,7 +149,7 @@ func topics(cfg Config) []kafka.TopicSpec {
 // has the single partition of msgx.inbox, the others the transition topics'.
 func tableTopics(cfg Config) []kafka.TopicSpec {
 	return []kafka.TopicSpec{
-		{Name: string(router.Table), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+		router.TableSpec(),
 		{Name: string(flights.Table), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
 		{Name: string(refdataproc.Table), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
 	}
@@ -374,7 +374,11 @@ func startProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, s
 	}
 	src.Router = rt.Stats
 	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
-	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	pb, err := kafka.ProducerBuilder(cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, pb, gokaOptions(cfg, log)...) })
 	pub, err := event.New(cfg.Publisher, event.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers, Kafka: cfg.Kafka,
 		Clock: d.clock, Log: log, Observe: m.ObserveEndToEnd})
 	if err != nil {

@@ -1,0 +1,220 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgx/tables/message"
+)
+
+// The router's group commit (docs/design.md#router-batches): a batch of
+// messages is loaded, decided and recorded in one transaction, with a
+// handful of multi-row statements instead of two transactions per message.
+
+// Delivery is one inbox record as LoadBatch creates its row.
+type Delivery struct {
+	MsgID      int64
+	ReceivedAt *time.Time
+	EnqueuedAt time.Time
+}
+
+// BatchQuery is what the decisions of a batch must look up: the union of
+// the messages' queries (router.Plan.Query).
+type BatchQuery struct {
+	IdentityKeys []string
+	FLIDs        []string
+	Days         []time.Time
+	RefTypes     []string
+}
+
+// BatchLookups is what the store knew before a batch, for its queries. The
+// router decides each message of the batch against it plus the decisions
+// of the messages before it in the batch.
+type BatchLookups struct {
+	// Owners maps each held identity key to the message holding it.
+	Owners map[string]int64
+	// Index holds the flight_index entries of the queried FLIDs and of the
+	// queried operation days.
+	Index map[string]message.FlightDay
+	// KeyTags maps each queried reference type to its indexed key tag.
+	KeyTags map[string]string
+}
+
+// LoadBatch is Load for a batch, inside tx: every message's row (created
+// PENDING on its first delivery; ds must not repeat a MSG_ID, as one
+// statement cannot touch a row twice) and the lookups of q, in one round
+// trip. The rows come back by MSG_ID.
+func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q BatchQuery) (map[int64]Message, BatchLookups, error) {
+	ids := make([]int64, len(ds))
+	recv := make([]*time.Time, len(ds))
+	enq := make([]time.Time, len(ds))
+	for i, d := range ds {
+		ids[i], recv[i], enq[i] = d.MsgID, d.ReceivedAt, d.EnqueuedAt
+	}
+	rows := make(map[int64]Message, len(ds))
+	l := BatchLookups{Owners: map[string]int64{}, Index: map[string]message.FlightDay{}, KeyTags: map[string]string{}}
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO proc_state (msg_id, state, received_at, enqueued_at, updated_at)
+		SELECT d.msg_id, 'PENDING', d.received_at, d.enqueued_at, $4
+		FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[]) AS d(msg_id, received_at, enqueued_at)
+		ON CONFLICT (msg_id) DO UPDATE SET msg_id = proc_state.msg_id
+		RETURNING `+messageColumns, ids, recv, enq, now).Query(func(r pgx.Rows) error {
+		for r.Next() {
+			m, err := scanMessage(r)
+			if err != nil {
+				return err
+			}
+			rows[m.MsgID] = m
+		}
+		return r.Err()
+	})
+	if len(q.IdentityKeys) > 0 {
+		b.Queue(`SELECT identity_key, msg_id FROM proc_state WHERE identity_key = ANY($1)`, q.IdentityKeys).Query(func(r pgx.Rows) error {
+			for r.Next() {
+				var k string
+				var id int64
+				if err := r.Scan(&k, &id); err != nil {
+					return err
+				}
+				l.Owners[k] = id
+			}
+			return r.Err()
+		})
+	}
+	if len(q.RefTypes) > 0 {
+		b.Queue(`SELECT rtype, key_tag FROM refdata_key_index WHERE rtype = ANY($1)`, q.RefTypes).Query(func(r pgx.Rows) error {
+			for r.Next() {
+				var rtype, tag string
+				if err := r.Scan(&rtype, &tag); err != nil {
+					return err
+				}
+				l.KeyTags[rtype] = tag
+			}
+			return r.Err()
+		})
+	}
+	if len(q.FLIDs) > 0 || len(q.Days) > 0 {
+		flids, days := q.FLIDs, q.Days
+		if flids == nil {
+			flids = []string{}
+		}
+		if days == nil {
+			days = []time.Time{}
+		}
+		b.Queue(`SELECT flid, operation_day, first_msg_id FROM flight_index WHERE flid = ANY($1) OR operation_day = ANY($2::date[])`,
+			flids, days).Query(func(r pgx.Rows) error {
+			for r.Next() {
+				var d message.FlightDay
+				if err := r.Scan(&d.FLID, &d.Day, &d.FirstMsgID); err != nil {
+					return err
+				}
+				l.Index[d.FLID] = d
+			}
+			return r.Err()
+		})
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, BatchLookups{}, fmt.Errorf("loading a batch of %d messages: %w", len(ds), err)
+	}
+	if len(rows) != len(ds) {
+		return nil, BatchLookups{}, fmt.Errorf("loading a batch of %d messages: %d rows came back", len(ds), len(rows))
+	}
+	return rows, l, nil
+}
+
+// KeyIndex is a refdata_key_index entry as a batch leaves it: the key tag
+// of the last message of the batch routed to the reference type.
+type KeyIndex struct {
+	message.RefKey
+	MsgID int64
+}
+
+// ErrNotRecorded is RecordBatch's answer when a message of the batch was no
+// longer PENDING or FAILED under its loaded replay generation (a replay
+// reset it meanwhile): the caller rolls the batch back and decides its
+// messages one by one.
+var ErrNotRecorded = errors.New("a message of the batch changed state while it was being decided")
+
+// RecordBatch is Record for a batch of decisions, inside tx: every
+// decision's row in one multi-row UPDATE, then the index entries the batch
+// leaves (index: at most one per FLID, as the batch's decisions merged
+// them; keys: at most one per reference type, the last routed tag) in one
+// statement each. Either every decision is recorded or the error is
+// ErrNotRecorded and the caller must roll tx back: the index entries were
+// derived from all of them.
+func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, index []message.FlightDay, keys []KeyIndex, now time.Time) error {
+	n := len(ds)
+	var (
+		ids, ns, gens, loaded                      = make([]int64, n), make([]int32, n), make([]int64, n), make([]int64, n)
+		states, idents, sndrs, types, styps, seqns = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		classes, reasons, lastErrs                 = make([]string, n), make([]string, n), make([]string, n)
+		updated                                    = make([]time.Time, n)
+		routedAt, backfill                         = make([]*time.Time, n), make([]*time.Time, n)
+	)
+	for i, d := range ds {
+		ids[i], ns[i], gens[i], loaded[i] = d.MsgID, int32(d.N), d.ReplayGen, d.LoadedGen
+		states[i], idents[i], sndrs[i], types[i], styps[i], seqns[i] = d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN
+		classes[i], reasons[i], lastErrs[i] = d.ErrorClass, d.Reason, d.LastError
+		updated[i] = d.Now
+		if message.IsTerminal(d.State) {
+			backfill[i] = &ds[i].Now
+		}
+		if d.State == message.StateRouted {
+			routedAt[i] = &ds[i].Now
+		}
+	}
+	b := &pgx.Batch{}
+	var recorded int
+	// As in QueueDecision: only a PENDING or FAILED message still under the
+	// replay generation it was loaded with is decided.
+	b.Queue(`WITH d AS (
+			SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+				$8::text[], $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[],
+				$15::bigint[], $16::bigint[])
+				AS d(msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, error_class, reason, last_error, n,
+					updated_at, routed_at, backfill_next_at, replay_gen, loaded_gen)),
+		u AS (
+			UPDATE proc_state p SET state = d.state, identity_key = COALESCE(p.identity_key, NULLIF(d.identity_key, '')),
+				sndr = NULLIF(d.sndr, ''), msg_type = NULLIF(d.msg_type, ''), msg_styp = NULLIF(d.msg_styp, ''), seqn = NULLIF(d.seqn, ''),
+				error_class = NULLIF(d.error_class, ''), reason = NULLIF(d.reason, ''), last_error = COALESCE(NULLIF(d.last_error, ''), p.last_error),
+				n_transitions = d.n, next_attempt_at = NULL, updated_at = d.updated_at, routed_at = d.routed_at,
+				backfill_next_at = d.backfill_next_at, replay_gen = d.replay_gen
+			FROM d
+			WHERE p.msg_id = d.msg_id AND p.state IN ('PENDING', 'FAILED') AND p.replay_gen = d.loaded_gen
+			RETURNING p.msg_id)
+		SELECT COUNT(*) FROM u`,
+		ids, states, idents, sndrs, types, styps, seqns, classes, reasons, lastErrs, ns, updated, routedAt, backfill, gens, loaded).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&recorded) })
+	if len(index) > 0 {
+		flids, days, firsts := make([]string, len(index)), make([]*time.Time, len(index)), make([]int64, len(index))
+		for i, f := range index {
+			flids[i], days[i], firsts[i] = f.FLID, f.Day, f.FirstMsgID
+		}
+		// An entry that exists keeps its day unless it had none and its
+		// first message, as QueueDecision does.
+		b.Queue(`INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at)
+			SELECT f.flid, f.day, f.first_msg_id, $4 FROM unnest($1::text[], $2::date[], $3::bigint[]) AS f(flid, day, first_msg_id)
+			ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day)`,
+			flids, days, firsts, now)
+	}
+	if len(keys) > 0 {
+		rtypes, tags, msgs := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys))
+		for i, k := range keys {
+			rtypes[i], tags[i], msgs[i] = k.RType, k.KeyTag, k.MsgID
+		}
+		b.Queue(`INSERT INTO refdata_key_index (rtype, key_tag, msg_id)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+			ON CONFLICT (rtype) DO UPDATE SET key_tag = EXCLUDED.key_tag, msg_id = EXCLUDED.msg_id`, rtypes, tags, msgs)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("recording a batch of %d decisions: %w", n, err)
+	}
+	if recorded != n {
+		return fmt.Errorf("%w (%d of %d recorded)", ErrNotRecorded, recorded, n)
+	}
+	return nil
+}
