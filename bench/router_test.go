@@ -92,8 +92,9 @@ func BenchmarkRouter(b *testing.B) {
 		commits := float64(xactCommits(b, dsn)-before-int64(polls)) / float64(len(msgs))
 		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
 		b.ReportMetric(commits, "commits/msg")
-		b.Logf("router: %d messages decided in %v = %.0f msg/s, %.3f PostgreSQL commits per message",
-			len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds(), commits)
+		st := rt.Stats()
+		b.Logf("router: %d messages decided in %v = %.0f msg/s, %.3f PostgreSQL commits per message, %d batches of %.0f on average",
+			len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds(), commits, st.Batches, float64(st.Batched)/float64(max(st.Batches, 1)))
 	}
 }
 

@@ -317,6 +317,10 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 		// decideRun stopped before a FAILED message.
 		n, alone = len(ds), true
 	}
+	r.mu.Lock()
+	r.stats.Batches++
+	r.stats.Batched += int64(len(ds))
+	r.mu.Unlock()
 	outs := make([]emission, 0, len(ds))
 	for _, d := range ds {
 		if d.rec != nil {
@@ -375,7 +379,7 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 	}
 	var out []decided
 	err := pgx.BeginFunc(ctx, r.d.Messages.Pool(), func(tx pgx.Tx) error {
-		rows, l, err := sink.LoadBatch(ctx, tx, deliveries, now, q)
+		rows, fresh, l, err := sink.LoadBatch(ctx, tx, deliveries, now, q)
 		if err != nil {
 			return err
 		}
@@ -400,11 +404,11 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 				recs = append(recs, rec)
 			default:
 				// FAILED: its attempts and backoff are the per-message path's.
-				return recordRun(ctx, tx, recs, ov, now)
+				return recordRun(ctx, tx, recs, fresh, ov, now)
 			}
 			out = append(out, d)
 		}
-		return recordRun(ctx, tx, recs, ov, now)
+		return recordRun(ctx, tx, recs, fresh, ov, now)
 	})
 	if err != nil {
 		return nil, err
@@ -412,12 +416,12 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 	return out, nil
 }
 
-func recordRun(ctx context.Context, tx pgx.Tx, recs []sink.Decision, ov *overlay, now time.Time) error {
+func recordRun(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[int64]sink.Delivery, ov *overlay, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	index, keys := ov.written()
-	return sink.RecordBatch(ctx, tx, recs, index, keys, now)
+	return sink.RecordBatch(ctx, tx, recs, fresh, index, keys, now)
 }
 
 // emit produces the batch's transitions and router-table entries and waits

@@ -82,11 +82,14 @@ type Stats struct {
 	// (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, …).
 	Reasons map[string]int64
 	// Ignored counts ignored messages by rule.
-	Ignored   map[string]int64
-	Retries   int64
-	Paused    bool
-	PausedFor string
-	LastMsgID int64
+	Ignored map[string]int64
+	Retries int64
+	// Batches counts the transactions that recorded a batch of
+	// decisions; Batched the messages they decided (docs/design.md#router-batches).
+	Batches, Batched int64
+	Paused           bool
+	PausedFor        string
+	LastMsgID        int64
 }
 
 // Router is the msgx-router processor.
