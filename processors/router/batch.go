@@ -16,6 +16,7 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/internal/retry"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/message"
@@ -52,10 +53,9 @@ import (
 // finished first: a FAILED message (its backoff and attempts), a SCHD RESP
 // under the RESP guard (request tracking is read at decision time) and a
 // MSG_ID repeated in the batch (the second copy must see the first one's
-// recorded state). A batch whose transaction fails for another reason than
-// an outage is decided message by message the same way, which records the
-// failure on the message that causes it; an outage pauses the whole batch
-// and it is loaded and decided again once PostgreSQL is back.
+// recorded state). A batch whose transaction fails is decided message by
+// message the same way: that records a failure on the message that causes
+// it, and waits out an outage on the first message (I7).
 
 // item is one inbox record on its way through the worker.
 type item struct {
@@ -291,21 +291,22 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 	if n == 0 {
 		return 0, alone, nil
 	}
-	var ds []decided
-	var now time.Time
-	err := r.available(ctx, func(ctx context.Context) error {
-		var err error
-		now = r.d.Clock.Now()
-		ds, err = w.decideRun(ctx, b[:n], now)
-		return err
-	})
+	now := r.d.Clock.Now()
+	ds, err := w.decideRun(ctx, b[:n], now)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, false, ctx.Err()
 		}
-		// Not an outage: decide the run message by message, which records a
-		// failure on the message that causes one.
-		r.log.Error("deciding a batch failed; deciding its messages one by one", "messages", n, "first_msg_id", b[0].rec.MsgID, "err", err)
+		// Nothing of the run is recorded. Decide it message by message: that
+		// path records a failure on the message that causes one, and waits
+		// out an outage on the first message without counting it (I7) — also
+		// a timeout, which a run too large for MSGX_DB_TIMEOUT would meet
+		// again and again if it were retried whole.
+		level := slog.LevelError
+		if retry.IsOutage(err) {
+			level = slog.LevelWarn
+		}
+		r.log.Log(ctx, level, "deciding a batch failed; deciding its messages one by one", "messages", n, "first_msg_id", b[0].rec.MsgID, "err", err)
 		for _, it := range b[:n] {
 			if err := w.single(ctx, it); err != nil {
 				return 0, false, err

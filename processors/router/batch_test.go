@@ -42,11 +42,16 @@ type batchRig struct {
 
 func newBatchRig(t *testing.T, mut func(*Config)) *batchRig {
 	t.Helper()
+	return newBatchRigOn(t, mut, testenv.NewPG(t))
+}
+
+func newBatchRigOn(t *testing.T, mut func(*Config), dsn string) *batchRig {
+	t.Helper()
 	cfg := testConfig()
 	if mut != nil {
 		mut(&cfg)
 	}
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,5 +305,65 @@ func TestBatchFailureFallsBackToOneByOne(t *testing.T) {
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("process returned without an error after its context ended")
+	}
+}
+
+// A PostgreSQL outage during a batch pauses the router without counting it
+// against any message (I7); once PostgreSQL is back every message of the
+// batch is decided and committed in order.
+func TestBatchOutagePauses(t *testing.T) {
+	dsn := testenv.NewPG(t)
+	proxy := testenv.NewProxy(t, "127.0.0.1:5432")
+	br := newBatchRigOn(t, nil, strings.Replace(dsn, "127.0.0.1:5432", proxy.Addr(), 1))
+	direct, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	raws := batchCase(t)
+	var items []item
+	for i, raw := range raws {
+		items = append(items, br.item(int64(i+1), raw))
+	}
+	proxy.Down()
+	done := make(chan error, 1)
+	go func() { done <- br.w.process(context.Background(), items) }()
+	// The head waits out the outage on the clock.
+	if err := br.clock.BlockUntil(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := br.r.Stats(); !st.Paused || st.Retries != 0 {
+		t.Fatalf("during the outage: paused %v, retries %d", st.Paused, st.Retries)
+	}
+	proxy.Up()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Millisecond):
+			br.clock.Advance(time.Second)
+			continue
+		}
+		break
+	}
+	var n, attempts int
+	if err := direct.QueryRow(context.Background(), "SELECT COUNT(*), COALESCE(SUM(attempts), 0) FROM proc_state WHERE state <> 'PENDING' AND state <> 'FAILED'").Scan(&n, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(raws) || attempts != 0 {
+		t.Fatalf("after the outage %d of %d decided, %d attempts counted", n, len(raws), attempts)
+	}
+	if br.r.Stats().Paused {
+		t.Error("still paused")
+	}
+	for i, id := range br.committed {
+		if id != int64(i+1) {
+			t.Fatalf("offsets committed out of order: %v", br.committed)
+		}
+	}
+	if len(br.committed) != len(raws) {
+		t.Fatalf("committed %v", br.committed)
 	}
 }
