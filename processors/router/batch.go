@@ -66,17 +66,6 @@ type item struct {
 	delivered time.Time
 }
 
-// emission is what one decided message produces.
-type emission struct {
-	flights []flight.Transition
-	refdata []refdata.Transition
-	entry   Entry
-}
-
-func emissionOf(o outcome) emission {
-	return emission{flights: o.flights, refdata: o.refdata, entry: o.entry}
-}
-
 // errStopping fails the deferred commits of messages the worker did not
 // finish: they are delivered again after the restart.
 var errStopping = errors.New("router stopping before the message was decided; it is decided after the restart")
@@ -183,7 +172,7 @@ func (w *worker) drain(procDone <-chan struct{}) {
 // is while a backlog is flowing — what arrives within the linger, up to the
 // batch size. A message that finds the queue empty is decided at once.
 func (w *worker) gather(ctx context.Context) ([]item, error) {
-	max := w.r.cfg.batch()
+	limit := w.r.cfg.batch()
 	var b []item
 	select {
 	case it := <-w.in:
@@ -191,15 +180,15 @@ func (w *worker) gather(ctx context.Context) ([]item, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	b = w.take(b, max)
-	if len(b) == 1 || len(b) >= max || w.r.cfg.Linger <= 0 {
+	b = w.take(b, limit)
+	if len(b) == 1 || len(b) >= limit || w.r.cfg.Linger <= 0 {
 		return b, nil
 	}
 	deadline := w.r.d.Clock.After(w.r.cfg.Linger)
-	for len(b) < max {
+	for len(b) < limit {
 		select {
 		case it := <-w.in:
-			b = w.take(append(b, it), max)
+			b = w.take(append(b, it), limit)
 		case <-deadline:
 			return b, nil
 		case <-ctx.Done():
@@ -209,9 +198,9 @@ func (w *worker) gather(ctx context.Context) ([]item, error) {
 	return b, nil
 }
 
-// take appends what is queued, without waiting, up to max.
-func (w *worker) take(b []item, max int) []item {
-	for len(b) < max {
+// take appends what is queued, without waiting, up to limit.
+func (w *worker) take(b []item, limit int) []item {
+	for len(b) < limit {
 		select {
 		case it := <-w.in:
 			b = append(b, it)
@@ -249,7 +238,7 @@ func (w *worker) single(ctx context.Context, it item) error {
 		return err
 	}
 	w.r.observe(it)
-	if err := w.emit(ctx, []emission{emissionOf(out)}); err != nil {
+	if err := w.emit(ctx, []outcome{out}); err != nil {
 		return err
 	}
 	it.done(nil)
@@ -317,12 +306,15 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 	if len(ds) < n {
 		// decideRun stopped before a FAILED message.
 		n, alone = len(ds), true
+		if n == 0 {
+			return 0, true, nil
+		}
 	}
 	r.mu.Lock()
 	r.stats.Batches++
 	r.stats.Batched += int64(len(ds))
 	r.mu.Unlock()
-	outs := make([]emission, 0, len(ds))
+	outs := make([]outcome, 0, len(ds))
 	for _, d := range ds {
 		if d.rec != nil {
 			r.logDecision(ctx, d.p, d.v, *d.rec)
@@ -333,7 +325,7 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 			r.log.Debug("message already decided", "msg_id", d.it.rec.MsgID, "state", d.already)
 		}
 		r.observe(d.it)
-		outs = append(outs, emissionOf(d.out))
+		outs = append(outs, d.out)
 	}
 	if err := w.emit(ctx, outs); err != nil {
 		return 0, false, err
@@ -428,7 +420,7 @@ func recordRun(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[i
 // emit produces the batch's transitions and router-table entries and waits
 // for every acknowledgement. Records of one topic keep their order (one
 // producer, one request in flight per partition).
-func (w *worker) emit(ctx context.Context, outs []emission) error {
+func (w *worker) emit(ctx context.Context, outs []outcome) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex // errs: a promise may be kept on another goroutine, or at once

@@ -367,3 +367,63 @@ func TestBatchOutagePauses(t *testing.T) {
 		t.Fatalf("committed %v", br.committed)
 	}
 }
+
+// The worker decides a lone message at once, waits the linger only while
+// messages keep coming, and never beyond a full batch.
+func TestGatherLinger(t *testing.T) {
+	br := newBatchRig(t, func(c *Config) { c.Batch, c.Linger = 3, 5*time.Millisecond })
+	ctx := context.Background()
+	gather := func() chan []item {
+		got := make(chan []item, 1)
+		go func() {
+			b, err := br.w.gather(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- b
+		}()
+		return got
+	}
+	raw := msg("LDM", "X", "1", "<LDM/>")
+
+	// Idle: one message, no wait.
+	br.w.in <- br.item(1, raw)
+	if b := <-gather(); len(b) != 1 || br.clock.Waiters() != 0 {
+		t.Fatalf("lone message: %d gathered, %d clock waiters", len(b), br.clock.Waiters())
+	}
+	// A backlog: two queued, the batch waits for more until the linger.
+	br.w.in <- br.item(2, raw)
+	br.w.in <- br.item(3, raw)
+	got := gather()
+	if err := br.clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		t.Fatalf("gathered %d before the linger ended", len(b))
+	default:
+	}
+	br.clock.Advance(5 * time.Millisecond)
+	if b := <-got; len(b) != 2 {
+		t.Fatalf("after the linger: %d gathered, want 2", len(b))
+	}
+	// Full at once: no wait.
+	for id := int64(4); id <= 6; id++ {
+		br.w.in <- br.item(id, raw)
+	}
+	if b := <-gather(); len(b) != 3 || b[0].rec.MsgID != 4 {
+		t.Fatalf("full batch: %d gathered", len(b))
+	}
+	// Two queued, a third arrives during the linger: the batch is full
+	// and closes without waiting the linger out.
+	br.w.in <- br.item(7, raw)
+	br.w.in <- br.item(8, raw)
+	got = gather()
+	if err := br.clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	br.w.in <- br.item(9, raw)
+	if b := <-got; len(b) != 3 {
+		t.Fatalf("filled during the linger: %d gathered, want 3", len(b))
+	}
+}

@@ -148,7 +148,6 @@ func (r *Router) graph(w *worker) *goka.GroupGraph {
 // Processor is the router ready to run: the goka processor and the batch
 // worker with its producer.
 type Processor struct {
-	r    *Router
 	p    *goka.Processor
 	w    *worker
 	prod goka.Producer
@@ -169,7 +168,7 @@ func (r *Router) Processor(brokers []string, out goka.ProducerBuilder, opts ...g
 		_ = prod.Close()
 		return nil, retry.Outage("kafka", fmt.Errorf("creating router processor: %w", err))
 	}
-	return &Processor{r: r, p: p, w: w, prod: prod}, nil
+	return &Processor{p: p, w: w, prod: prod}, nil
 }
 
 // Run runs the router until ctx ends (Processor, then Processor.Run).
