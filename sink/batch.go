@@ -15,7 +15,8 @@ import (
 // messages is loaded, decided and recorded in one transaction, with a
 // handful of multi-row statements instead of two transactions per message.
 
-// Delivery is one inbox record as LoadBatch creates its row.
+// Delivery is one inbox record, as RecordBatch creates its row on its
+// first delivery.
 type Delivery struct {
 	MsgID      int64
 	ReceivedAt *time.Time
