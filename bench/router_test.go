@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/lovoo/goka/storage"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -25,7 +26,8 @@ import (
 func BenchmarkRouter(b *testing.B) {
 	msgs := workload.Day(workload.Options{Seed: 5, Flights: 1000, Ops: 9000})
 	for i := 0; i < b.N; i++ {
-		pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(b), Timeout: 10 * time.Second, PGMaxConns: 4})
+		dsn := testenv.NewPG(b)
+		pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -37,7 +39,7 @@ func BenchmarkRouter(b *testing.B) {
 		kc := testenv.KafkaConfig(brokers)
 		cfg := router.Config{InboxTopic: "msgx.inbox", FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1, MaxAttempts: 5,
 			Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute, IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
-		if err := kafka.EnsureTopics(brokers, kc, append(cfg.TopicSpecs(), kafka.TopicSpec{Name: "msgx.inbox", Partitions: 1}), testenv.Logger(b)); err != nil {
+		if err := kafka.EnsureTopics(brokers, kc, append(cfg.TopicSpecs(), kafka.TopicSpec{Name: "msgx.inbox", Partitions: 1}, cfg.TableSpec()), testenv.Logger(b)); err != nil {
 			b.Fatal(err)
 		}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -58,15 +60,22 @@ func BenchmarkRouter(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		pb, err := kafka.ProducerBuilder(kc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := xactCommits(b, dsn)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		b.ResetTimer()
 		start := time.Now()
 		go func() {
-			done <- rt.Run(ctx, brokers, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...)
+			done <- rt.Run(ctx, brokers, pb, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...)
 		}()
+		polls := 0
 		for {
 			var n int
+			polls++
 			_ = pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state NOT IN ('PENDING','FAILED')").Scan(&n)
 			if n >= len(msgs) {
 				break
@@ -79,7 +88,45 @@ func BenchmarkRouter(b *testing.B) {
 		<-done
 		broker.Close()
 		pool.Close()
+		// Each poll above is one transaction of its own.
+		commits := float64(xactCommits(b, dsn)-before-int64(polls)) / float64(len(msgs))
 		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
-		b.Logf("router: %d messages decided in %v = %.0f msg/s", len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds())
+		b.ReportMetric(commits, "commits/msg")
+		st := rt.Stats()
+		b.Logf("router: %d messages decided in %v = %.0f msg/s, %.3f PostgreSQL commits per message, %d batches of %.0f on average",
+			len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds(), commits, st.Batches, float64(st.Batched)/float64(max(st.Batches, 1)))
+	}
+}
+
+// xactCommits is the number of transactions committed in the database of
+// dsn (pg_stat_database.xact_commit), read from another database so that the
+// reading is not counted. A backend reports its counts when it ends or has
+// been idle for a second, so the figure is read until it settles.
+func xactCommits(b *testing.B, dsn string) int64 {
+	b.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := cfg.Database
+	cfg.Database = "postgres"
+	last := int64(-1)
+	for {
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		err = conn.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = $1", db).Scan(&n)
+		conn.Close(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n == last {
+			return n
+		}
+		last = n
+		time.Sleep(1200 * time.Millisecond)
 	}
 }

@@ -94,6 +94,10 @@ func NewMessages(pool *pgxpool.Pool, timeout time.Duration) *Messages {
 // Pool exposes the pool for callers composing their own transactions.
 func (s *Messages) Pool() *pgxpool.Pool { return s.pool }
 
+// Timeout is the bound of every call, for callers composing their own
+// transactions.
+func (s *Messages) Timeout() time.Duration { return s.timeout }
+
 // Touch returns the message's row, creating it as PENDING on its first
 // delivery. enqueued_at keeps the first delivery's time, so re-deliveries
 // (ingest duplicates) see the same row.

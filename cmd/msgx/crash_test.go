@@ -129,6 +129,25 @@ func (s *scenario) waitTerminal(n int, timeout time.Duration) {
 	}
 }
 
+// afterRouterCommit returns as soon as the router committed a batch of
+// decisions (the proc_state rows grow), polling every few milliseconds, or
+// after timeout.
+func (s *scenario) afterRouterCommit(timeout time.Duration) {
+	count := func() int {
+		var n int
+		if err := s.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state <> 'PENDING'").Scan(&n); err != nil {
+			return -1
+		}
+		return n
+	}
+	first := count()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if n := count(); n > first && first >= 0 {
+			return
+		}
+	}
+}
+
 // flights is the PG flight state without the wall-clock updatedAt.
 func (s *scenario) flights() map[string]string {
 	rows, err := s.pool.Query(context.Background(),
@@ -190,7 +209,14 @@ func TestCrashRecovery(t *testing.T) {
 	kills := 0
 	crash.gateway = crash.start("run")
 	for kills < 6 && crash.terminal() < len(msgs) {
-		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+		if kills%2 == 0 {
+			// Inside a router batch: right after a batch's decisions were
+			// committed to PostgreSQL, while its transitions are produced
+			// and before its offsets are committed.
+			crash.afterRouterCommit(10 * time.Second)
+		} else {
+			time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+		}
 		crash.kill()
 		kills++
 		t.Logf("kill -9 #%d with %d/%d messages terminal", kills, crash.terminal(), len(msgs))

@@ -99,6 +99,11 @@ func TestOperability(t *testing.T) {
 		_, body = get(t, base+"/metrics")
 		return metricValue(body, "msgx_ingest_rows_total", "") > before
 	})
+	// Ingested is not decided yet: wait for the router's verdict on it.
+	waitFor(t, "the new message decided", 30*time.Second, func() bool {
+		_, body = get(t, base+"/metrics")
+		return metricValue(body, "msgx_dead_messages", `class="MALFORMED"`) == 2
+	})
 
 	// msgx status --json, through the daemon.
 	var out strings.Builder

@@ -163,7 +163,11 @@ func runRebuild(ctx context.Context, cfg Config, yes bool, out io.Writer, log *s
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(pctx)
-	g.Go(func() error { return rt.Run(gctx, brokers, opts()...) })
+	pb, err := kafka.ProducerBuilder(cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return rt.Run(gctx, brokers, pb, opts()...) })
 	g.Go(func() error { return fp.Run(gctx, brokers, opts()...) })
 	g.Go(func() error { return rp.Run(gctx, brokers, opts()...) })
 

@@ -86,7 +86,7 @@ func TestReplayAppliesToCurrentState(t *testing.T) {
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION reject_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.msg_id IN (%d, %d, %d) AND NEW.state = 'ROUTED' THEN RAISE EXCEPTION 'message %% refused by the test', NEW.msg_id; END IF;
 		RETURN NEW; END $$;
-		CREATE TRIGGER reject_for_test BEFORE UPDATE ON proc_state FOR EACH ROW EXECUTE FUNCTION reject_for_test()`, m1+1, m1+3, m1+5)); err != nil {
+		CREATE TRIGGER reject_for_test BEFORE INSERT OR UPDATE ON proc_state FOR EACH ROW EXECUTE FUNCTION reject_for_test()`, m1+1, m1+3, m1+5)); err != nil {
 		t.Fatal(err)
 	}
 	ids := []int64{

@@ -165,7 +165,7 @@ func topics(cfg Config) []kafka.TopicSpec {
 // has the single partition of msgx.inbox, the others the transition topics'.
 func tableTopics(cfg Config) []kafka.TopicSpec {
 	return []kafka.TopicSpec{
-		{Name: string(cfg.Router.Table()), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
+		cfg.Router.TableSpec(),
 		{Name: string(cfg.Flights.Table()), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
 		{Name: string(cfg.Refdata.Table()), Partitions: cfg.Router.Partitions, Compact: true, MaxMessageBytes: kafka.TableRecordBytes},
 	}
@@ -501,7 +501,11 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		return err
 	}
 	d.health.WatchPause("router", func() (bool, string) { s := rt.Stats(); return s.Paused, s.PausedFor })
-	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, gokaOptions(cfg, log)...) })
+	pb, err := kafka.ProducerBuilder(cfg.Kafka)
+	if err != nil {
+		return err
+	}
+	supervise("router", func(ctx context.Context) error { return rt.Run(ctx, d.brokers, pb, gokaOptions(cfg, log)...) })
 	pub := p.pub
 	supervise("publisher", pub.Run)
 	d.health.WatchPause("publisher", func() (bool, string) {

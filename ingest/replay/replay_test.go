@@ -1064,7 +1064,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	}
 	icfg := ingest.Config{Table: "cminmsgs", Topic: rpTopic, PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
 		MaxCommitDelay: time.Minute, HoleProbeTimeout: time.Second, Cutover: "zero", LateWatch: time.Hour, LateCheckInterval: time.Minute}
-	if err := kafka.EnsureTopics(brokers, kc, append(rcfg.TopicSpecs(), icfg.TopicSpec()), log); err != nil {
+	if err := kafka.EnsureTopics(brokers, kc, append(rcfg.TopicSpecs(), icfg.TopicSpec(), rcfg.TableSpec()), log); err != nil {
 		t.Fatal(err)
 	}
 	routerClock := clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
@@ -1083,7 +1083,11 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 2)
 	go func() { stopped <- bridge.Run(rctx) }()
-	go func() { stopped <- r.Run(rctx, brokers, kafka.GokaOptions(kc, storage.MemoryBuilder(), log)...) }()
+	pb, err := kafka.ProducerBuilder(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { stopped <- r.Run(rctx, brokers, pb, kafka.GokaOptions(kc, storage.MemoryBuilder(), log)...) }()
 	t.Cleanup(func() {
 		cancel()
 		for range 2 {

@@ -156,6 +156,19 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 	}
 }
 
+// ProducerBuilder builds the goka producer of a component that produces on
+// its own instead of through goka's callback (the router's batch worker):
+// the settings of docs/design.md#kafka-settings, checked first, and records
+// up to TableRecordBytes (router-table entries).
+func ProducerBuilder(c Config) (goka.ProducerBuilder, error) {
+	sc := c.Sarama("msgx-producer")
+	sc.Producer.MaxMessageBytes = max(sc.Producer.MaxMessageBytes, TableRecordBytes)
+	if err := CheckD3(sc); err != nil {
+		return nil, err
+	}
+	return goka.ProducerBuilderWithConfig(sc), nil
+}
+
 // ReadTable recovers a goka table from its changelog into memory and calls fn
 // with the running view: the operator's read-only window on a processor's
 // state (`msgx table get …`). It gives up when ctx ends.

@@ -90,6 +90,10 @@ func (s *Server) Handler() http.Handler {
 			s.serveLogin(w, r)
 			return
 		}
+		if s.cfg.Pprof && strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			servePprof(w, r)
+			return
+		}
 		s.d.Handler.ServeHTTP(w, r)
 	})
 }

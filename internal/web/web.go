@@ -38,6 +38,10 @@ type Config struct {
 	// BindTimeout is how long start-up retries binding MSGX_HTTP_ADDR while
 	// the address is in use (a previous instance still closing it).
 	BindTimeout time.Duration `env:"MSGX_HTTP_BIND_TIMEOUT" envDefault:"30s"`
+	// Pprof serves Go's profiler at /debug/pprof/ (net/http/pprof) behind
+	// the read token, which it requires: a profile shows the process's
+	// internals (docs/operations.md).
+	Pprof bool `env:"MSGX_PPROF" envDefault:"false"`
 }
 
 // Validate checks the values; errors name the variable.
@@ -54,6 +58,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrent < 1 {
 		errs = append(errs, fmt.Errorf("MSGX_HTTP_MAX_CONCURRENT=%d: must be at least 1", c.MaxConcurrent))
+	}
+	if c.Pprof && c.ReadToken == "" {
+		errs = append(errs, errors.New("MSGX_PPROF=true needs MSGX_HTTP_READ_TOKEN: the profiler is served behind the read token"))
 	}
 	if c.BindTimeout < 0 {
 		errs = append(errs, errors.New("MSGX_HTTP_BIND_TIMEOUT: must not be negative"))

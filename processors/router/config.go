@@ -58,6 +58,27 @@ type Config struct {
 	// RespGuard makes a SCHD RESP that answers no open RQFD request (none
 	// open, or older than the request) SKIPPED no-match: it changes nothing.
 	RespGuard bool `env:"MSGX_RESP_GUARD" envDefault:"false"`
+	// Batch is the most messages decided and recorded in one PostgreSQL
+	// transaction (docs/design.md#router-batches), 1..10000; 0 means
+	// DefaultBatch. It also bounds the messages queued ahead of the batch
+	// worker.
+	Batch int `env:"MSGX_ROUTER_BATCH" envDefault:"500"`
+	// Linger is how long a batch that found messages queued behind its
+	// first one waits for more before it is decided (a Go duration, at
+	// most 1s; 0: never wait). A message that finds the queue empty is
+	// decided at once: an idle pipeline does not wait.
+	Linger time.Duration `env:"MSGX_ROUTER_LINGER" envDefault:"2ms"`
+}
+
+// DefaultBatch is the batch size a Config without one uses.
+const DefaultBatch = 500
+
+// batch is the configured batch size.
+func (c Config) batch() int {
+	if c.Batch == 0 {
+		return DefaultBatch
+	}
+	return c.Batch
 }
 
 // Validate checks the configuration; errors name the variable.
@@ -82,6 +103,12 @@ func (c Config) Validate() error {
 	} else if len(tiers) != c.MaxAttempts-1 {
 		errs = append(errs, fmt.Errorf("MSGX_BACKOFF has %d tiers but MSGX_MAX_ATTEMPTS=%d allows %d waits: every tier must be able to fire",
 			len(tiers), c.MaxAttempts, c.MaxAttempts-1))
+	}
+	if c.Batch < 0 || c.Batch > 10000 {
+		errs = append(errs, fmt.Errorf("MSGX_ROUTER_BATCH=%d: must be 1..10000", c.Batch))
+	}
+	if c.Linger < 0 || c.Linger > time.Second {
+		errs = append(errs, fmt.Errorf("MSGX_ROUTER_LINGER=%s: must be 0..1s", c.Linger))
 	}
 	if c.BackoffCap <= 0 {
 		errs = append(errs, errors.New("MSGX_BACKOFF_CAP: must be positive"))
@@ -119,6 +146,13 @@ func (c Config) TopicSpecs() []kafka.TopicSpec {
 		{Name: c.FlightTopic, Partitions: c.Partitions},
 		{Name: c.RefdataTopic, Partitions: c.Partitions},
 	}
+}
+
+// TableSpec is the router table's topic (compacted, keyed by MSG_ID, the
+// single partition of msgx.inbox), which the batch worker writes: it must
+// exist before the router starts.
+func (c Config) TableSpec() kafka.TopicSpec {
+	return kafka.TopicSpec{Name: string(c.Table()), Partitions: 1, Compact: true, MaxMessageBytes: kafka.TableRecordBytes}
 }
 
 func parseCutover(s string) (time.Duration, error) {

@@ -7,7 +7,12 @@
 //
 // The decision itself is pure and table-tested: [Prepare] decodes and
 // classifies a message without I/O, [Decide] finishes it with what
-// PostgreSQL knows ([message.Lookups]). The [Router] is the goka callback
-// around them: it loads the message and its lookups, records the verdict
-// and emits the transitions.
+// PostgreSQL knows ([message.Lookups]). The [Router] runs them in batches
+// (docs/design.md#router-batches): its goka callback decodes a record and
+// queues it with goka's deferred commit; a batch worker loads, decides and
+// records many messages in one PostgreSQL transaction, each against the
+// decisions before it in the batch, produces their transitions and the
+// router-table entries, and then commits their offsets in order. Messages
+// that need it (a FAILED head, a guarded SCHD RESP, a failing batch) are
+// decided one at a time, retried in place as before.
 package router

@@ -52,7 +52,7 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 
 	icfg := ingest.Config{Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
 		MaxCommitDelay: time.Minute, HoleProbeTimeout: time.Second, Cutover: "zero", LateWatch: time.Hour, LateCheckInterval: time.Minute}
-	if err := kafka.EnsureTopics(p.brokers, kc, append(p.cfg.TopicSpecs(), icfg.TopicSpec()), log); err != nil {
+	if err := kafka.EnsureTopics(p.brokers, kc, append(p.cfg.TopicSpecs(), icfg.TopicSpec(), p.cfg.TableSpec()), log); err != nil {
 		t.Fatal(err)
 	}
 	ingestPool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 2})
@@ -81,7 +81,11 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan error, 2)
 	go func() { p.done <- bridge.Run(ctx) }()
-	go func() { p.done <- r.Run(ctx, p.brokers, kafka.GokaOptions(kc, storage.MemoryBuilder(), log)...) }()
+	pb, err := kafka.ProducerBuilder(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- r.Run(ctx, p.brokers, pb, kafka.GokaOptions(kc, storage.MemoryBuilder(), log)...) }()
 	t.Cleanup(p.stop)
 	return p
 }

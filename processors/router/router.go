@@ -79,11 +79,14 @@ type Stats struct {
 	// (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, …).
 	Reasons map[string]int64
 	// Ignored counts ignored messages by rule.
-	Ignored   map[string]int64
-	Retries   int64
-	Paused    bool
-	PausedFor string
-	LastMsgID int64
+	Ignored map[string]int64
+	Retries int64
+	// Batches counts the transactions that recorded a batch of
+	// decisions; Batched the messages they decided (docs/design.md#router-batches).
+	Batches, Batched int64
+	Paused           bool
+	PausedFor        string
+	LastMsgID        int64
 }
 
 // Router is the msgx-router processor.
@@ -131,72 +134,83 @@ func (r *Router) Stats() Stats {
 	return s
 }
 
-// Graph is the router's goka group graph: input msgx.inbox, outputs the two
-// transition topics, table keyed by MSG_ID.
-func (r *Router) Graph() *goka.GroupGraph {
-	return goka.DefineGroup(r.cfg.Group(),
-		goka.Input(goka.Stream(r.cfg.InboxTopic), ingest.Codec{}, r.handle),
-		goka.Output(goka.Stream(r.cfg.FlightTopic), kafka.JSON[flight.Transition]{}),
-		goka.Output(goka.Stream(r.cfg.RefdataTopic), kafka.JSON[refdata.Transition]{}),
-		goka.Persist(kafka.JSON[Entry]{}),
-	)
+// graph is the router's goka group graph: input msgx.inbox, decided by w.
+// The transitions and the router table (keyed by MSG_ID) are written by
+// the batch worker's producer once a batch is recorded in PostgreSQL, not
+// by goka: the callback has finished long before (deferred commits).
+func (r *Router) graph(w *worker) *goka.GroupGraph {
+	return goka.DefineGroup(r.cfg.Group(), goka.Input(goka.Stream(r.cfg.InboxTopic), ingest.Codec{}, w.handle))
 }
 
-// Processor builds the goka processor. opts carry the Kafka clients and
-// storage (kafka.GokaOptions) or a goka tester.
-func (r *Router) Processor(brokers []string, opts ...goka.ProcessorOption) (*goka.Processor, error) {
-	p, err := goka.NewProcessor(brokers, r.Graph(), opts...)
+// Processor is the router ready to run: the goka processor and the batch
+// worker with its producer.
+type Processor struct {
+	p    *goka.Processor
+	w    *worker
+	prod goka.Producer
+}
+
+// Processor builds the router's goka processor (opts carry its Kafka
+// clients and storage, kafka.GokaOptions, or a goka tester) and the batch
+// worker, which produces with a producer from out (kafka.ProducerBuilder,
+// or a tester's ProducerBuilder).
+func (r *Router) Processor(brokers []string, out goka.ProducerBuilder, opts ...goka.ProcessorOption) (*Processor, error) {
+	prod, err := out(brokers, "msgx-router", goka.DefaultHasher())
 	if err != nil {
+		return nil, retry.Outage("kafka", fmt.Errorf("creating the router's producer: %w", err))
+	}
+	w := newWorker(r, prod)
+	p, err := goka.NewProcessor(brokers, r.graph(w), opts...)
+	if err != nil {
+		_ = prod.Close()
 		return nil, retry.Outage("kafka", fmt.Errorf("creating router processor: %w", err))
 	}
-	return p, nil
+	return &Processor{p: p, w: w, prod: prod}, nil
 }
 
-// Run runs the router until ctx ends.
-func (r *Router) Run(ctx context.Context, brokers []string, opts ...goka.ProcessorOption) error {
-	p, err := r.Processor(brokers, opts...)
+// Run runs the router until ctx ends (Processor, then Processor.Run).
+func (r *Router) Run(ctx context.Context, brokers []string, out goka.ProducerBuilder, opts ...goka.ProcessorOption) error {
+	p, err := r.Processor(brokers, out, opts...)
 	if err != nil {
 		return err
 	}
-	return kafka.RunProcessor(ctx, p, "router")
+	return p.Run(ctx)
 }
 
-// outcome is what one message leads to in the callback.
+// Run runs the processor and the batch worker until ctx ends or either
+// fails; it can be called once.
+func (p *Processor) Run(ctx context.Context) error {
+	defer p.prod.Close()
+	// The processor and the worker stop together: whichever ends first
+	// cancels the other, and the worker fails the commits of what it did not
+	// finish until the processor is gone (goka waits for every deferred
+	// commit before it stops).
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	procErr := make(chan error, 1)
+	procDone := make(chan struct{})
+	go func() {
+		defer close(procDone)
+		procErr <- kafka.RunProcessor(pctx, p.p, "router")
+		cancel()
+	}()
+	werr := p.w.run(pctx)
+	cancel()
+	p.w.drain(procDone)
+	if perr := <-procErr; perr != nil {
+		return perr
+	}
+	if werr != nil && ctx.Err() == nil {
+		return fmt.Errorf("router: %w", werr)
+	}
+	return nil
+}
+
+// outcome is what one message leads to.
 type outcome struct {
 	entry   Entry
 	flights []flight.Transition
 	refdata []refdata.Transition
-	// replay marks a message already decided before: its transitions are
-	// emitted again, nothing else changes.
-	replay bool
-}
-
-// handle is the goka callback. It blocks while the message is retried or an
-// outage lasts: the partition is single, so nothing behind the head moves
-// (I2). If goka cancels the context (shutdown, rebalance) the callback fails
-// the context instead of returning, so the offset is not committed and the
-// message is processed again after restart.
-func (r *Router) handle(gctx goka.Context, msg any) {
-	rec, ok := msg.(*ingest.Record)
-	if !ok {
-		kafka.Abort(gctx, fmt.Errorf("router: unexpected input %T", msg))
-	}
-	out, err := r.decide(gctx.Context(), rec, sink.InboxPosition{Partition: gctx.Partition(), Offset: gctx.Offset()})
-	if err != nil {
-		kafka.Abort(gctx, err)
-	}
-	// Emits are asynchronous; goka commits the offset only after all of
-	// them were acknowledged, so a crash before that re-delivers the
-	// message, which finds it ROUTED and emits the same transitions again.
-	for _, t := range out.flights {
-		gctx.Emit(goka.Stream(r.cfg.FlightTopic), t.FLID, t)
-	}
-	for _, t := range out.refdata {
-		gctx.Emit(goka.Stream(r.cfg.RefdataTopic), t.RType, t)
-	}
-	if !out.replay || gctx.Value() == nil {
-		gctx.SetValue(out.entry)
-	}
 }
 
 // decide returns the message's outcome, retrying the message's own failures
@@ -204,10 +218,6 @@ func (r *Router) handle(gctx goka.Context, msg any) {
 // context's.
 func (r *Router) decide(ctx context.Context, rec *ingest.Record, pos sink.InboxPosition) (outcome, error) {
 	log := r.log.With("msg_id", rec.MsgID)
-	if r.d.ObserveDecision != nil {
-		began := r.d.Clock.Now()
-		defer func() { r.d.ObserveDecision(r.d.Clock.Now().Sub(began)) }()
-	}
 	for {
 		// Decoding is pure; the row (created PENDING on first delivery)
 		// and the lookups the decision needs come back in one round trip.
@@ -237,7 +247,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record, pos sink.InboxP
 			// An ingest duplicate or a re-delivery after a crash: the
 			// message is finished, nothing to do.
 			log.Debug("message already decided", "state", m.State)
-			return outcome{entry: entryOf(m), replay: true}, nil
+			return outcome{entry: entryOf(m)}, nil
 		case message.StateRouted:
 			return r.reroute(log, p, l, m), nil
 		}
@@ -290,15 +300,9 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 	}
 	v := Decide(p, l, m.EnqueuedAt)
 	now := r.d.Clock.Now()
-	d := sink.Decision{MsgID: rec.MsgID, State: v.State, IdentityKey: v.IdentityKey, ErrorClass: v.ErrorClass,
-		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, Now: now,
-		ReplayGen: p.Replay, LoadedGen: m.ReplayGen}
-	if p.Msg != nil {
-		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
-	}
-	// The decision's write (sink.QueueDecision, on a batch of its own):
-	// a batched commit would queue the decisions of several messages on
-	// one batch and send them in one transaction.
+	d := decisionOf(rec, p, v, m, now)
+	// The decision's write on its own: this is the per-message path (a
+	// batch records its decisions with sink.RecordBatch).
 	var recorded bool
 	err := r.available(ctx, func(ctx context.Context) error {
 		var err error
@@ -314,27 +318,11 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 	if !recorded {
 		return outcome{}, &Failure{Class: message.ClassInfra, Err: fmt.Errorf("message %d changed state while it was being decided", rec.MsgID)}, nil
 	}
-	// Routine outcomes are debug lines (thousands a minute on a backlog);
-	// what an operator may have to look at is not.
-	level := slog.LevelDebug
-	switch v.State {
-	case message.StateSkipped:
-		level = slog.LevelInfo
-	case message.StateDead:
-		level = slog.LevelWarn
-	}
-	if p.Replay != 0 {
-		// A replayed message is one an operator is watching.
-		level = max(level, slog.LevelInfo)
-	}
-	r.log.Log(ctx, level, "message decided", "msg_id", rec.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
-		"type", d.Type, "styp", d.STYP, "transitions", v.N(), "replay", p.Replay)
+	r.logDecision(ctx, p, v, d)
 	r.afterDecision(ctx, p, rec.MsgID, v, now)
 	r.count(v.State, rec.MsgID)
 	r.countReason(v)
-	e := Entry{MsgID: rec.MsgID, State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Detail: v.Detail,
-		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
-		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: now}
+	e := entryFor(d, v, m)
 	return outcome{entry: e, flights: v.Flights, refdata: v.Refdata}, nil, nil
 }
 
@@ -427,10 +415,10 @@ func (r *Router) reroute(log *slog.Logger, p Plan, l message.Lookups, m sink.Mes
 		// Only a configuration change between the two deliveries can get
 		// here; the recorded decision stands and an operator must look.
 		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason)
-		return outcome{entry: entryOf(m), replay: true}
+		return outcome{entry: entryOf(m)}
 	}
 	log.Info("re-emitting the transitions of a routed message", "transitions", v.N())
-	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata, replay: true}
+	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata}
 }
 
 // Failure is a failure that belongs to the message while it is processed

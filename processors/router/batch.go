@@ -1,0 +1,614 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lovoo/goka"
+	"golang.org/x/sync/semaphore"
+
+	"msgx/ingest"
+	"msgx/internal/kafka"
+	"msgx/internal/retry"
+	"msgx/sink"
+	"msgx/tables/flight"
+	"msgx/tables/message"
+	"msgx/tables/refdata"
+)
+
+// The batch worker (docs/design.md#router-batches). The goka callback
+// decodes a record (Prepare, pure) and queues it with goka's deferred
+// commit; the worker decides the queued messages in batches:
+//
+//  1. gather up to Config.Batch messages (see gather for the linger);
+//  2. in one PostgreSQL transaction, create their rows and read what their
+//     decisions need (LoadBatch), decide each in MSG_ID order against what
+//     the store knew plus the decisions before it in the batch (overlay),
+//     and record all the decisions and index entries (RecordBatch);
+//  3. produce every transition and router-table entry of the batch on the
+//     worker's own producer and wait for all acknowledgements;
+//  4. call the messages' deferred commits, in order.
+//
+// Crash windows, step by step:
+//   - before the commit of 2: nothing of the batch is recorded and no offset
+//     is committed; the records are delivered again and decided afresh.
+//   - after the commit of 2, before 3 is acknowledged: the messages are
+//     recorded (ROUTED or terminal) but their offsets are not committed; the
+//     redelivered records find their rows decided: a terminal one emits
+//     nothing new, a ROUTED one is re-routed (the same transitions again,
+//     which the applying processors recognise), as for a single message.
+//   - after 3, before or during 4: the same, with transitions emitted twice;
+//     offsets are committed in order only, so a committed offset never
+//     passes a message whose effects are not durable.
+//
+// A message whose decision is not the batch's plain case is decided on its
+// own, by the per-message path (Router.decide), with the batch before it
+// finished first: a FAILED message (its backoff and attempts), a SCHD RESP
+// under the RESP guard (request tracking is read at decision time) and a
+// MSG_ID repeated in the batch (the second copy must see the first one's
+// recorded state). A batch whose transaction fails is decided message by
+// message the same way: that records a failure on the message that causes
+// it, and waits out an outage on the first message (I7).
+
+// item is one inbox record on its way through the worker.
+type item struct {
+	rec  *ingest.Record
+	plan Plan
+	// pos is the record's place in msgx.inbox, recorded with a fresh row
+	// (msgx trace).
+	pos sink.InboxPosition
+	// done is goka's deferred commit of the record's offset.
+	done      func(error)
+	delivered time.Time
+}
+
+// errStopping fails the deferred commits of messages the worker did not
+// finish: they are delivered again after the restart.
+var errStopping = errors.New("router stopping before the message was decided; it is decided after the restart")
+
+// queueBytes bounds the inbox records (their text) held by the worker's
+// queue and batch together: with records of up to
+// MSGX_KAFKA_MAX_MESSAGE_BYTES, a batch of large packages is cut short
+// rather than held whole in memory.
+const queueBytes = 32 << 20
+
+type worker struct {
+	r    *Router
+	in   chan item
+	prod goka.Producer
+	// budget holds the bytes of the records queued or in a batch.
+	budget *semaphore.Weighted
+	// stopped is closed when the worker takes no more messages.
+	stopped chan struct{}
+}
+
+func newWorker(r *Router, prod goka.Producer) *worker {
+	return &worker{r: r, in: make(chan item, r.cfg.batch()), prod: prod, budget: semaphore.NewWeighted(queueBytes),
+		stopped: make(chan struct{})}
+}
+
+// handle is the goka callback. It does the pure work (decoding) and queues
+// the record for the worker with goka's deferred commit, so goka delivers
+// the next record at once while the worker decides; the offset is committed
+// only when the worker calls done. A full queue blocks the callback
+// (bounded memory), as does a queue holding queueBytes of records.
+func (w *worker) handle(gctx goka.Context, msg any) {
+	rec, ok := msg.(*ingest.Record)
+	if !ok {
+		kafka.Abort(gctx, fmt.Errorf("router: unexpected input %T", msg))
+	}
+	size := min(int64(len(rec.Raw))+1, queueBytes)
+	if err := w.budget.Acquire(gctx.Context(), size); err != nil {
+		// Stopping: the record is delivered again after the restart.
+		kafka.Abort(gctx, err)
+	}
+	commit := gctx.DeferCommit()
+	var once sync.Once
+	done := func(err error) {
+		once.Do(func() {
+			commit(err)
+			w.budget.Release(size)
+		})
+	}
+	it := item{rec: rec, plan: w.r.prepare(rec), pos: sink.InboxPosition{Partition: gctx.Partition(), Offset: gctx.Offset()},
+		done: done, delivered: w.r.d.Clock.Now()}
+	select {
+	case w.in <- it:
+	case <-w.stopped:
+		it.done(errStopping)
+	case <-gctx.Context().Done():
+		it.done(gctx.Context().Err())
+	}
+}
+
+// run decides batches until ctx ends or producing fails (the only error
+// that stops the worker: the process restarts and redelivery re-decides).
+// The caller must drain afterwards.
+func (w *worker) run(ctx context.Context) error {
+	for {
+		b, err := w.gather(ctx)
+		if err == nil {
+			err = w.process(ctx, b)
+		}
+		if err != nil {
+			for _, it := range b {
+				it.done(errStopping) // a second call of a finished done is a no-op
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// drain fails every queued message's commit until the processor stopped
+// (procDone), so that goka's shutdown does not wait for commits that never
+// come.
+func (w *worker) drain(procDone <-chan struct{}) {
+	close(w.stopped)
+	for {
+		select {
+		case it := <-w.in:
+			it.done(errStopping)
+		case <-procDone:
+			for {
+				select {
+				case it := <-w.in:
+					it.done(errStopping)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// gather returns the next batch: the first message as it comes, whatever
+// is queued behind it, and — only if something was queued behind it, that
+// is while a backlog is flowing — what arrives within the linger, up to the
+// batch size. A message that finds the queue empty is decided at once.
+func (w *worker) gather(ctx context.Context) ([]item, error) {
+	limit := w.r.cfg.batch()
+	var b []item
+	select {
+	case it := <-w.in:
+		b = append(b, it)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	b = w.take(b, limit)
+	if len(b) == 1 || len(b) >= limit || w.r.cfg.Linger <= 0 {
+		return b, nil
+	}
+	deadline := w.r.d.Clock.After(w.r.cfg.Linger)
+	for len(b) < limit {
+		select {
+		case it := <-w.in:
+			b = w.take(append(b, it), limit)
+		case <-deadline:
+			return b, nil
+		case <-ctx.Done():
+			return b, ctx.Err()
+		}
+	}
+	return b, nil
+}
+
+// take appends what is queued, without waiting, up to limit.
+func (w *worker) take(b []item, limit int) []item {
+	for len(b) < limit {
+		select {
+		case it := <-w.in:
+			b = append(b, it)
+		default:
+			return b
+		}
+	}
+	return b
+}
+
+// process decides a batch: runs of plain messages through one transaction
+// each (fast), the others one by one (single).
+func (w *worker) process(ctx context.Context, b []item) error {
+	for len(b) > 0 {
+		n, alone, err := w.fast(ctx, b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+		if alone && len(b) > 0 {
+			if err := w.single(ctx, b[0]); err != nil {
+				return err
+			}
+			b = b[1:]
+		}
+	}
+	return nil
+}
+
+// single decides one message by the per-message path, produces what it
+// emits and commits its offset.
+func (w *worker) single(ctx context.Context, it item) error {
+	out, err := w.r.decide(ctx, it.rec, it.pos)
+	if err != nil {
+		return err
+	}
+	w.r.observe(it)
+	if err := w.emit(ctx, []outcome{out}); err != nil {
+		return err
+	}
+	it.done(nil)
+	return nil
+}
+
+// decided is a message of a batch with its outcome and, when it is decided
+// now, the decision to record.
+type decided struct {
+	it      item
+	out     outcome
+	p       Plan
+	v       Verdict
+	rec     *sink.Decision
+	already string // state of a message decided before (logs)
+}
+
+// fast decides the longest run of plain messages at the head of b in one
+// transaction and finishes them (produce, commit). It returns how many it
+// finished and whether b[n] must be decided on its own. The only error is
+// one of producing or the context's.
+func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
+	r := w.r
+	// Cut before a message that needs request tracking at decision time,
+	// and before a MSG_ID met earlier in the run.
+	n, alone := len(b), false
+	seen := make(map[int64]bool, len(b))
+	for i, it := range b {
+		if it.plan.NeedsRequest && r.d.Requests != nil {
+			n, alone = i, true
+			break
+		}
+		if seen[it.rec.MsgID] {
+			n = i
+			break
+		}
+		seen[it.rec.MsgID] = true
+	}
+	if n == 0 {
+		return 0, alone, nil
+	}
+	now := r.d.Clock.Now()
+	ds, err := w.decideRun(ctx, b[:n], now)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, false, ctx.Err()
+		}
+		// Nothing of the run is recorded. Decide it message by message: that
+		// path records a failure on the message that causes one, and waits
+		// out an outage on the first message without counting it (I7) — also
+		// a timeout, which a run too large for MSGX_DB_TIMEOUT would meet
+		// again and again if it were retried whole.
+		level := slog.LevelError
+		if retry.IsOutage(err) {
+			level = slog.LevelWarn
+		}
+		r.log.Log(ctx, level, "deciding a batch failed; deciding its messages one by one", "messages", n, "first_msg_id", b[0].rec.MsgID, "err", err)
+		for _, it := range b[:n] {
+			if err := w.single(ctx, it); err != nil {
+				return 0, false, err
+			}
+		}
+		return n, alone, nil
+	}
+	if len(ds) < n {
+		// decideRun stopped before a FAILED message.
+		n, alone = len(ds), true
+		if n == 0 {
+			return 0, true, nil
+		}
+	}
+	r.mu.Lock()
+	r.stats.Batches++
+	r.stats.Batched += int64(len(ds))
+	r.mu.Unlock()
+	outs := make([]outcome, 0, len(ds))
+	for _, d := range ds {
+		if d.rec != nil {
+			r.logDecision(ctx, d.p, d.v, *d.rec)
+			r.afterDecision(ctx, d.p, d.rec.MsgID, d.v, now)
+			r.count(d.v.State, d.rec.MsgID)
+			r.countReason(d.v)
+		} else if d.already != "" {
+			r.log.Debug("message already decided", "msg_id", d.it.rec.MsgID, "state", d.already)
+		}
+		r.observe(d.it)
+		outs = append(outs, d.out)
+	}
+	if err := w.emit(ctx, outs); err != nil {
+		return 0, false, err
+	}
+	for _, d := range ds {
+		d.it.done(nil)
+	}
+	return n, alone, nil
+}
+
+// decideRun loads, decides and records the run b in one transaction. It
+// stops before the first FAILED message (returning fewer outcomes than b):
+// that one is decided on its own.
+func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]decided, error) {
+	r := w.r
+	ctx, cancel := context.WithTimeout(ctx, r.d.Messages.Timeout())
+	defer cancel()
+	deliveries := make([]sink.Delivery, len(b))
+	var q sink.BatchQuery
+	flids, days, keys, rtypes := map[string]bool{}, map[time.Time]bool{}, map[string]bool{}, map[string]bool{}
+	for i, it := range b {
+		deliveries[i] = sink.Delivery{MsgID: it.rec.MsgID, ReceivedAt: it.rec.ReceivedAt, EnqueuedAt: it.rec.EnqueuedAt, Inbox: it.pos}
+		p := it.plan
+		if p.IdentityKey != "" && !keys[p.IdentityKey] {
+			keys[p.IdentityKey] = true
+			q.IdentityKeys = append(q.IdentityKeys, p.IdentityKey)
+		}
+		for _, f := range p.FLIDs {
+			if !flids[f] {
+				flids[f] = true
+				q.FLIDs = append(q.FLIDs, f)
+			}
+		}
+		for _, d := range p.Days {
+			if !days[d] {
+				days[d] = true
+				q.Days = append(q.Days, d)
+			}
+		}
+		if p.RefType != "" && !rtypes[p.RefType] {
+			rtypes[p.RefType] = true
+			q.RefTypes = append(q.RefTypes, p.RefType)
+		}
+	}
+	var out []decided
+	err := pgx.BeginFunc(ctx, r.d.Messages.Pool(), func(tx pgx.Tx) error {
+		rows, fresh, l, err := sink.LoadBatch(ctx, tx, deliveries, now, q)
+		if err != nil {
+			return err
+		}
+		ov := newOverlay(l)
+		var recs []sink.Decision
+		for _, it := range b {
+			m := rows[it.rec.MsgID]
+			p := it.plan
+			p.Replay = replayGen(it.rec, m)
+			d := decided{it: it, p: p}
+			switch m.State {
+			case message.StateSucceeded, message.StateSkipped, message.StateDead, message.StateArchived:
+				d.out, d.already = outcome{entry: entryOf(m)}, m.State
+			case message.StateRouted:
+				d.out = r.reroute(r.log.With("msg_id", m.MsgID), p, ov.lookups(p), m)
+			case message.StatePending:
+				d.v = Decide(p, ov.lookups(p), m.EnqueuedAt)
+				rec := decisionOf(it.rec, p, d.v, m, now)
+				d.rec = &rec
+				d.out = outcome{entry: entryFor(rec, d.v, m), flights: d.v.Flights, refdata: d.v.Refdata}
+				ov.apply(p.MsgID, d.v)
+				recs = append(recs, rec)
+			default:
+				// FAILED: its attempts and backoff are the per-message path's.
+				return recordRun(ctx, tx, recs, fresh, ov, now)
+			}
+			out = append(out, d)
+		}
+		return recordRun(ctx, tx, recs, fresh, ov, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func recordRun(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[int64]sink.Delivery, ov *overlay, now time.Time) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	index, keys := ov.written()
+	return sink.RecordBatch(ctx, tx, recs, fresh, index, keys, now)
+}
+
+// emit produces the batch's transitions and router-table entries and waits
+// for every acknowledgement. Records of one topic keep their order (one
+// producer, one request in flight per partition).
+func (w *worker) emit(ctx context.Context, outs []outcome) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex // errs: a promise may be kept on another goroutine, or at once
+		errs []error
+	)
+	send := func(topic, key string, v any, codec goka.Codec) {
+		data, err := codec.Encode(v)
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("encoding a record for %s: %w", topic, err))
+			mu.Unlock()
+			return
+		}
+		wg.Add(1)
+		w.prod.Emit(topic, key, data).Then(func(err error) {
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("producing to %s (key %s): %w", topic, key, err))
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	cfg := w.r.cfg
+	for _, o := range outs {
+		for _, t := range o.flights {
+			send(cfg.FlightTopic, t.FLID, t, kafka.JSON[flight.Transition]{})
+		}
+		for _, t := range o.refdata {
+			send(cfg.RefdataTopic, t.RType, t, kafka.JSON[refdata.Transition]{})
+		}
+		send(string(cfg.Table()), strconv.FormatInt(o.entry.MsgID, 10), o.entry, kafka.JSON[Entry]{})
+	}
+	acked := make(chan struct{})
+	go func() { wg.Wait(); close(acked) }()
+	select {
+	case <-acked:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// overlay is what the store knew before a batch plus the decisions of the
+// batch so far: message N+1 of a batch is decided against it exactly as it
+// would be against PostgreSQL after message N's decision was recorded. The
+// router is the only writer of identities, the flight index and the key-tag
+// index, so nothing else changes them meanwhile.
+type overlay struct {
+	owners  map[string]int64
+	index   map[string]message.FlightDay
+	keyTags map[string]string
+	// touched lists the FLIDs whose entries the batch creates or completes,
+	// in order; keys the last key-tag entry per type.
+	touched []string
+	keys    map[string]sink.KeyIndex
+	order   []string
+}
+
+func newOverlay(l sink.BatchLookups) *overlay {
+	return &overlay{owners: l.Owners, index: l.Index, keyTags: l.KeyTags, keys: map[string]sink.KeyIndex{}}
+}
+
+// lookups are what Decide would read for p now (sink.QueueLookups).
+func (o *overlay) lookups(p Plan) message.Lookups {
+	l := message.Lookups{Days: map[string]message.FlightDay{}, Earlier: map[string][]string{}}
+	if p.IdentityKey != "" {
+		l.Owner = o.owners[p.IdentityKey]
+	}
+	if p.RefType != "" {
+		l.KeyTag = o.keyTags[p.RefType]
+	}
+	for _, f := range p.FLIDs {
+		if d, ok := o.index[f]; ok {
+			l.Days[f] = d
+		}
+	}
+	for _, day := range p.Days {
+		k := day.Format(time.DateOnly)
+		var flids []string
+		for _, e := range o.index {
+			if e.Day != nil && e.Day.Equal(day) && e.FirstMsgID < p.MsgID {
+				flids = append(flids, e.FLID)
+			}
+		}
+		if len(flids) > 0 {
+			sort.Strings(flids)
+			l.Earlier[k] = flids
+		}
+	}
+	return l
+}
+
+// apply adds a decision's writes (sink.QueueDecision): the identity it
+// binds, the flight entries it creates or gives a day, the key tag it sets.
+func (o *overlay) apply(msgID int64, v Verdict) {
+	if v.IdentityKey != "" {
+		if _, held := o.owners[v.IdentityKey]; !held {
+			o.owners[v.IdentityKey] = msgID
+		}
+	}
+	for _, f := range v.Index {
+		e, ok := o.index[f.FLID]
+		switch {
+		case !ok:
+			o.index[f.FLID] = message.FlightDay{FLID: f.FLID, Day: f.Day, FirstMsgID: msgID}
+		case e.Day == nil && f.Day != nil:
+			e.Day = f.Day
+			o.index[f.FLID] = e
+		default:
+			continue
+		}
+		o.touched = append(o.touched, f.FLID)
+	}
+	if v.RefKey != nil {
+		o.keyTags[v.RefKey.RType] = v.RefKey.KeyTag
+		if _, ok := o.keys[v.RefKey.RType]; !ok {
+			o.order = append(o.order, v.RefKey.RType)
+		}
+		o.keys[v.RefKey.RType] = sink.KeyIndex{RefKey: *v.RefKey, MsgID: msgID}
+	}
+}
+
+// written are the index entries the batch leaves, one per FLID and per
+// reference type.
+func (o *overlay) written() ([]message.FlightDay, []sink.KeyIndex) {
+	var index []message.FlightDay
+	seen := map[string]bool{}
+	for _, f := range o.touched {
+		if !seen[f] {
+			seen[f] = true
+			index = append(index, o.index[f])
+		}
+	}
+	keys := make([]sink.KeyIndex, 0, len(o.order))
+	for _, t := range o.order {
+		keys = append(keys, o.keys[t])
+	}
+	return index, keys
+}
+
+// logDecision writes the decision's line: routine outcomes are debug lines
+// (thousands a minute on a backlog); what an operator may have to look at
+// is not.
+func (r *Router) logDecision(ctx context.Context, p Plan, v Verdict, d sink.Decision) {
+	level := slog.LevelDebug
+	switch v.State {
+	case message.StateSkipped:
+		level = slog.LevelInfo
+	case message.StateDead:
+		level = slog.LevelWarn
+	}
+	if p.Replay != 0 {
+		// A replayed message is one an operator is watching.
+		level = max(level, slog.LevelInfo)
+	}
+	r.log.Log(ctx, level, "message decided", "msg_id", d.MsgID, "state", v.State, "reason", v.Reason, "error_class", v.ErrorClass,
+		"type", d.Type, "styp", d.STYP, "transitions", v.N(), "replay", p.Replay)
+}
+
+// observe reports the time from a message's delivery to its recorded
+// decision.
+func (r *Router) observe(it item) {
+	if r.d.ObserveDecision != nil {
+		r.d.ObserveDecision(r.d.Clock.Now().Sub(it.delivered))
+	}
+}
+
+// decisionOf is the row a verdict on rec writes.
+func decisionOf(rec *ingest.Record, p Plan, v Verdict, m sink.Message, now time.Time) sink.Decision {
+	d := sink.Decision{MsgID: rec.MsgID, State: v.State, IdentityKey: v.IdentityKey, ErrorClass: v.ErrorClass,
+		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, Now: now,
+		ReplayGen: p.Replay, LoadedGen: m.ReplayGen}
+	if p.Msg != nil {
+		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
+	}
+	return d
+}
+
+// entryFor is the router-table entry of a decision recorded on row m.
+func entryFor(d sink.Decision, v Verdict, m sink.Message) Entry {
+	return Entry{MsgID: d.MsgID, State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Detail: v.Detail,
+		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
+		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: d.Now}
+}
