@@ -117,6 +117,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Logf("router: every message decided %v after start = %.0f msg/s", routed.Round(time.Millisecond), float64(len(msgs))/routed.Seconds())
 		b.Logf("end to end: every message terminal and every event published %v after start (start-up included) = %.0f msg/s, %.0f transitions/s",
 			total.Round(time.Millisecond), rate, float64(applied)/total.Seconds())
+		b.Logf("load average at the end: %s", loadAverage())
 		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
 			commitRate, rate/commitRate, commits, perMsg, peak)
 		what := fmt.Sprintf("end to end, %s-message backlog (`BenchmarkEndToEnd`)", thousands(len(msgs)))

@@ -349,3 +349,14 @@ func thousands(n int) string {
 	}
 	return s
 }
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures: the benchmarks
+// share the machine, and the figures mean more beside the load.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -14,16 +15,16 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
-	"msgx/internal/workload"
 	"msgx/processors/router"
 	"msgx/sink"
 )
 
-// BenchmarkRouter measures the router alone: a backlog of generated
-// messages already on msgx.inbox (persistent, synced embedded Kafka), real
-// PostgreSQL, until every message is decided.
+// BenchmarkRouter measures the router alone: a backlog of
+// MSGX_BENCH_MESSAGES (50,000) messages of the realistic mix already on
+// msgx.inbox (persistent, synced embedded Kafka), real PostgreSQL, until
+// every message is decided.
 func BenchmarkRouter(b *testing.B) {
-	msgs := workload.Day(workload.Options{Seed: 5, Flights: 1000, Ops: 9000})
+	msgs := realisticDay(5, benchMessages(b))
 	for i := 0; i < b.N; i++ {
 		pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(b), Timeout: 10 * time.Second, PGMaxConns: 4})
 		if err != nil {
@@ -81,5 +82,7 @@ func BenchmarkRouter(b *testing.B) {
 		pool.Close()
 		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
 		b.Logf("router: %d messages decided in %v = %.0f msg/s", len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds())
+		printRow(fmt.Sprintf("router alone, %s messages already on `msgx.inbox` (`BenchmarkRouter`)", thousands(len(msgs))),
+			fmt.Sprintf("%.0f decisions/s", float64(len(msgs))/elapsed.Seconds()))
 	}
 }
