@@ -168,6 +168,7 @@ func BenchmarkLatency(b *testing.B) {
 		b.Logf("inbox commit → msg event received: p50 %v, p99 %v, max %v", ms(p50), ms(p99), ms(recv[len(recv)-1]))
 		b.Logf("inbox commit → msg event record timestamp: p50 %v, p99 %v, max %v",
 			ms(percentile(stamp, 50)), ms(percentile(stamp, 99)), ms(stamp[len(stamp)-1]))
+		b.Logf("load average at the end: %s", loadAverage())
 		printRow(fmt.Sprintf("latency at a steady %d msg/s, inbox commit → msg event received (`BenchmarkLatency`, %v)", rate, steady),
 			fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99)))
 	}

@@ -100,6 +100,7 @@ func BenchmarkRebuild(b *testing.B) {
 		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
 		b.Logf("msgx rebuild: %d messages in %v (it says %s) = %.0f msg/s; peak RSS %.0f MB",
 			len(msgs), elapsed.Round(time.Millisecond), m[2], float64(len(msgs))/elapsed.Seconds(), peak)
+		b.Logf("load average at the end: %s", loadAverage())
 		printRow(fmt.Sprintf("rebuild of %s messages (`BenchmarkRebuild`, `msgx rebuild --yes`)", thousands(len(msgs))),
 			fmt.Sprintf("%.0f s (%.0f msg/s)", elapsed.Seconds(), float64(len(msgs))/elapsed.Seconds()))
 	}

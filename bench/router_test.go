@@ -82,6 +82,7 @@ func BenchmarkRouter(b *testing.B) {
 		pool.Close()
 		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
 		b.Logf("router: %d messages decided in %v = %.0f msg/s", len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds())
+		b.Logf("load average at the end: %s", loadAverage())
 		printRow(fmt.Sprintf("router alone, %s messages already on `msgx.inbox` (`BenchmarkRouter`)", thousands(len(msgs))),
 			fmt.Sprintf("%.0f decisions/s", float64(len(msgs))/elapsed.Seconds()))
 	}
