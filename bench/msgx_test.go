@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -50,10 +51,20 @@ func realisticDay(seed uint64, n int) []string {
 	return workload.Day(workload.Options{Seed: seed, Flights: flights, Ops: n - (flights+99)/100, SharedEvery: 20})
 }
 
+var (
+	rowsMu sync.Mutex
+	rows   []string
+)
+
 // printRow prints one line of the README's "Measured" table on the
-// benchmark's standard output, so that `make bench` ends with the figures.
+// benchmark's standard output, and again with the others when every
+// benchmark has run, so that `make bench` ends with the figures.
 func printRow(what, figure string) {
-	fmt.Printf("| %s | %s |\n", what, figure)
+	row := fmt.Sprintf("| %s | %s |", what, figure)
+	fmt.Println(row)
+	rowsMu.Lock()
+	rows = append(rows, row)
+	rowsMu.Unlock()
 }
 
 var (
@@ -84,6 +95,9 @@ func msgxBinary(b *testing.B) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if len(rows) > 0 {
+		fmt.Printf("\n| measured | figure |\n|---|---|\n%s\n", strings.Join(rows, "\n"))
+	}
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))
 	}
@@ -359,4 +373,11 @@ func loadAverage() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// quietLogger logs errors only, to standard error: a benchmark's backlog
+// holds malformed messages by design, and a warning for each would bury the
+// figures.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }

@@ -55,7 +55,7 @@ func BenchmarkRouter(b *testing.B) {
 		}
 		cl.Close()
 		rt, err := router.New(cfg, router.Deps{Messages: sink.NewMessages(pool, 10*time.Second), Clock: clock.Real{},
-			Log: testenv.Logger(b), Loc: testenv.Shanghai})
+			Log: quietLogger(), Loc: testenv.Shanghai})
 		if err != nil {
 			b.Fatal(err)
 		}
