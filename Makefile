@@ -17,8 +17,8 @@ test: services browser
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 ## bench: throughput, commit, memory and latency figures, printed as the README's table rows
-## (about 15 min on a quiet 2-core machine, far longer on a loaded one; MSGX_BENCH_MESSAGES=2000
-## MSGX_BENCH_LATENCY=5s for a quick check)
+## (about 30 min on a lightly loaded 2-core machine before group commits, far longer on a loaded one;
+## MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
 bench: services
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 120m ./bench/...
 

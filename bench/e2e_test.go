@@ -41,8 +41,8 @@ func readProgress(b *testing.B, c *pgx.Conn) progress {
 //   - the end-to-end rate, and that rate divided by PostgreSQL's single-row
 //     commit rate measured just before by pgbench (one client, one INSERT
 //     per transaction): the number of messages msgx finishes in the time
-//     PostgreSQL commits one row, a figure that carries from one machine to
-//     another better than msg/s;
+//     PostgreSQL commits one row (load on a shared machine moves both, not
+//     alike: compare runs under similar load);
 //   - PostgreSQL commits per message: the delta of pg_stat_database
 //     xact_commit of msgx's database over the run (start-up included;
 //     migrations are applied before), less the benchmark's own progress
