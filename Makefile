@@ -16,9 +16,11 @@ test: services browser
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## bench: throughput and latency figures
+## bench: throughput, commit, memory and latency figures, printed as the README's table rows
+## (about 30 min on a lightly loaded 2-core machine before group commits, far longer on a loaded one;
+## MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
 bench: services
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 120m ./bench/...
 
 ## services: start PostgreSQL and MariaDB if they are not running
 services:

@@ -2,88 +2,128 @@ package bench
 
 import (
 	"context"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"msgx/internal/testenv"
-	"msgx/internal/workload"
-	"msgx/sink"
 )
 
-func freeAddr(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+// progressSQL counts the messages in a terminal state, those the router has
+// decided and the events still in the outbox.
+const progressSQL = `SELECT
+	(SELECT COUNT(*) FILTER (WHERE state IN ('SUCCEEDED','SKIPPED','DEAD','ARCHIVED')) FROM proc_state),
+	(SELECT COUNT(*) FILTER (WHERE state NOT IN ('PENDING','FAILED')) FROM proc_state),
+	(SELECT COUNT(*) FROM event_outbox)`
+
+// progress is one reading of progressSQL.
+type progress struct{ terminal, decided, outbox int }
+
+func readProgress(b *testing.B, c *pgx.Conn) progress {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var p progress
+	if err := c.QueryRow(ctx, progressSQL).Scan(&p.terminal, &p.decided, &p.outbox); err != nil {
+		b.Fatalf("reading progress: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return p
 }
 
-// BenchmarkEndToEnd loads a backlog of SIS messages (a generated day: the
-// schedule, then flight operations, shared flights excluded) into the inbox
-// and runs the real binary (`msgx run`, embedded persistent Kafka, real
-// PostgreSQL and MariaDB) until every message is terminal. It prints the
-// end-to-end rate and the rate of each stage.
+// BenchmarkEndToEnd loads a backlog of MSGX_BENCH_MESSAGES (50,000) SIS
+// messages of the realistic mix (realisticDay) into the inbox and runs the
+// real binary (`msgx run`: embedded persistent Kafka, real PostgreSQL and
+// MariaDB) from its start until every message is terminal and every msg
+// event is published. It prints:
+//
+//   - the end-to-end rate, and that rate divided by PostgreSQL's single-row
+//     commit rate measured just before by pgbench (one client, one INSERT
+//     per transaction): the number of messages msgx finishes in the time
+//     PostgreSQL commits one row (load on a shared machine moves both, not
+//     alike: compare runs under similar load);
+//   - PostgreSQL commits per message: the delta of pg_stat_database
+//     xact_commit of msgx's database over the run (start-up included;
+//     migrations are applied before), less the benchmark's own progress
+//     queries, each one transaction on one connection of its own;
+//   - the peak RSS of the msgx process (VmHWM, read just before it stops);
+//   - the rate of ingest and of the router on the way.
 func BenchmarkEndToEnd(b *testing.B) {
-	msgs := workload.Day(workload.Options{Seed: 11, Flights: 2000, Ops: 18000})
-	bin := filepath.Join(b.TempDir(), "msgx")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/msgx").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	n := benchMessages(b)
+	msgs := realisticDay(11, n)
+	bin := msgxBinary(b)
 	for i := 0; i < b.N; i++ {
+		commitRate := pgbenchCommitRate(b, testenv.NewEmptyPG(b))
+
 		myDSN := testenv.NewMySQL(b)
-		pgDSN := testenv.NewEmptyPG(b)
-		my := testenv.OpenMySQL(b, myDSN)
-		insertMessages(b, my, msgs)
-		logs, _ := os.Create(filepath.Join(b.TempDir(), "msgx.log"))
-		cmd := exec.Command(bin, "run")
-		cmd.Env = append(os.Environ(), "MSGX_PG_DSN="+pgDSN, "MSGX_MYSQL_DSN="+myDSN, "MSGX_STATE_DIR="+b.TempDir(),
-			"MSGX_EMBEDDED_KAFKA_ADDR="+freeAddr(b), "MSGX_HTTP_ADDR=127.0.0.1:0", "MSGX_CUTOVER_WATERMARK=min", "MSGX_LOG_LEVEL=warn")
-		cmd.Stdout, cmd.Stderr = logs, logs
+		pgDSN := testenv.NewPG(b)
+		insertMessages(b, testenv.OpenMySQL(b, myDSN), msgs)
+		commitsBefore := xactCommits(b, pgDSN)
+
+		ctx := context.Background()
 		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 2})
+		p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b)), "run")
+		conn, err := pgx.Connect(ctx, pgDSN)
 		if err != nil {
 			b.Fatal(err)
 		}
-		n := len(msgs)
-		deadline := time.Now().Add(20 * time.Minute)
+		polls := 0
+		deadline := time.Now().Add(30 * time.Minute)
 		var routed time.Duration // until the router had decided every message
 		for {
-			var done, decided int
-			_ = pool.QueryRow(context.Background(), `SELECT COUNT(*) FILTER (WHERE state IN ('SUCCEEDED','SKIPPED','DEAD')),
-				COUNT(*) FILTER (WHERE state NOT IN ('PENDING','FAILED')) FROM proc_state`).Scan(&done, &decided)
-			if decided >= n && routed == 0 {
+			time.Sleep(500 * time.Millisecond)
+			// The tables exist before msgx starts, so the first reading works.
+			pr := readProgress(b, conn)
+			polls++
+			if pr.decided >= len(msgs) && routed == 0 {
 				routed = time.Since(start)
 			}
-			if done >= n {
+			if pr.terminal >= len(msgs) && pr.outbox == 0 {
 				break
 			}
-			if time.Now().After(deadline) {
-				b.Fatalf("only %d of %d terminal", done, n)
+			if p.exited() {
+				b.Fatalf("msgx run exited (%v) with %d of %d messages terminal", p.err, pr.terminal, len(msgs))
 			}
-			time.Sleep(200 * time.Millisecond)
+			if time.Now().After(deadline) {
+				b.Fatalf("only %d of %d messages terminal (%d events unpublished) after 30 min", pr.terminal, len(msgs), pr.outbox)
+			}
 		}
 		total := time.Since(start)
+		peak := peakRSSOf(b, p.cmd.Process.Pid)
 		var first, last time.Time
 		var applied int
-		_ = pool.QueryRow(context.Background(), `SELECT MIN(enqueued_at), MAX(enqueued_at) FROM proc_state`).Scan(&first, &last)
-		_ = pool.QueryRow(context.Background(), `SELECT COUNT(*) FROM transition_applied`).Scan(&applied)
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		pool.Close()
-		b.ReportMetric(float64(n)/total.Seconds(), "msg/s")
-		b.Logf("%d messages, %d flight/refdata transitions applied", n, applied)
-		b.Logf("ingest: every row enqueued in %v = %.0f rows/s", last.Sub(first).Round(time.Millisecond), float64(n)/max(last.Sub(first).Seconds(), 0.001))
-		b.Logf("router: every message decided %v after start = %.0f msg/s", routed.Round(time.Millisecond), float64(n)/routed.Seconds())
-		b.Logf("end to end: every message terminal %v after start (start-up included) = %.0f msg/s, %.0f transitions/s",
-			total.Round(time.Millisecond), float64(n)/total.Seconds(), float64(applied)/total.Seconds())
+		if err := conn.QueryRow(ctx, `SELECT MIN(enqueued_at), MAX(enqueued_at), (SELECT COUNT(*) FROM transition_applied)
+			FROM proc_state`).Scan(&first, &last, &applied); err != nil {
+			b.Fatal(err)
+		}
+		polls++
+		conn.Close(ctx)
+		p.stop()
+		if p.err != nil {
+			b.Errorf("msgx run did not stop cleanly: %v", p.err)
+		}
+		commits := xactCommits(b, pgDSN) - commitsBefore - int64(polls)
+
+		rate := float64(len(msgs)) / total.Seconds()
+		perMsg := float64(commits) / float64(len(msgs))
+		b.ReportMetric(rate, "msg/s")
+		b.ReportMetric(rate/commitRate, "msg-per-pg-commit-time")
+		b.ReportMetric(commitRate, "pgbench-commits/s")
+		b.ReportMetric(perMsg, "pg-commits/msg")
+		b.ReportMetric(peak, "peak-RSS-MB")
+		b.Logf("%d messages, %d flight/refdata transitions applied", len(msgs), applied)
+		b.Logf("ingest: every row enqueued in %v = %.0f rows/s", last.Sub(first).Round(time.Millisecond), float64(len(msgs))/max(last.Sub(first).Seconds(), 0.001))
+		b.Logf("router: every message decided %v after start = %.0f msg/s", routed.Round(time.Millisecond), float64(len(msgs))/routed.Seconds())
+		b.Logf("end to end: every message terminal and every event published %v after start (start-up included) = %.0f msg/s, %.0f transitions/s",
+			total.Round(time.Millisecond), rate, float64(applied)/total.Seconds())
+		b.Logf("load average at the end: %s", loadAverage())
+		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
+			commitRate, rate/commitRate, commits, perMsg, peak)
+		what := fmt.Sprintf("end to end, %s-message backlog (`BenchmarkEndToEnd`)", thousands(len(msgs)))
+		printRow(what+": messages per second", fmt.Sprintf("%.0f msg/s", rate))
+		printRow(what+": ÷ pgbench single-row commit rate", fmt.Sprintf("%.2f (pgbench %.0f commits/s)", rate/commitRate, commitRate))
+		printRow(what+": PostgreSQL commits per message", fmt.Sprintf("%.3f", perMsg))
+		printRow(what+": peak RSS of msgx", fmt.Sprintf("%.0f MB", peak))
 	}
 }

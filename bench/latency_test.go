@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"msgx/internal/testenv"
+	"msgx/internal/workload"
+)
+
+// latencyDuration is how long the steady load of BenchmarkLatency lasts:
+// MSGX_BENCH_LATENCY, 30s by default.
+func latencyDuration(b *testing.B) time.Duration {
+	b.Helper()
+	v := os.Getenv("MSGX_BENCH_LATENCY")
+	if v == "" {
+		return 30 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		b.Fatalf("MSGX_BENCH_LATENCY=%q: want a duration ≥ 1s", v)
+	}
+	return d
+}
+
+// eventSeen is what the consumer of BenchmarkLatency saw of one message's
+// msg events: when the last of them arrived and its record timestamp.
+type eventSeen struct {
+	received, stamped time.Time
+}
+
+// BenchmarkLatency measures what a consumer of the msg topic waits for at a
+// steady 100 msg/s: `msgx run` (embedded Kafka, real PostgreSQL and
+// MariaDB) first processes a schedule of 1,000 flights, then the benchmark
+// inserts operations of the realistic mix one row at a time, one every
+// 10 ms, for MSGX_BENCH_LATENCY (30s). A message's latency runs from the
+// moment its INSERT committed (autocommit: when Exec returned) to the moment
+// a consumer reading msgx.msg received the last event of that message (a
+// message may change several flights). Messages without an event
+// (duplicates, ignored, malformed, changes that change nothing) do not
+// count. It prints p50 and p99, and the same from the events' record
+// timestamps (set when the publisher produced them).
+func BenchmarkLatency(b *testing.B) {
+	const rate = 100 // messages per second
+	steady := latencyDuration(b)
+	ops := int(steady.Seconds() * rate)
+	day := workload.Day(workload.Options{Seed: 17, Flights: 1000, Ops: ops, SharedEvery: 20})
+	schedule, stream := day[:10], day[10:] // 1,000 flights in packages of 100
+	bin := msgxBinary(b)
+	for i := 0; i < b.N; i++ {
+		myDSN := testenv.NewMySQL(b)
+		pgDSN := testenv.NewPG(b)
+		my := testenv.OpenMySQL(b, myDSN)
+		addr := freeAddr(b)
+		p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), addr), "run")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		conn, err := pgx.Connect(ctx, pgDSN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		waitDrained := func(n int) {
+			b.Helper()
+			deadline := time.Now().Add(5 * time.Minute)
+			for {
+				pr := readProgress(b, conn)
+				if pr.terminal >= n && pr.outbox == 0 {
+					return
+				}
+				if p.exited() || time.Now().After(deadline) {
+					b.Fatalf("%d of %d messages terminal, %d events unpublished (msgx exited: %v)", pr.terminal, n, pr.outbox, p.exited())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+
+		// The consumer reads msgx.msg from its start (kgo waits for the
+		// topic that msgx creates at start-up).
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("msgx.msg"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		var mu sync.Mutex
+		seen := map[int64]eventSeen{}
+		var consumed int64 // offset after the last record read
+		go func() {
+			for {
+				fs := cl.PollFetches(ctx)
+				now := time.Now()
+				if ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) {
+					consumed = r.Offset + 1
+					var e struct {
+						MsgID int64 `json:"msgId"`
+					}
+					if json.Unmarshal(r.Value, &e) == nil && e.MsgID > 0 {
+						seen[e.MsgID] = eventSeen{received: now, stamped: r.Timestamp}
+					}
+				})
+				mu.Unlock()
+			}
+		}()
+
+		insertMessages(b, my, schedule)
+		waitDrained(len(schedule))
+
+		committed := make(map[int64]time.Time, len(stream))
+		start := time.Now()
+		for j, m := range stream {
+			time.Sleep(time.Until(start.Add(time.Duration(j) * time.Second / rate)))
+			id := testenv.InsertInbox(b, my, m)
+			committed[id] = time.Now()
+		}
+		offered := time.Since(start)
+		waitDrained(len(day))
+		end, err := endOffset(ctx, []string{addr}, "msgx.msg")
+		if err != nil {
+			b.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			mu.Lock()
+			c := consumed
+			mu.Unlock()
+			if c >= end {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("the consumer read %d of %d msg events", c, end)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+
+		var recv, stamp []time.Duration
+		mu.Lock()
+		for id, at := range committed {
+			if s, ok := seen[id]; ok {
+				recv = append(recv, s.received.Sub(at))
+				stamp = append(stamp, s.stamped.Sub(at))
+			}
+		}
+		mu.Unlock()
+		if len(recv) < len(stream)/2 {
+			b.Fatalf("only %d of %d messages had a msg event", len(recv), len(stream))
+		}
+		sortDurations(recv)
+		sortDurations(stamp)
+		p50, p99 := percentile(recv, 50), percentile(recv, 99)
+		b.ReportMetric(float64(p50)/float64(time.Millisecond), "p50-ms")
+		b.ReportMetric(float64(p99)/float64(time.Millisecond), "p99-ms")
+		b.Logf("%d messages in %v (%.0f msg/s offered), %d with a msg event", len(stream), offered.Round(time.Millisecond),
+			float64(len(stream))/offered.Seconds(), len(recv))
+		b.Logf("inbox commit → msg event received: p50 %v, p99 %v, max %v", ms(p50), ms(p99), ms(recv[len(recv)-1]))
+		b.Logf("inbox commit → msg event record timestamp: p50 %v, p99 %v, max %v",
+			ms(percentile(stamp, 50)), ms(percentile(stamp, 99)), ms(stamp[len(stamp)-1]))
+		b.Logf("load average at the end: %s", loadAverage())
+		printRow(fmt.Sprintf("latency at a steady %d msg/s, inbox commit → msg event received (`BenchmarkLatency`, %v)", rate, steady),
+			fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99)))
+	}
+}

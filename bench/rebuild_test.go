@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"msgx/internal/testenv"
+)
+
+var rebuildDoneRE = regexp.MustCompile(`rebuild: done, (\d+) messages in (\S+);`)
+
+// BenchmarkRebuild times `msgx rebuild --yes` over an inbox topic of twice
+// MSGX_BENCH_MESSAGES (100,000) messages of the realistic mix.
+//
+// The topic is filled the way production fills it, but without processing:
+// `msgx broker` (the embedded Kafka, persistent) and `msgx ingest` read the
+// backlog from MariaDB into msgx.inbox; both stop; then the rebuild starts
+// the embedded broker on the same data, resets the processors and
+// reprocesses every record. Derived state left by an earlier run would only
+// be truncated first, so starting without it changes little. The figure is
+// the rebuild process's wall time, start-up included; the benchmark checks
+// afterwards that every message is terminal in PostgreSQL.
+func BenchmarkRebuild(b *testing.B) {
+	n := 2 * benchMessages(b)
+	msgs := realisticDay(13, n)
+	bin := msgxBinary(b)
+	for i := 0; i < b.N; i++ {
+		myDSN := testenv.NewMySQL(b)
+		pgDSN := testenv.NewPG(b)
+		insertMessages(b, testenv.OpenMySQL(b, myDSN), msgs)
+		stateDir, addr := b.TempDir(), freeAddr(b)
+
+		broker := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, stateDir, addr), "broker")
+		waitListening(b, broker, addr)
+		ingest := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, stateDir, addr, "MSGX_KAFKA_BROKERS="+addr), "ingest")
+		loaded := time.Now()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			end, err := endOffset(ctx, []string{addr}, "msgx.inbox")
+			cancel()
+			if err == nil && end >= int64(len(msgs)) {
+				break
+			}
+			if ingest.exited() || time.Since(loaded) > 10*time.Minute {
+				b.Fatalf("msgx.inbox holds %d of %d records (%v)", end, len(msgs), err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		b.Logf("msgx.inbox: %d records ingested in %v", len(msgs), time.Since(loaded).Round(time.Millisecond))
+		ingest.stop()
+		broker.stop()
+
+		f, err := os.CreateTemp(b.TempDir(), "rebuild-*.log")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		var out strings.Builder
+		cmd := exec.Command(bin, "rebuild", "--yes")
+		cmd.Env = msgxEnv(pgDSN, myDSN, stateDir, addr)
+		cmd.Stdout, cmd.Stderr = &out, f
+		b.ResetTimer()
+		start := time.Now()
+		err = cmd.Run()
+		elapsed := time.Since(start)
+		b.StopTimer()
+		if err != nil {
+			log, _ := os.ReadFile(f.Name())
+			b.Fatalf("msgx rebuild: %v\n%s\n%s", err, tail(out.String(), 2000), tail(string(log), 4000))
+		}
+		m := rebuildDoneRE.FindStringSubmatch(out.String())
+		if m == nil || m[1] != fmt.Sprint(len(msgs)) {
+			b.Fatalf("msgx rebuild did not report %d messages done:\n%s", len(msgs), tail(out.String(), 2000))
+		}
+		var terminal int
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, pgDSN)
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = conn.QueryRow(ctx, `SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED','SKIPPED','DEAD','ARCHIVED')`).Scan(&terminal)
+		conn.Close(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if terminal < len(msgs) {
+			b.Fatalf("after the rebuild %d of %d messages are terminal", terminal, len(msgs))
+		}
+		peak := float64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) / 1000 // kB on Linux
+		b.ReportMetric(elapsed.Seconds(), "s")
+		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
+		b.Logf("msgx rebuild: %d messages in %v (it says %s) = %.0f msg/s; peak RSS %.0f MB",
+			len(msgs), elapsed.Round(time.Millisecond), m[2], float64(len(msgs))/elapsed.Seconds(), peak)
+		b.Logf("load average at the end: %s", loadAverage())
+		printRow(fmt.Sprintf("rebuild of %s messages (`BenchmarkRebuild`, `msgx rebuild --yes`)", thousands(len(msgs))),
+			fmt.Sprintf("%.0f s (%.0f msg/s)", elapsed.Seconds(), float64(len(msgs))/elapsed.Seconds()))
+	}
+}
