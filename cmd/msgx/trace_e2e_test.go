@@ -50,11 +50,12 @@ func TestTraceScenario(t *testing.T) {
 		`<FLTR><FLID>100</FLID><FLNO>CA100</FLNO><SODT>23JAN210535</SODT><ESTT>23JAN210501</ESTT></FLTR>`+
 		`<FLTR><FLID>200</FLID><FLNO>CA200</FLNO><SODT>23JAN210635</SODT><ESTT>23JAN210601</ESTT></FLTR></SCHD></MSG>`)
 	waitState(m1, "SUCCEEDED")
-	// m3 fails for a reason of its own until it is DEAD(EXHAUSTED).
+	// m3 fails for a reason of its own until it is DEAD(EXHAUSTED) (the
+	// router inserts a fresh message's row already decided: INSERT too).
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION reject_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.msg_id = %d AND NEW.state = 'ROUTED' THEN RAISE EXCEPTION 'message %% refused by the test', NEW.msg_id; END IF;
 		RETURN NEW; END $$;
-		CREATE TRIGGER reject_for_test BEFORE UPDATE ON proc_state FOR EACH ROW EXECUTE FUNCTION reject_for_test()`, m1+2)); err != nil {
+		CREATE TRIGGER reject_for_test BEFORE INSERT OR UPDATE ON proc_state FOR EACH ROW EXECUTE FUNCTION reject_for_test()`, m1+2)); err != nil {
 		t.Fatal(err)
 	}
 	m2 := testenv.InsertInbox(t, my, "<MSG/>")
