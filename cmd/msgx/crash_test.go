@@ -223,33 +223,8 @@ func TestCrashRecovery(t *testing.T) {
 		crash.gateway = crash.start("run")
 	}
 	crash.waitTerminal(len(msgs), 3*time.Minute)
-	got := crash.flights()
-
-	if len(got) != len(want) {
-		t.Fatalf("%d flights after crashes, %d without", len(got), len(want))
-	}
-	for flid, w := range want {
-		if got[flid] != w {
-			t.Fatalf("flight %s differs after crashes:\n got %s\nwant %s", flid, got[flid], w)
-		}
-	}
-
-	// Every version of every flight was announced at least once.
-	seen := announcedVersions(t, crash)
-	missing := 0
-	for flid, w := range want {
-		var v int64
-		fmt.Sscanf(w, "v%d", &v)
-		for i := int64(1); i <= v; i++ {
-			if !seen[fmt.Sprintf("%s@%d", flid, i)] {
-				missing++
-				if missing < 5 {
-					t.Errorf("flight %s version %d never reached the msg topic", flid, i)
-				}
-			}
-		}
-	}
-	t.Logf("%d kills; %d flights equal to the undisturbed run; %d (FLID, version) events seen", kills, len(want), len(seen))
+	seen := assertEqualRun(t, crash, want, "after crashes")
+	t.Logf("%d kills; %d flights equal to the undisturbed run; %d (FLID, version) events seen", kills, len(want), seen)
 }
 
 // TestSigtermDuringLoad stops the gateway with SIGTERM while messages flow:
@@ -287,4 +262,35 @@ func TestSigtermDuringLoad(t *testing.T) {
 	if err := s.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state NOT IN ('SUCCEEDED','SKIPPED','DEAD')").Scan(&open); err != nil || open != 0 {
 		t.Fatalf("%d messages not terminal (%v)", open, err)
 	}
+}
+
+// assertEqualRun checks that s ends with the reference run's flight state
+// want (what says how s differs from that run) and that every (FLID,
+// version) of it reached msgx.msg at least once. It returns how many
+// distinct (FLID, version) events it saw.
+func assertEqualRun(t *testing.T, s *scenario, want map[string]string, what string) int {
+	t.Helper()
+	got := s.flights()
+	if len(got) != len(want) {
+		t.Fatalf("%d flights %s, %d in the reference run", len(got), what, len(want))
+	}
+	for flid, w := range want {
+		if got[flid] != w {
+			t.Fatalf("flight %s differs %s:\n got %s\nwant %s", flid, what, got[flid], w)
+		}
+	}
+	seen := announcedVersions(t, s)
+	missing := 0
+	for flid, w := range want {
+		var v int64
+		fmt.Sscanf(w, "v%d", &v)
+		for i := int64(1); i <= v; i++ {
+			if !seen[fmt.Sprintf("%s@%d", flid, i)] {
+				if missing++; missing < 5 {
+					t.Errorf("flight %s version %d never reached the msg topic", flid, i)
+				}
+			}
+		}
+	}
+	return len(seen)
 }

@@ -59,34 +59,17 @@ func runRebuild(ctx context.Context, cfg Config, yes bool, out io.Writer, log *s
 		return nil
 	}
 	clk := clock.Real{}
-	brokers := cfg.Kafka.Brokers
-	if cfg.Kafka.Embedded() {
-		// The daemon is stopped, so start the embedded broker on its data.
-		b, err := kafka.StartBroker(cfg.Kafka.EmbeddedAddr, filepath.Join(cfg.StateDir, "kafka"), log)
-		if err != nil {
-			return fmt.Errorf("starting the embedded Kafka (is msgx still running?): %w", err)
-		}
-		defer b.Close()
-		brokers = b.Addrs()
-	}
-	lock, ok, err := sink.TryLock(ctx, cfg.DB, sink.LockProcess)
+	// The daemon is stopped, so an embedded broker is started on its data.
+	brokers, closeBroker, err := operatorBrokers(cfg, log)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return errors.New("another msgx instance is processing (it holds the process lock): stop it before rebuilding")
-	}
-	defer lock.Release()
-	// Every instance running the partitioned processors holds this one
-	// shared: rebuild needs it alone.
-	plock, ok, err := sink.TryLock(ctx, cfg.DB, sink.LockPartitioned)
+	defer closeBroker()
+	release, err := lockOutProcessing(ctx, cfg, "rebuilding")
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return errors.New("another msgx instance runs the flights or refdata processors (it holds their shared lock): stop it before rebuilding")
-	}
-	defer plock.Release()
+	defer release()
 	groups := processorGroups(cfg)
 	// A stopped instance stays a (static) member until its session times
 	// out: wait that long before deciding another one still runs.
@@ -240,4 +223,30 @@ func bar(done, total int64) string {
 		}
 	}
 	return "[" + string(b) + "]"
+}
+
+// lockOutProcessing takes, for an operator command that must run alone
+// (doing says what it does), the process lock and the partitioned
+// processors' lock exclusively: no instance runs any processing component
+// until release.
+func lockOutProcessing(ctx context.Context, cfg Config, doing string) (release func(), err error) {
+	lock, ok, err := sink.TryLock(ctx, cfg.DB, sink.LockProcess)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("another msgx instance is processing (it holds the process lock): stop every instance before %s", doing)
+	}
+	// Every instance running the partitioned processors holds this one
+	// shared.
+	plock, ok, err := sink.TryLock(ctx, cfg.DB, sink.LockPartitioned)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	if !ok {
+		lock.Release()
+		return nil, fmt.Errorf("another msgx instance runs the flights or refdata processors (it holds their shared lock): stop every instance before %s", doing)
+	}
+	return func() { plock.Release(); lock.Release() }, nil
 }

@@ -72,22 +72,11 @@ func runReseed(ctx context.Context, cfg Config, yes bool, out io.Writer, log *sl
 	if err := sink.Migrate(cfg.DB); err != nil {
 		return err
 	}
-	lock, free, err := sink.TryLock(ctx, cfg.DB, sink.LockProcess)
+	release, err := lockOutProcessing(ctx, cfg, "re-seeding")
 	if err != nil {
 		return err
 	}
-	if !free {
-		return errors.New("another msgx instance is processing (it holds the process lock): stop every instance before re-seeding")
-	}
-	defer lock.Release()
-	plock, free, err := sink.TryLock(ctx, cfg.DB, sink.LockPartitioned)
-	if err != nil {
-		return err
-	}
-	if !free {
-		return errors.New("another msgx instance runs the flights or refdata processors (it holds their shared lock): stop every instance before re-seeding")
-	}
-	defer plock.Release()
+	defer release()
 	n, lowest, err := sink.Unfinished(ctx, pool)
 	if err != nil {
 		return err

@@ -76,29 +76,8 @@ func TestTwoInstancesShareTheFlights(t *testing.T) {
 		t.Fatalf("after the kill instance b holds partitions %v, want all 4", owners)
 	}
 
-	got := s.flights()
-	if len(got) != len(want) {
-		t.Fatalf("%d flights with two instances, %d with one", len(got), len(want))
-	}
-	for flid, w := range want {
-		if got[flid] != w {
-			t.Fatalf("flight %s differs with two instances:\n got %s\nwant %s", flid, got[flid], w)
-		}
-	}
-	seen := announcedVersions(t, s)
-	missing := 0
-	for flid, w := range want {
-		var v int64
-		fmt.Sscanf(w, "v%d", &v)
-		for i := int64(1); i <= v; i++ {
-			if !seen[fmt.Sprintf("%s@%d", flid, i)] {
-				if missing++; missing < 5 {
-					t.Errorf("flight %s version %d never reached the msg topic", flid, i)
-				}
-			}
-		}
-	}
-	t.Logf("%d flights equal to the single-instance run; %d (FLID, version) events seen", len(want), len(seen))
+	seen := assertEqualRun(t, s, want, "with two instances")
+	t.Logf("%d flights equal to the single-instance run; %d (FLID, version) events seen", len(want), seen)
 }
 
 // waitForSharing waits until the msgx-flights group is stable with n members
