@@ -142,6 +142,8 @@ var (
 	reasons         = desc("msgx_messages_skipped_or_dead_total", "SKIPPED and DEAD decisions by reason class (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, EXHAUSTED).", "reason_class")
 	ignored         = desc("msgx_messages_ignored_total", "Messages SKIPPED by an ignore rule, by rule.", "rule")
 	retries         = desc("msgx_router_retries_total", "Failures of the head message that were retried in place.")
+	routerBatches   = desc("msgx_router_batches_total", "Transactions that recorded a batch of router decisions (docs/design.md#router-batches).")
+	routerBatched   = desc("msgx_router_batched_messages_total", "Messages decided in those batches; divided by msgx_router_batches_total, the average batch size.")
 	paused          = desc("msgx_component_paused", "1 while a running component waits for an unavailable dependency (outage), else 0.", "component")
 	componentState  = desc("msgx_component_state", "1 for the state a component is in (starting, running, paused, restarting, stopped), 0 for the others.", "component", "state")
 	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401).", "reason")
@@ -167,7 +169,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
-		ignored, retries, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
+		ignored, retries, routerBatches, routerBatched, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
 		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp} {
 		ch <- d
 	}
@@ -216,6 +218,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, ignored, n, rule)
 		}
 		counter(ch, retries, st.Retries)
+		counter(ch, routerBatches, st.Batches)
+		counter(ch, routerBatched, st.Batched)
 	}
 	if s.Flights != nil {
 		st := s.Flights()

@@ -7,6 +7,7 @@ import (
 
 	"msgx/internal/health"
 	"msgx/internal/web"
+	"msgx/processors/router"
 )
 
 // values returns the samples of a metric family by their label values.
@@ -61,5 +62,18 @@ func TestComponentStateIsExact(t *testing.T) {
 	refused := values(t, m, "msgx_http_refused_total")
 	if refused["slow/"] != 3 || refused["busy/"] != 2 || refused["unauthorized/"] != 1 {
 		t.Errorf("msgx_http_refused_total %v", refused)
+	}
+}
+
+// The router's batch figures are exported: their ratio is the average
+// batch size.
+func TestRouterBatchesExported(t *testing.T) {
+	m := New()
+	m.SetSources(Sources{Router: func() router.Stats { return router.Stats{Batches: 3, Batched: 1200} }})
+	if got := values(t, m, "msgx_router_batches_total")[""]; got != 3 {
+		t.Errorf("msgx_router_batches_total = %v, want 3", got)
+	}
+	if got := values(t, m, "msgx_router_batched_messages_total")[""]; got != 1200 {
+		t.Errorf("msgx_router_batched_messages_total = %v, want 1200", got)
 	}
 }
