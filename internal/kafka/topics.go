@@ -211,6 +211,21 @@ func Abort(ctx goka.Context, err error) {
 	panic(fmt.Errorf("callback aborted: %w", err))
 }
 
+// Halt stops a processor on the message at hand without applying or
+// committing it: one ERROR line names the reason and what an operator must
+// do, setHalted(reason) lets the component report it (readiness, msgx
+// status), and the callback waits until goka's context ends (shutdown, a
+// rebalance), then clears the reason and unwinds uncommitted (Abort): the
+// message is delivered again, and halts again, until the cause is fixed. It
+// never returns.
+func Halt(ctx goka.Context, log *slog.Logger, component, reason, todo string, setHalted func(reason string)) {
+	log.Error(component+" processor halted: "+reason, "what_to_do", todo)
+	setHalted(reason)
+	<-ctx.Context().Done()
+	setHalted("")
+	Abort(ctx, fmt.Errorf("%s processor halted: %s", component, reason))
+}
+
 // ResetGroups deletes the consumer groups (their committed offsets): the
 // next run of their processors starts from the oldest offset. A group with
 // active members is refused by the broker.

@@ -300,22 +300,14 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Tr
 	return nil
 }
 
-// halt stops the processor on t without applying or committing it: the
-// component reports paused with reason (readiness, msgx status), one ERROR
-// line says what to do, and the callback waits until goka's context ends
-// (shutdown, a rebalance), when it unwinds uncommitted: the transition is
-// delivered again, and halts again, until an operator fixed the cause. It
-// never returns.
+// halt stops the processor on t without applying or committing it
+// (kafka.Halt); Stats.Halted carries the reason meanwhile.
 func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo string) {
-	log.Error("flights processor halted: "+reason, "what_to_do", todo)
-	p.mu.Lock()
-	p.stats.Halted = reason
-	p.mu.Unlock()
-	<-gctx.Context().Done()
-	p.mu.Lock()
-	p.stats.Halted = ""
-	p.mu.Unlock()
-	kafka.Abort(gctx, fmt.Errorf("flights processor halted: %s", reason))
+	kafka.Halt(gctx, log, "flights", reason, todo, func(r string) {
+		p.mu.Lock()
+		p.stats.Halted = r
+		p.mu.Unlock()
+	})
 }
 
 // counted reports whether the router counted t in its message's n: derived

@@ -223,20 +223,14 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *refdata.T
 	}
 }
 
-// halt stops the processor on t without applying or committing it, as the
-// flights processor's halt does: paused with reason, one ERROR line, and
-// the callback waits for goka's context, then unwinds uncommitted. It never
-// returns.
+// halt stops the processor on t without applying or committing it
+// (kafka.Halt); Stats.Halted carries the reason meanwhile.
 func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo string) {
-	log.Error("refdata processor halted: "+reason, "what_to_do", todo)
-	p.mu.Lock()
-	p.stats.Halted = reason
-	p.mu.Unlock()
-	<-gctx.Context().Done()
-	p.mu.Lock()
-	p.stats.Halted = ""
-	p.mu.Unlock()
-	kafka.Abort(gctx, fmt.Errorf("refdata processor halted: %s", reason))
+	kafka.Halt(gctx, log, "refdata", reason, todo, func(r string) {
+		p.mu.Lock()
+		p.stats.Halted = r
+		p.mu.Unlock()
+	})
 }
 
 // writeTx is one transition's share of a write transaction: the category's
