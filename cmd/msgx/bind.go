@@ -104,19 +104,11 @@ func bindCommand(fs *flag.FlagSet) runFunc {
 }
 
 func runBind(ctx context.Context, cfg Config, force bool, out io.Writer, log *slog.Logger) error {
-	brokers, closeBroker, err := operatorBrokers(cfg, log)
+	brokers, pool, done, err := openStopped(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeBroker()
-	pool, err := sink.OpenPG(ctx, cfg.DB)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := sink.Migrate(cfg.DB); err != nil {
-		return err
-	}
+	defer done()
 	seen, err := kafka.ReadIdentity(ctx, cfg.Kafka, brokers, cfg.Ingest.Topic)
 	if err != nil {
 		return err
@@ -178,4 +170,25 @@ func operatorBrokers(cfg Config, log *slog.Logger) ([]string, func(), error) {
 		return nil, nil, fmt.Errorf("starting the embedded Kafka (is msgx still running?): %w", err)
 	}
 	return b.Addrs(), b.Close, nil
+}
+
+// openStopped opens what an operator command that runs while msgx is
+// stopped works on: the brokers (operatorBrokers) and PostgreSQL, migrated.
+// done closes both.
+func openStopped(ctx context.Context, cfg Config, log *slog.Logger) ([]string, *pgxpool.Pool, func(), error) {
+	brokers, closeBroker, err := operatorBrokers(cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pool, err := sink.OpenPG(ctx, cfg.DB)
+	if err != nil {
+		closeBroker()
+		return nil, nil, nil, err
+	}
+	done := func() { pool.Close(); closeBroker() }
+	if err := sink.Migrate(cfg.DB); err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return brokers, pool, done, nil
 }

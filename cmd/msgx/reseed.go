@@ -59,19 +59,11 @@ func reseedCommand(fs *flag.FlagSet) runFunc {
 }
 
 func runReseed(ctx context.Context, cfg Config, yes bool, out io.Writer, log *slog.Logger) error {
-	brokers, closeBroker, err := operatorBrokers(cfg, log)
+	brokers, pool, done, err := openStopped(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeBroker()
-	pool, err := sink.OpenPG(ctx, cfg.DB)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := sink.Migrate(cfg.DB); err != nil {
-		return err
-	}
+	defer done()
 	release, err := lockOutProcessing(ctx, cfg, "re-seeding")
 	if err != nil {
 		return err
