@@ -152,21 +152,9 @@ func Explain(ctx context.Context, d Deps, plan *Plan) error {
 }
 
 func (d Deps) validateExplain() error {
-	var errs []error
-	if d.PG == nil {
-		errs = append(errs, errors.New("replay: no PostgreSQL pool"))
-	}
-	if d.MySQL == nil {
-		errs = append(errs, errors.New("replay: no MySQL connection (the raw messages are read from the inbox)"))
-	}
-	if err := sink.CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
-		errs = append(errs, err)
-	}
+	errs := d.validateInbox()
 	if d.Decide == nil {
 		errs = append(errs, errors.New("replay: no router settings (a message's effect is the router's decision on it)"))
-	}
-	if d.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -462,7 +462,22 @@ func (d Deps) maxBytes() int {
 	return d.MaxBytes
 }
 
+// validate checks what Run needs (validateExplain: what a dry run's
+// explanation needs).
 func (d Deps) validate() error {
+	errs := d.validateInbox()
+	if len(d.Brokers) == 0 {
+		errs = append(errs, errors.New("replay: no Kafka brokers"))
+	}
+	if d.Topic == "" {
+		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateInbox reports what every replay step needs missing: PostgreSQL,
+// the MySQL inbox it reads raw messages from, and the call timeout.
+func (d Deps) validateInbox() []error {
 	var errs []error
 	if d.PG == nil {
 		errs = append(errs, errors.New("replay: no PostgreSQL pool"))
@@ -473,16 +488,10 @@ func (d Deps) validate() error {
 	if err := sink.CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
 		errs = append(errs, err)
 	}
-	if len(d.Brokers) == 0 {
-		errs = append(errs, errors.New("replay: no Kafka brokers"))
-	}
-	if d.Topic == "" {
-		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
-	}
 	if d.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // lockWait bounds the wait for the backfill lock. A pass holds it for at
