@@ -295,8 +295,7 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Tr
 	p.stats.Diverged++
 	p.mu.Unlock()
 	p.halt(gctx, log, fmt.Sprintf("divergence: flight %s (message #%d) is in PostgreSQL %s but not in the flights table", t.FLID, t.MsgID, where),
-		"the goka tables are not the ones PostgreSQL was built with: stop msgx and point it at that Kafka cluster "+
-			"(docs/operations.md 6.14); to move to another cluster, follow docs/operations.md 3.8 (msgx reseed, msgx bind --force)")
+		sink.DivergenceAdvice)
 	return nil
 }
 

@@ -218,8 +218,7 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *refdata.T
 	}
 	if known {
 		p.halt(gctx, log, fmt.Sprintf("divergence: category %s (message #%d) is in PostgreSQL ref_master but not in the refdata table", t.RType, t.MsgID),
-			"the goka tables are not the ones PostgreSQL was built with: stop msgx and point it at that Kafka cluster "+
-				"(docs/operations.md 6.14); to move to another cluster, follow docs/operations.md 3.8 (msgx reseed, msgx bind --force)")
+			sink.DivergenceAdvice)
 	}
 }
 
