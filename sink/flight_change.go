@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -29,24 +30,50 @@ type FlightChange struct {
 	At time.Time `json:"at"`
 }
 
-const flightChangeSQL = `INSERT INTO flight_change (flid, state_version, msg_id, replay_gen, source, state, changed, at, recorded_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`
+const flightChangesSQL = `INSERT INTO flight_change (flid, state_version, msg_id, replay_gen, source, state, changed, at, recorded_at)
+	SELECT f, v, m, r, s, st, ARRAY(SELECT jsonb_array_elements_text(c)), a, $9
+	FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::jsonb[], $8::timestamptz[])
+		AS x(f, v, m, r, s, st, c, a)
+	ON CONFLICT DO NOTHING`
 
-// QueueFlightChange queues, on the batch of the transaction that writes
-// version s of a flight, its flight_change row: s is the state Apply
-// returned with a new version (Result.Applied), replay the generation of
-// the transition that made it (flight.Transition.Replay). A transition
+// Change is one new version for QueueFlightChanges: s is the state Apply
+// returned with a new version (Result.Applied), Replay the generation of the
+// transition that made it (flight.Transition.Replay).
+type Change struct {
+	State  *flight.State
+	Replay int64
+}
+
+// QueueFlightChanges queues, on the batch of the transaction that writes
+// the versions, their flight_change rows in one statement. A transition
 // delivered again that makes the same version again finds the row there
 // and adds nothing. now is recorded_at, what the retention counts from.
-func QueueFlightChange(b *pgx.Batch, s *flight.State, replay int64, now time.Time) error {
-	if s == nil || s.Last == nil {
-		return fmt.Errorf("recording a change of flight: no state or no provenance")
+func QueueFlightChanges(b *pgx.Batch, changes []Change, now time.Time) error {
+	if len(changes) == 0 {
+		return nil
 	}
-	changed := s.Last.Changed
-	if changed == nil {
-		changed = []string{}
+	n := len(changes)
+	flids, sources, states := make([]string, n), make([]string, n), make([]string, n)
+	versions, msgs, replays := make([]int64, n), make([]int64, n), make([]int64, n)
+	changed := make([]string, n)
+	ats := make([]time.Time, n)
+	for i, c := range changes {
+		s := c.State
+		if s == nil || s.Last == nil {
+			return fmt.Errorf("recording a change of flight: no state or no provenance")
+		}
+		tags := s.Last.Changed
+		if tags == nil {
+			tags = []string{}
+		}
+		j, err := json.Marshal(tags)
+		if err != nil {
+			return fmt.Errorf("encoding the change list of flight %s v%d: %w", s.FLID, s.StateVersion, err)
+		}
+		flids[i], versions[i], msgs[i], replays[i] = s.FLID, s.StateVersion, s.Last.MsgID, c.Replay
+		sources[i], states[i], changed[i], ats[i] = s.Last.Source, s.State, string(j), s.UpdatedAt
 	}
-	b.Queue(flightChangeSQL, s.FLID, s.StateVersion, s.Last.MsgID, replay, s.Last.Source, s.State, changed, s.UpdatedAt, now)
+	b.Queue(flightChangesSQL, flids, versions, msgs, replays, sources, states, changed, ats, now)
 	return nil
 }
 

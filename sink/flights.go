@@ -270,21 +270,37 @@ func nullable(s string) *string {
 // detail rows, replaced as a whole in State order. It is idempotent and never
 // goes backwards: when the stored row is newer than s (a higher
 // state_version, or the same version with a higher last_msg_id) nothing is
-// written. It is one statement: one round trip.
+// written. It is one statement (two when the stored row is older than the
+// previous version, or absent while s is not a first version).
 //
 // ctx bounds the call; without a deadline DefaultFlightWriteTimeout applies.
 func WriteFlight(ctx context.Context, tx pgx.Tx, s *flight.State) error {
 	if s == nil {
 		return errors.New("writing flight: nil state")
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultFlightWriteTimeout)
+		defer cancel()
+	}
+	// Incremental first (one statement in the common case), whole when it
+	// cannot be.
+	if s.Last != nil {
+		if _, done, err := writeIncremental(ctx, tx, s); err != nil || done {
+			return err
+		}
+	}
 	_, err := WriteFlights(ctx, tx, []*flight.State{s})
 	return err
 }
 
-// WriteFlights is WriteFlight for many flights in one statement, for a
-// processor that groups transitions into one transaction. A FLID given more
-// than once is written once, with its newest state. written counts the
-// flights whose row was inserted or replaced (older states are skipped).
+// WriteFlights writes many flights in full in one statement, for a
+// processor that groups transitions into one transaction, and for the full
+// write an incremental one left to do (QueuedFlightWrite.FullWriteNeeded:
+// trying the incremental write again there would find the row it just
+// wrote and stop short). A FLID given more than once is written once, with
+// its newest state. written counts the flights whose row was inserted or
+// replaced (older states are skipped).
 func WriteFlights(ctx context.Context, tx pgx.Tx, states []*flight.State) (written int, err error) {
 	states, err = newestPerFLID(states)
 	if err != nil || len(states) == 0 {
@@ -294,12 +310,6 @@ func WriteFlights(ctx context.Context, tx pgx.Tx, states []*flight.State) (writt
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultFlightWriteTimeout)
 		defer cancel()
-	}
-	if len(states) == 1 && states[0].Last != nil {
-		written, done, err := writeIncremental(ctx, tx, states[0])
-		if err != nil || done {
-			return written, err
-		}
 	}
 	shape := writeShape{many: len(states) > 1, del: allDetails}
 	var args []any

@@ -420,29 +420,68 @@ func MarkApplied(ctx context.Context, tx pgx.Tx, msgID int64, kind, key string, 
 	return state == message.StateSucceeded, nil
 }
 
-// QueuedMark is a MarkApplied queued on a batch.
-type QueuedMark struct {
-	completed bool
+// Mark is one transition's applied mark for QueueMarksApplied.
+type Mark struct {
+	MsgID     int64
+	Kind, Key string
+	Applied
 }
 
-// Completed reports, once the batch has run, whether the mark completed the
-// message.
-func (q *QueuedMark) Completed() bool { return q.completed }
+// marksAppliedSQL is markAppliedSQL for many marks: every new mark counts
+// once towards its message, however many of its marks the statement holds.
+const marksAppliedSQL = `WITH v AS (
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+			AS v(msg_id, kind, key, outcome, state_version)),
+	ins AS (
+		INSERT INTO transition_applied (msg_id, kind, key, applied_at, outcome, state_version)
+		SELECT msg_id, kind, key, $6, NULLIF(outcome, ''), NULLIF(state_version, 0) FROM v
+		ON CONFLICT DO NOTHING RETURNING msg_id),
+	n AS (SELECT msg_id, count(*) AS n FROM ins GROUP BY msg_id)
+	UPDATE proc_state p SET n_applied = p.n_applied + n.n,
+		state = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN 'SUCCEEDED' ELSE p.state END,
+		backfill_next_at = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN $6 ELSE p.backfill_next_at END,
+		updated_at = $6
+	FROM n WHERE p.msg_id = n.msg_id AND p.state = 'ROUTED'
+	RETURNING p.msg_id, p.state`
 
-// QueueMarkApplied queues MarkApplied on b (to run in the batch's
-// transaction).
-func QueueMarkApplied(b *pgx.Batch, msgID int64, kind, key string, a Applied, now time.Time) *QueuedMark {
-	q := &QueuedMark{}
-	b.Queue(markAppliedSQL, msgID, kind, key, now, a.Outcome, a.StateVersion).QueryRow(func(row pgx.Row) error {
-		var state string
-		err := row.Scan(&state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+// QueuedMarks are marks queued on a batch (QueueMarksApplied).
+type QueuedMarks struct {
+	completed map[int64]bool
+}
+
+// Completed reports, once the batch has run, whether the marks completed
+// message msgID (made it SUCCEEDED).
+func (q *QueuedMarks) Completed(msgID int64) bool { return q.completed[msgID] }
+
+// QueueMarksApplied queues MarkApplied of every mark, in one statement, on b
+// (to run in the batch's transaction): marking a transition twice is a
+// no-op, also within marks, and a message whose last transition is marked
+// becomes SUCCEEDED with its backfill intent.
+func QueueMarksApplied(b *pgx.Batch, marks []Mark, now time.Time) *QueuedMarks {
+	q := &QueuedMarks{completed: map[int64]bool{}}
+	if len(marks) == 0 {
+		return q
+	}
+	ids := make([]int64, len(marks))
+	kinds := make([]string, len(marks))
+	keys := make([]string, len(marks))
+	outcomes := make([]string, len(marks))
+	versions := make([]int64, len(marks))
+	for i, m := range marks {
+		ids[i], kinds[i], keys[i], outcomes[i], versions[i] = m.MsgID, m.Kind, m.Key, m.Outcome, m.StateVersion
+	}
+	b.Queue(marksAppliedSQL, ids, kinds, keys, outcomes, versions, now).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id int64
+			var state string
+			if err := rows.Scan(&id, &state); err != nil {
+				return fmt.Errorf("marking %d transitions applied: %w", len(marks), err)
+			}
+			q.completed[id] = state == message.StateSucceeded
 		}
-		if err != nil {
-			return fmt.Errorf("marking %s %s of message %d applied: %w", kind, key, msgID, err)
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("marking %d transitions applied: %w", len(marks), err)
 		}
-		q.completed = state == message.StateSucceeded
 		return nil
 	})
 	return q

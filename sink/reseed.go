@@ -3,8 +3,10 @@ package sink
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/tables/flight"
@@ -114,4 +116,58 @@ func ResetSchdSent(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 		return 0, fmt.Errorf("marking the flights due on the schd topic: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// TableState reads the flights table value PostgreSQL holds for flid
+// (flight_schd.table_state): found is false when there is no row, and s is
+// nil with found true for a row written before migration 0020. The flights
+// processor reads it when its table may be ahead of what PostgreSQL
+// committed (docs/design.md#group-commits).
+func TableState(ctx context.Context, pool *pgxpool.Pool, flid string) (s *flight.State, found bool, err error) {
+	var raw []byte
+	err = pool.QueryRow(ctx, `SELECT table_state FROM flight_schd WHERE flid = $1`, flid).Scan(&raw)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("reading the table state of flight %s: %w", flid, err)
+	case raw == nil:
+		return nil, true, nil
+	}
+	s = &flight.State{}
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, false, fmt.Errorf("decoding the table state of flight %s: %w", flid, err)
+	}
+	if s.FLID != flid {
+		return nil, false, fmt.Errorf("the table state of flight %s names flight %q", flid, s.FLID)
+	}
+	return s, true, nil
+}
+
+// ChildStates reads the table values of the flights that name master as
+// theirs (flight_schd.maid), from which flight.Placeholders derives the
+// placeholder a master that is not a flight has in the table.
+func ChildStates(ctx context.Context, pool *pgxpool.Pool, master string) ([]*flight.State, error) {
+	rows, err := pool.Query(ctx, `SELECT table_state FROM flight_schd
+		WHERE `+ident(FlightColumn("MAID"))+` = $1 AND flid <> $1 AND table_state IS NOT NULL ORDER BY flid`, master)
+	if err != nil {
+		return nil, fmt.Errorf("reading the children of flight %s: %w", master, err)
+	}
+	defer rows.Close()
+	var out []*flight.State
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("reading the children of flight %s: %w", master, err)
+		}
+		s := &flight.State{}
+		if err := json.Unmarshal(raw, s); err != nil {
+			return nil, fmt.Errorf("decoding a child of flight %s: %w", master, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the children of flight %s: %w", master, err)
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/lovoo/goka"
 
 	"msgx/internal/clock"
+	"msgx/internal/commit"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/sink"
@@ -44,6 +46,26 @@ type Config struct {
 	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
 	// the same variable and validates it).
 	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
+	// Batch is the most transitions whose writes share one PostgreSQL
+	// transaction (docs/design.md#group-commits), 1..10000; 0 means
+	// DefaultBatch. The refdata processor reads the same variable.
+	Batch int `env:"MSGX_APPLY_BATCH" envDefault:"500"`
+	// Linger is how long a transaction that found writes queued behind its
+	// first one waits for more (a Go duration, at most 1s; 0: never wait).
+	// A write that finds the queue empty is committed at once.
+	Linger time.Duration `env:"MSGX_APPLY_LINGER" envDefault:"2ms"`
+}
+
+// DefaultBatch is the batch size a Config without one uses.
+const DefaultBatch = 500
+
+// Commit is the group-commit configuration.
+func (c Config) Commit() commit.Config {
+	n := c.Batch
+	if n == 0 {
+		n = DefaultBatch
+	}
+	return commit.Config{Size: n, Linger: c.Linger}
 }
 
 // Group is the processor's goka group: MSGX_KAFKA_PREFIX + BaseGroup.
@@ -68,6 +90,11 @@ func (c Config) Validate() error {
 	}
 	if c.ScheduleMissing != flight.ScheduleMissingKeep && c.ScheduleMissing != flight.ScheduleMissingClear {
 		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_MISSING=%q: want keep or clear", c.ScheduleMissing))
+	}
+	if c.Batch < 0 || c.Batch > 10000 {
+		errs = append(errs, fmt.Errorf("MSGX_APPLY_BATCH=%d: must be 1..10000", c.Batch))
+	} else if err := c.Commit().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -109,7 +136,14 @@ type Stats struct {
 	// Diverged counts transitions whose flight PostgreSQL knows and the
 	// table does not.
 	Diverged int64
-	Paused   bool
+	// Recovered counts redelivered transitions applied again to
+	// PostgreSQL's state because the table was ahead of it (a crash
+	// between a table write and its transaction's commit).
+	Recovered int64
+	// Batches counts the transactions of the group commit, Batched the
+	// transitions they wrote.
+	Batches, Batched int64
+	Paused           bool
 	// Halted is why the processor stopped on a transition until an
 	// operator acts (a divergence, a rejected transition); "" while not.
 	Halted string
@@ -121,6 +155,9 @@ type Processor struct {
 	opts flight.Options
 	d    Deps
 	log  *slog.Logger
+
+	// group is the running processor's group commit (RunProcessor).
+	group atomic.Pointer[commit.Group[*txWrite]]
 
 	mu    sync.Mutex
 	stats Stats
@@ -189,29 +226,52 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 	if err != nil {
 		return err
 	}
-	return kafka.RunProcessor(ctx, gp, "flights")
+	return p.RunProcessor(ctx, gp)
+}
+
+// RunProcessor runs gp, a goka processor on p's callbacks, with the group
+// commit its callbacks hand their writes to, until ctx ends or gp fails.
+// One runs at a time.
+func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error {
+	g, err := commit.New(p.cfg.Commit(), commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout, Clock: p.d.Clock,
+		Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
+	if err != nil {
+		return err
+	}
+	if !p.group.CompareAndSwap(nil, g) {
+		return errors.New("flights: the processor is running already")
+	}
+	defer p.group.Store(nil)
+	return commit.RunWith(ctx, gp, "flights", g)
 }
 
 // handle applies one transition. The sequence, and what a crash at each
-// step leaves behind:
+// step leaves behind (docs/design.md#group-commits):
 //
 //  1. Apply the transition to the table's state (pure).
-//  2. One PostgreSQL transaction: the flight row and its collections, and —
-//     for a transition the router counted — the (msg, FLID) applied mark,
+//  2. Hand its PostgreSQL writes to the group commit with goka's deferred
+//     commit: the flight row and its collections, the change history, and
+//     — for a transition the router counted — the (msg, FLID) applied mark,
 //     which makes the message SUCCEEDED with its backfill intent when it is
-//     the last one. A crash before the commit changes nothing; the
-//     transition is delivered again.
-//     The same transaction queues the change's msg event in the outbox
-//     (and a purged flight's schd tombstone): goka's emits are asynchronous
-//     and the table would move on before they are acknowledged, so a crash
-//     could lose the event of an intermediate version; from the outbox the
+//     the last one. The same transaction queues the change's msg event in
+//     the outbox (and a purged flight's schd tombstone), from which the
 //     publisher produces every version at least once.
-//  3. SetValue and the derived transitions (loop topic). A crash after the
-//     commit but before goka commits the offset re-delivers the transition:
-//     either the table is still old (Apply gives the same state again; the
-//     PostgreSQL write is idempotent, the mark a no-op) or it is new (Apply
-//     sees msgId <= lastMsgId: a replay, which queues the event that state
-//     implies once more). Consumers dedupe by (FLID, stateVersion).
+//  3. SetValue and the derived transitions (loop topic), at once: the next
+//     transition of the flight reads the new state while the write is
+//     still queued.
+//  4. The group commits the transaction of many transitions, then their
+//     offsets, in order.
+//
+// A crash before 4's commit leaves the table (its topic) possibly ahead of
+// PostgreSQL, with the offsets not committed: the transitions are
+// delivered again, and the first one the table claims as applied is
+// checked against PostgreSQL (durable): when PostgreSQL's state of the
+// flight is not the table's, the transition is applied again to
+// PostgreSQL's, which regenerates every lost version, its row, history
+// line and event, and sets the table back on track. A crash after 4's
+// commit but before the offsets are committed re-delivers transitions
+// PostgreSQL has: Apply sees a redelivery, which queues the event that
+// state implies once more. Consumers dedupe by (FLID, stateVersion).
 //
 // A LINK for a master that is not a flight yet leaves a placeholder in the
 // table (flight.State.IsPlaceholder): it is only set as the table value,
@@ -223,12 +283,22 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("flights: unexpected input %T", msg))
 	}
+	g := p.group.Load()
+	if g == nil {
+		kafka.Abort(gctx, errors.New("flights: the processor runs without its group commit (RunProcessor)"))
+	}
 	log := p.log.With("msg_id", t.MsgID, "flid", t.FLID)
 	var cur *flight.State
 	if v := gctx.Value(); v != nil {
 		cur = v.(*flight.State)
 	}
-	if (cur == nil || cur.IsPlaceholder()) && counted(t) {
+	if counted(t) && flight.Redelivered(cur, *t) {
+		var err error
+		if cur, err = p.durable(gctx.Context(), g, log, t, cur); err != nil {
+			kafka.Abort(gctx, err) // shutdown: delivered again after restart
+		}
+	}
+	if (cur == nil || cur.IsPlaceholder()) && counted(t) && !t.FirstSeen {
 		if err := p.checkKnown(gctx, log, t); err != nil {
 			kafka.Abort(gctx, err)
 		}
@@ -245,9 +315,14 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for flight %s rejected (%v)", t.MsgID, t.FLID, err),
 			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
-	if err := p.write(gctx.Context(), log, t, res); err != nil {
-		// Shutdown: not committed, delivered again after restart.
+	w, err := p.prepare(log, t, res)
+	if err != nil {
 		kafka.Abort(gctx, err)
+	}
+	if w != nil {
+		if err := g.Add(gctx.Context(), w, w.size(), gctx.DeferCommit()); err != nil {
+			kafka.Abort(gctx, err) // shutdown: delivered again after restart
+		}
 	}
 	switch {
 	case res.Purge, res.Drop:
@@ -271,12 +346,72 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	log.Debug("flight transition applied", "outcome", res.Outcome, "state_version", versionOf(res.State), "changed", res.Changed)
 }
 
+// durable returns the state t is to be applied to when the table claims t
+// applied already (a redelivery). Normally that is the table's state cur.
+// But the table may be ahead of PostgreSQL: goka writes the table at once,
+// the group commit writes PostgreSQL later, and a crash in between leaves
+// table versions whose rows, history and events were never committed. The
+// sequence that recovers them:
+//
+//  1. Sync: this process's own queued writes are committed first (a
+//     duplicate transition, from a router that re-routed a message after a
+//     crash, may follow the original while its write is still queued).
+//  2. Read PostgreSQL's table value of the flight (flight_schd.table_state).
+//  3. When it is not the table's (another version or lastMsgId), return it:
+//     t and the transitions redelivered after it apply to the state
+//     PostgreSQL committed, as in an undisturbed run, and the table is set
+//     back to it. No row: the flight was created in a lost transaction; it
+//     starts from nothing, or from the placeholder its children in
+//     PostgreSQL imply.
+//
+// Another instance's writes cannot be pending here: goka revokes a
+// partition only after every deferred commit of its callbacks completed.
+func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log *slog.Logger, t *flight.Transition, cur *flight.State) (*flight.State, error) {
+	if err := g.Sync(ctx); err != nil {
+		return nil, err
+	}
+	var pg *flight.State
+	var found bool
+	var children []*flight.State
+	err := retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
+		defer cancel()
+		var err error
+		if pg, found, err = sink.TableState(qctx, p.d.Pool, t.FLID); err != nil || found {
+			return err
+		}
+		children, err = sink.ChildStates(qctx, p.d.Pool, t.FLID)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case found && pg == nil:
+		// A row written before its table value was kept: the table is
+		// all there is.
+		return cur, nil
+	case found && pg.StateVersion == cur.StateVersion && pg.LastMsgID == cur.LastMsgID:
+		return cur, nil
+	case !found:
+		pg = flight.PlaceholderOf(t.FLID, children)
+	}
+	p.mu.Lock()
+	p.stats.Recovered++
+	p.mu.Unlock()
+	log.Warn("flights table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state",
+		"table_version", cur.StateVersion, "table_last_msg_id", cur.LastMsgID, "pg_version", versionOf(pg))
+	return pg, nil
+}
+
 // checkKnown halts the processor when the table lacks t's flight but
 // PostgreSQL knows it from older messages (docs/design.md#divergence): the
 // goka table is not the state PostgreSQL was built from (another Kafka
 // cluster, a wiped or re-created table topic), and applying t would answer
 // no-match — or create the flight anew — and mark its message applied.
 // Only transitions the router counted are checked: they complete messages.
+// A creation the router saw first (Transition.FirstSeen) is not: no older
+// message put its flight into PostgreSQL, and a backlog of new flights
+// needs no lookup each.
 // Derived ones (LINK, cascade, PURGE) arrive on the loop topic in another
 // order than their flight's own transitions, and complete none.
 func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Transition) error {
@@ -315,114 +450,177 @@ func counted(t *flight.Transition) bool {
 	return t.Kind != flight.KindLink && t.Kind != flight.KindPurge && !t.Cascade
 }
 
-// write runs step 2, waiting out outages (no progress, nothing lost) and
-// retrying other failures with backoff. It returns only the context's error.
-func (p *Processor) write(ctx context.Context, log *slog.Logger, t *flight.Transition, res flight.Result) error {
-	// A placeholder is table bookkeeping, not a flight: no row.
-	row := res.State != nil && !res.State.IsPlaceholder()
-	if !row && res.Event == nil && !counted(t) {
-		return nil
+// txWrite is one transition's share of a group commit: what prepare
+// derived from the transition and its result, immutable, so that a
+// transaction that failed can be written again.
+type txWrite struct {
+	log    *slog.Logger
+	t      *flight.Transition
+	res    flight.Result
+	events []sink.Event
+	now    time.Time
+}
+
+// row reports whether the write stores the flight: a placeholder is table
+// bookkeeping, not a flight, and a purge deletes instead.
+func (w *txWrite) row() bool {
+	return !w.res.Purge && w.res.State != nil && !w.res.State.IsPlaceholder()
+}
+
+// size is what the write holds in memory, roughly: its events carry the
+// whole flight.
+func (w *txWrite) size() int64 {
+	n := int64(1 << 10)
+	for _, e := range w.events {
+		n += int64(len(e.Value))
+	}
+	return n
+}
+
+// prepare returns the transition's write, nil when it has none (a
+// placeholder's bookkeeping, a derived transition that changed nothing).
+func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, res flight.Result) (*txWrite, error) {
+	hasRow := res.State != nil && !res.State.IsPlaceholder()
+	if !hasRow && res.Event == nil && !counted(t) {
+		return nil, nil
 	}
 	events, err := p.events(t, res)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
-		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
-		defer cancel()
-		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
-			// One round trip for the common case: the events, the
-			// applied mark and the flight's incremental write.
-			b := &pgx.Batch{}
-			w, err := p.queueWrite(b, log, t, res, events, p.d.Clock.Now())
+	return &txWrite{log: log, t: t, res: res, events: events, now: p.d.Clock.Now()}, nil
+}
+
+// writeBatch writes the transitions ws, in order, in tx: runs of them in
+// one round trip each (writeRun), a purge on its own (it deletes the rows a
+// later write of its flight would recreate).
+func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) error {
+	for len(ws) > 0 {
+		n := len(ws)
+		for i, w := range ws {
+			if w.res.Purge {
+				n = max(i, 1)
+				break
+			}
+		}
+		if err := p.writeRun(ctx, tx, ws[:n]); err != nil {
+			return err
+		}
+		ws = ws[n:]
+	}
+	return nil
+}
+
+// writeRun writes ws in tx in one round trip: a statement each for all
+// their events, applied marks and history lines, and the incremental write
+// of the newest state of each flight (docs/design.md#group-commits); then
+// the full writes the incremental ones left to do, in one statement, a
+// purge, and the completion hook of the messages whose last transition was
+// among ws.
+func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) error {
+	newest := make(map[string]int, len(ws))
+	for i, w := range ws {
+		if w.row() {
+			newest[w.t.FLID] = i
+		}
+	}
+	now := ws[len(ws)-1].now
+	var events []sink.Event
+	var marks []sink.Mark
+	var changes []sink.Change
+	var queued []*sink.QueuedFlightWrite
+	var states []*flight.State
+	b := &pgx.Batch{}
+	for i, w := range ws {
+		events = append(events, w.events...)
+		if counted(w.t) {
+			// What the transition did goes with its mark (msgx trace).
+			m := sink.Mark{MsgID: w.t.MsgID, Kind: "flight", Key: w.t.FLID, Applied: sink.Applied{Outcome: w.res.Outcome}}
+			if w.res.Applied && w.res.State != nil {
+				m.StateVersion = w.res.State.StateVersion
+			}
+			marks = append(marks, m)
+		}
+		// Every new version leaves its line in the change history, in the
+		// same transaction (docs/design.md#flight-change).
+		if w.res.Applied && w.res.State != nil {
+			changes = append(changes, sink.Change{State: w.res.State, Replay: w.t.Replay})
+		}
+		if w.row() && newest[w.t.FLID] == i {
+			fw, err := sink.QueueFlightWrite(b, w.res.State)
 			if err != nil {
 				return err
 			}
-			if b.Len() > 0 {
-				if err := tx.SendBatch(wctx, b).Close(); err != nil {
-					return err
-				}
-			}
-			return p.finishWrite(wctx, tx, w)
-		})
-	})
-	if err == nil && len(events) > 0 && p.d.Notify != nil {
-		p.d.Notify()
+			queued, states = append(queued, fw), append(states, w.res.State)
+		}
 	}
-	return err
-}
-
-// txWrite is one transition's share of a write transaction. The write is
-// split in two so that several transitions can share a transaction and a
-// round trip (a batched commit: queueWrite for each on one batch, send it,
-// finishWrite for each in the same order, commit): queueWrite puts the
-// statements on the batch, finishWrite runs what depends on their results.
-type txWrite struct {
-	log  *slog.Logger
-	t    *flight.Transition
-	res  flight.Result
-	now  time.Time
-	mark *sink.QueuedMark
-	fw   *sink.QueuedFlightWrite
-}
-
-// queueWrite queues the transition's events, its applied mark (for a
-// transition the router counted) and the flight's incremental write on b.
-func (p *Processor) queueWrite(b *pgx.Batch, log *slog.Logger, t *flight.Transition, res flight.Result, events []sink.Event, now time.Time) (*txWrite, error) {
-	w := &txWrite{log: log, t: t, res: res, now: now}
 	sink.BatchEvents(b, events, now)
-	if counted(t) {
-		// What the transition did goes with its mark (msgx trace).
-		a := sink.Applied{Outcome: res.Outcome}
-		if res.Applied && res.State != nil {
-			a.StateVersion = res.State.StateVersion
-		}
-		w.mark = sink.QueueMarkApplied(b, t.MsgID, "flight", t.FLID, a, now)
+	done := sink.QueueMarksApplied(b, marks, now)
+	if err := sink.QueueFlightChanges(b, changes, now); err != nil {
+		return err
 	}
-	// A placeholder is table bookkeeping, not a flight: no row.
-	if !res.Purge && res.State != nil && !res.State.IsPlaceholder() {
-		var err error
-		if w.fw, err = sink.QueueFlightWrite(b, res.State); err != nil {
-			return nil, err
-		}
-	}
-	// Every new version leaves its line in the change history, in the
-	// same transaction (docs/design.md#flight-change).
-	if res.Applied && res.State != nil {
-		if err := sink.QueueFlightChange(b, res.State, t.Replay, now); err != nil {
-			return nil, err
-		}
-	}
-	return w, nil
-}
-
-// finishWrite runs, once the batch has, the rest of the write in tx: a
-// purge, the full write an incremental one left to do, and the completion
-// hook of a message whose last transition this was.
-func (p *Processor) finishWrite(ctx context.Context, tx pgx.Tx, w *txWrite) error {
-	switch {
-	case w.res.Purge:
-		if err := sink.PurgeFlight(ctx, tx, w.res.State, w.now); err != nil {
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-	case w.fw != nil:
-		full, err := w.fw.FullWriteNeeded()
+	}
+	var full []*flight.State
+	for i, fw := range queued {
+		need, err := fw.FullWriteNeeded()
 		if err != nil {
 			return err
 		}
-		if full {
-			if err := sink.WriteFlight(ctx, tx, w.res.State); err != nil {
+		if need {
+			full = append(full, states[i])
+		}
+	}
+	if len(full) > 0 {
+		if _, err := sink.WriteFlights(ctx, tx, full); err != nil {
+			return err
+		}
+	}
+	completed := map[int64]bool{}
+	for i := len(ws) - 1; i >= 0; i-- {
+		// The hook runs once per completed message, with its last
+		// transition among ws.
+		w := ws[i]
+		if !counted(w.t) || !done.Completed(w.t.MsgID) || completed[w.t.MsgID] {
+			continue
+		}
+		completed[w.t.MsgID] = true
+		w.log.Debug("message succeeded: all its transitions are applied")
+		if p.d.OnMessageDone != nil {
+			if err := p.d.OnMessageDone(ctx, tx, w.t); err != nil {
 				return err
 			}
 		}
 	}
-	if w.mark != nil && w.mark.Completed() {
-		w.log.Debug("message succeeded: all its transitions are applied")
-		if p.d.OnMessageDone != nil {
-			return p.d.OnMessageDone(ctx, tx, w.t)
+	for _, w := range ws {
+		if w.res.Purge {
+			if err := sink.PurgeFlight(ctx, tx, w.res.State, w.now); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// committed counts the transaction and wakes the outbox publisher after a
+// transaction queued events.
+func (p *Processor) committed(ws []*txWrite) {
+	p.mu.Lock()
+	p.stats.Batches++
+	p.stats.Batched += int64(len(ws))
+	p.mu.Unlock()
+	if p.d.Notify == nil {
+		return
+	}
+	for _, w := range ws {
+		if len(w.events) > 0 {
+			p.d.Notify()
+			return
+		}
+	}
 }
 
 // events are what the result announces: the msg event of a change (or the

@@ -26,6 +26,7 @@ type rig struct {
 	pool *pgxpool.Pool
 	msgs *sink.Messages
 	t0   time.Time
+	p    *Processor
 }
 
 func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
@@ -44,6 +45,7 @@ func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rg.p = p
 	rg.tt = tester.New(t)
 	var gp *goka.Processor
 	if graph == nil {
@@ -56,7 +58,7 @@ func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- gp.Run(ctx) }()
+	go func() { done <- p.RunProcessor(ctx, gp) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return rg
 }

@@ -455,6 +455,7 @@ func Decide(p Plan, l message.Lookups, at time.Time) Verdict {
 			if !isKnown || (known.Day == nil && f.day != nil) {
 				v.Index = append(v.Index, message.FlightDay{FLID: f.flid, Day: f.day})
 			}
+			t.FirstSeen = !isKnown || known.FirstMsgID >= p.MsgID
 			day := f.day
 			if isKnown && known.Day != nil {
 				day = known.Day

@@ -38,3 +38,22 @@ func Placeholders(flights []*State) []*State {
 	sort.Slice(out, func(i, j int) bool { return out[i].FLID < out[j].FLID })
 	return out
 }
+
+// Redelivered reports whether s, a flight's table value, has applied the
+// flight's own transition t already (a redelivery by the rule of
+// docs/design.md#i4-exactly-once-effect); false for an unknown flight and a
+// placeholder.
+func Redelivered(s *State, t Transition) bool {
+	return s != nil && !s.IsPlaceholder() && applied(s, t)
+}
+
+// PlaceholderOf is the placeholder master would have in a table holding
+// children (Placeholders), or nil when no live child names it.
+func PlaceholderOf(master string, children []*State) *State {
+	for _, p := range Placeholders(children) {
+		if p.FLID == master {
+			return p
+		}
+	}
+	return nil
+}

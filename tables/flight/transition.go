@@ -101,6 +101,12 @@ type Transition struct {
 	// redelivery by State.Replayed. Derived transitions (LINK, cascade)
 	// never carry it: their idempotency does not rest on message ids.
 	Replay int64 `json:"replay,omitempty"`
+	// FirstSeen is set by the router on a SCHEDULE or ADFT whose FLID no
+	// older message named (no flight_index entry before this message):
+	// PostgreSQL cannot hold the flight from an older message, so the
+	// flights processor skips its divergence lookup (docs/design.md#divergence)
+	// for it. Apply ignores it; a transition without it is looked up.
+	FirstSeen bool `json:"firstSeen,omitempty"`
 }
 
 // Link reports the state of one child's MAID link to its master.

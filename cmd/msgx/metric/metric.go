@@ -144,6 +144,9 @@ var (
 	retries         = desc("msgx_router_retries_total", "Failures of the head message that were retried in place.")
 	routerBatches   = desc("msgx_router_batches_total", "Transactions that recorded a batch of router decisions (docs/design.md#router-batches).")
 	routerBatched   = desc("msgx_router_batched_messages_total", "Messages decided in those batches; divided by msgx_router_batches_total, the average batch size.")
+	applyBatches    = desc("msgx_apply_batches_total", "Transactions that wrote a group of an applying processor's transitions (docs/design.md#group-commits).", "processor")
+	applyBatched    = desc("msgx_apply_batched_transitions_total", "Transitions written in those transactions; divided by msgx_apply_batches_total, the average group size.", "processor")
+	recovered       = desc("msgx_transitions_recovered_total", "Redelivered transitions applied again to PostgreSQL's state because the table was ahead of it after a crash.", "processor")
 	paused          = desc("msgx_component_paused", "1 while a running component waits for an unavailable dependency (outage), else 0.", "component")
 	componentState  = desc("msgx_component_state", "1 for the state a component is in (starting, running, paused, restarting, stopped), 0 for the others.", "component", "state")
 	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401).", "reason")
@@ -169,7 +172,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
-		ignored, retries, routerBatches, routerBatched, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
+		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
 		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp} {
 		ch <- d
 	}
@@ -226,6 +229,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, applied, st.Applied, "flights")
 		counter(ch, replayed, st.Replays, "flights")
 		counter(ch, rejected, st.Rejected, "flights")
+		counter(ch, applyBatches, st.Batches, "flights")
+		counter(ch, applyBatched, st.Batched, "flights")
+		counter(ch, recovered, st.Recovered, "flights")
 	}
 	if s.Refdata != nil {
 		st := s.Refdata()
