@@ -140,12 +140,62 @@ func (s *scenario) afterRouterCommit(timeout time.Duration) {
 		}
 		return n
 	}
-	first := count()
+	first := -1
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if n := count(); n > first && first >= 0 {
+		// Until the gateway has migrated a fresh database, count fails.
+		switch n := count(); {
+		case first < 0:
+			first = n
+		case n > first:
 			return
 		}
 	}
+}
+
+// afterFlightsCommit returns as soon as the flights processor committed a
+// group of transitions (transition_applied grows), polling every few
+// milliseconds, or after timeout: the kill then falls between a group's
+// commit and its offsets' commit, or inside the next group, whose table
+// writes are ahead of PostgreSQL.
+func (s *scenario) afterFlightsCommit(timeout time.Duration) {
+	count := func() int {
+		var n int
+		if err := s.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM transition_applied WHERE kind = 'flight'").Scan(&n); err != nil {
+			return -1
+		}
+		return n
+	}
+	first := -1
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		// Until the gateway has migrated a fresh database, count fails.
+		switch n := count(); {
+		case first < 0:
+			first = n
+		case n > first:
+			return
+		}
+	}
+}
+
+// history is the flight change history, (FLID, version) → the change, without
+// the wall-clock columns.
+func (s *scenario) history() map[string]string {
+	rows, err := s.pool.Query(context.Background(),
+		"SELECT flid, state_version, msg_id, source, state, changed::text FROM flight_change")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var flid, source, state, changed string
+		var v, msg int64
+		if err := rows.Scan(&flid, &v, &msg, &source, &state, &changed); err != nil {
+			s.t.Fatal(err)
+		}
+		out[fmt.Sprintf("%s@%d", flid, v)] = fmt.Sprintf("msg %d %s %s %s", msg, source, state, changed)
+	}
+	return out
 }
 
 // flights is the PG flight state without the wall-clock updatedAt.
@@ -164,6 +214,24 @@ func (s *scenario) flights() map[string]string {
 			s.t.Fatal(err)
 		}
 		out[flid] = fmt.Sprintf("v%d %s", v, doc)
+	}
+	rows.Close()
+	// The collections' rows too: the doc says what they should be, the
+	// detail tables are written separately (incrementally).
+	for _, table := range sink.FlightTables[1:] {
+		rows, err := s.pool.Query(context.Background(), fmt.Sprintf(
+			"SELECT flid, string_agg((to_jsonb(t) - 'flid')::text, ' ' ORDER BY (to_jsonb(t) - 'flid')::text) FROM %s t GROUP BY flid", table))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for rows.Next() {
+			var flid, detail string
+			if err := rows.Scan(&flid, &detail); err != nil {
+				s.t.Fatal(err)
+			}
+			out[flid] += " " + table + ": " + detail
+		}
+		rows.Close()
 	}
 	return out
 }
@@ -192,7 +260,9 @@ func TestCrashRecovery(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	msgs := workload.Day(workload.Options{Seed: 42, Flights: 300, Ops: 2500})
+	// Large enough that the kills land while the backlog flows: with group
+	// commits an undisturbed run takes a few seconds.
+	msgs := workload.Day(workload.Options{Seed: 42, Flights: 1500, Ops: 20000})
 
 	ref := newScenario(t, bin)
 	loadInbox(t, ref, msgs)
@@ -201,6 +271,7 @@ func TestCrashRecovery(t *testing.T) {
 	ref.waitTerminal(len(msgs), 3*time.Minute)
 	t.Logf("undisturbed run: %d messages in %v", len(msgs), time.Since(began).Round(time.Millisecond))
 	want := ref.flights()
+	wantHistory := ref.history()
 	ref.stop()
 
 	crash := newScenario(t, bin)
@@ -208,13 +279,19 @@ func TestCrashRecovery(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	kills := 0
 	crash.gateway = crash.start("run")
-	for kills < 6 && crash.terminal() < len(msgs) {
-		if kills%2 == 0 {
+	for kills < 9 && crash.terminal() < len(msgs) {
+		switch kills % 3 {
+		case 0:
 			// Inside a router batch: right after a batch's decisions were
 			// committed to PostgreSQL, while its transitions are produced
 			// and before its offsets are committed.
 			crash.afterRouterCommit(10 * time.Second)
-		} else {
+		case 1:
+			// Inside the flights processor's group commits: right after a
+			// group committed, before its offsets are, while the next
+			// group's table writes are ahead of PostgreSQL.
+			crash.afterFlightsCommit(10 * time.Second)
+		default:
 			time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
 		}
 		crash.kill()
@@ -224,7 +301,20 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	crash.waitTerminal(len(msgs), 3*time.Minute)
 	seen := assertEqualRun(t, crash, want, "after crashes")
-	t.Logf("%d kills; %d flights equal to the undisturbed run; %d (FLID, version) events seen", kills, len(want), seen)
+	// Every version has its history line, the one the undisturbed run
+	// wrote, also those whose first transaction a kill lost.
+	if got := crash.history(); len(got) != len(wantHistory) {
+		t.Errorf("%d history lines after crashes, %d in the undisturbed run", len(got), len(wantHistory))
+	} else {
+		for k, w := range wantHistory {
+			if got[k] != w {
+				t.Errorf("history of %s after crashes: %q, want %q", k, got[k], w)
+			}
+		}
+	}
+	logs, _ := os.ReadFile(crash.logs.Name())
+	t.Logf("%d kills; %d flights equal to the undisturbed run; %d (FLID, version) events seen; %d recoveries of a table ahead of PostgreSQL",
+		kills, len(want), seen, strings.Count(string(logs), "flights table ahead of PostgreSQL"))
 }
 
 // TestSigtermDuringLoad stops the gateway with SIGTERM while messages flow:

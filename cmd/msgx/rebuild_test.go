@@ -119,7 +119,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	waitFor(t, "every message terminal", 2*time.Minute, func() bool {
 		return count(t, pool, "SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED','SKIPPED','DEAD')") == total
 	})
-	testenv.WaitCaughtUp(t, brokers, string(cfg.Flights.Group()), []string{cfg.Router.FlightTopic}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, string(cfg.Flights.Group()), []string{cfg.Router.FlightTopic, cfg.Flights.LoopTopic()}, time.Minute)
 	testenv.WaitCaughtUp(t, brokers, string(cfg.Refdata.Group()), []string{cfg.Router.RefdataTopic}, time.Minute)
 	testenv.WaitCaughtUp(t, brokers, string(cfg.Router.Group()), []string{cfg.Ingest.Topic}, time.Minute)
 	stop()
@@ -157,7 +157,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	wantCodecDead(t, pool, codec)
 	for name, want := range before {
 		if after[name] != want {
-			t.Errorf("%s differs after rebuild:\n before %.400s\n after  %.400s", name, want, after[name])
+			t.Errorf("%s differs after rebuild:\n%s", name, lineDiff(want, after[name]))
 		}
 	}
 }
@@ -173,4 +173,29 @@ func wantCodecDead(t *testing.T, pool *pgxpool.Pool, id int64) {
 	if state != "DEAD" || class != "CODEC_ERROR" || attempts != 0 {
 		t.Fatalf("codec error %d is %s %s after %d attempts, want DEAD CODEC_ERROR at once", id, state, class, attempts)
 	}
+}
+
+// lineDiff lists the lines only one of before and after has (at most 20).
+func lineDiff(before, after string) string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l]++
+		}
+		return m
+	}
+	b, a := count(before), count(after)
+	var out []string
+	for l, n := range b {
+		if a[l] < n {
+			out = append(out, "- "+l)
+		}
+	}
+	for l, n := range a {
+		if b[l] < n {
+			out = append(out, "+ "+l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out[:min(len(out), 20)], "\n")
 }
