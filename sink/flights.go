@@ -283,14 +283,21 @@ func WriteFlight(ctx context.Context, tx pgx.Tx, s *flight.State) error {
 		ctx, cancel = context.WithTimeout(ctx, DefaultFlightWriteTimeout)
 		defer cancel()
 	}
+	if _, err := newestPerFLID([]*flight.State{s}); err != nil {
+		return err
+	}
+	e, err := EncodeFlight(s)
+	if err != nil {
+		return err
+	}
 	// Incremental first (one statement in the common case), whole when it
 	// cannot be.
 	if s.Last != nil {
-		if _, done, err := writeIncremental(ctx, tx, s); err != nil || done {
+		if _, done, err := writeIncremental(ctx, tx, e); err != nil || done {
 			return err
 		}
 	}
-	_, err := WriteFlights(ctx, tx, []*flight.State{s})
+	_, err = WriteEncodedFlights(ctx, tx, []*Encoded{e})
 	return err
 }
 
@@ -306,20 +313,36 @@ func WriteFlights(ctx context.Context, tx pgx.Tx, states []*flight.State) (writt
 	if err != nil || len(states) == 0 {
 		return 0, err
 	}
+	encoded := make([]*Encoded, len(states))
+	for i, st := range states {
+		if encoded[i], err = EncodeFlight(st); err != nil {
+			return 0, err
+		}
+	}
+	return WriteEncodedFlights(ctx, tx, encoded)
+}
+
+// WriteEncodedFlights is WriteFlights for flights encoded already; each
+// FLID must be given once.
+func WriteEncodedFlights(ctx context.Context, tx pgx.Tx, encoded []*Encoded) (written int, err error) {
+	if len(encoded) == 0 {
+		return 0, nil
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultFlightWriteTimeout)
 		defer cancel()
 	}
-	shape := writeShape{many: len(states) > 1, del: allDetails}
+	states := make([]*flight.State, len(encoded))
+	for i, e := range encoded {
+		states[i] = e.State
+	}
+	shape := writeShape{many: len(encoded) > 1, del: allDetails}
 	var args []any
 	if shape.many {
-		args, err = upsertManyArgs(states)
+		args = upsertManyArgs(encoded)
 	} else {
-		args, err = upsertOneArgs(states[0])
-	}
-	if err != nil {
-		return 0, err
+		args = upsertOneArgs(encoded[0])
 	}
 	for i, d := range detailTables {
 		if cols := detailArgs(d, states); cols != nil {
@@ -344,24 +367,24 @@ func WriteFlights(ctx context.Context, tx pgx.Tx, states []*flight.State) (writt
 // of its transaction in one round trip.
 type QueuedFlightWrite struct {
 	s                        *flight.State
+	enc                      *Encoded
 	written                  int
 	storedVersion, storedMsg *int64
 	err                      error
 }
 
-// QueueFlightWrite queues the incremental write of s on b. Once the batch has
-// run, FullWriteNeeded tells whether the caller must still WriteFlight in
-// full in the same transaction (a first write at a later version, or a
-// stored row older than the previous version).
-func QueueFlightWrite(b *pgx.Batch, s *flight.State) (*QueuedFlightWrite, error) {
-	if s == nil || s.Last == nil {
-		return &QueuedFlightWrite{s: s, written: -1}, nil
+// QueueFlightWrite queues the incremental write of e's flight on b. Once
+// the batch has run, FullWriteNeeded tells whether the caller must still
+// write it in full in the same transaction (a first write at a later
+// version, or a stored row older than the previous version; Encoded gives
+// the encoding for WriteEncodedFlights).
+func QueueFlightWrite(b *pgx.Batch, e *Encoded) *QueuedFlightWrite {
+	s := e.State
+	if s.Last == nil {
+		return &QueuedFlightWrite{s: s, enc: e, written: -1}
 	}
-	sql, args, err := incrementalWrite(s)
-	if err != nil {
-		return nil, err
-	}
-	q := &QueuedFlightWrite{s: s}
+	sql, args := incrementalWrite(e)
+	q := &QueuedFlightWrite{s: s, enc: e}
 	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		q.err = row.Scan(&q.written, &q.storedVersion, &q.storedMsg)
 		if q.err != nil {
@@ -369,8 +392,11 @@ func QueueFlightWrite(b *pgx.Batch, s *flight.State) (*QueuedFlightWrite, error)
 		}
 		return q.err
 	})
-	return q, nil
+	return q
 }
+
+// Encoded is the flight's encoding, for its full write.
+func (q *QueuedFlightWrite) Encoded() *Encoded { return q.enc }
 
 // FullWriteNeeded reports whether the queued write left the flight to a full
 // write.
@@ -386,7 +412,8 @@ func (q *QueuedFlightWrite) FullWriteNeeded() (bool, error) {
 }
 
 // incrementalWrite is the statement of an incremental single-flight write.
-func incrementalWrite(s *flight.State) (string, []any, error) {
+func incrementalWrite(e *Encoded) (string, []any) {
+	s := e.State
 	shape := writeShape{incremental: true}
 	for i, d := range detailTables {
 		for _, c := range d.colls {
@@ -395,10 +422,7 @@ func incrementalWrite(s *flight.State) (string, []any, error) {
 			}
 		}
 	}
-	args, err := upsertOneArgs(s)
-	if err != nil {
-		return "", nil, err
-	}
+	args := upsertOneArgs(e)
 	for i, d := range detailTables {
 		if shape.del&(1<<i) == 0 {
 			continue
@@ -408,7 +432,7 @@ func incrementalWrite(s *flight.State) (string, []any, error) {
 			args = append(args, cols...)
 		}
 	}
-	return writeSQL(shape), args, nil
+	return writeSQL(shape), args
 }
 
 // incrementalDone interprets the result of an incremental write.
@@ -428,11 +452,9 @@ func incrementalDone(s *flight.State, written int, storedVersion, storedMsg *int
 		*storedVersion == s.StateVersion && *storedMsg > s.LastMsgID)
 }
 
-func writeIncremental(ctx context.Context, tx pgx.Tx, s *flight.State) (written int, done bool, err error) {
-	sql, args, err := incrementalWrite(s)
-	if err != nil {
-		return 0, false, err
-	}
+func writeIncremental(ctx context.Context, tx pgx.Tx, e *Encoded) (written int, done bool, err error) {
+	s := e.State
+	sql, args := incrementalWrite(e)
 	var storedVersion, storedMsg *int64
 	if err := tx.QueryRow(ctx, sql, args...).Scan(&written, &storedVersion, &storedMsg); err != nil {
 		return 0, false, fmt.Errorf("writing flight %s v%d: %w", s.FLID, s.StateVersion, err)
@@ -483,6 +505,27 @@ func describeFlights(states []*flight.State) string {
 // encodeFlight returns the flight JSON (doc) and the whole table value
 // (table_state: the bookkeeping too, what msgx reseed writes back into a
 // goka table).
+// Encoded is a flight state with the JSON of its doc and table_state
+// columns (EncodeFlight), for a caller that encodes away from the write: the
+// flights processor encodes in its goka callback, so that its one group
+// commit worker only writes.
+type Encoded struct {
+	State           *flight.State
+	doc, tableState string
+}
+
+// EncodeFlight encodes s for QueueFlightWrite and WriteEncodedFlights.
+func EncodeFlight(s *flight.State) (*Encoded, error) {
+	if s == nil {
+		return nil, errors.New("encoding flight: nil state")
+	}
+	doc, state, err := encodeFlight(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Encoded{State: s, doc: doc, tableState: state}, nil
+}
+
 func encodeFlight(s *flight.State) (doc, state string, err error) {
 	d, err := json.Marshal(s.View())
 	if err != nil {
@@ -495,21 +538,18 @@ func encodeFlight(s *flight.State) (doc, state string, err error) {
 	return string(d), string(st), nil
 }
 
-func upsertOneArgs(s *flight.State) ([]any, error) {
-	doc, state, err := encodeFlight(s)
-	if err != nil {
-		return nil, err
-	}
+func upsertOneArgs(e *Encoded) []any {
+	s := e.State
 	args := make([]any, 0, len(flightColumns))
-	args = append(args, s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, doc, state)
+	args = append(args, s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, e.doc, e.tableState)
 	for _, tag := range flight.FieldTags {
 		args = append(args, nullable(s.Fields[tag]))
 	}
-	return args, nil
+	return args
 }
 
-func upsertManyArgs(states []*flight.State) ([]any, error) {
-	n := len(states)
+func upsertManyArgs(encoded []*Encoded) []any {
+	n := len(encoded)
 	flids, lifecycle, docs, tstates := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	days := make([]*string, n)
 	versions, lastMsgs := make([]int64, n), make([]int64, n)
@@ -518,12 +558,9 @@ func upsertManyArgs(states []*flight.State) ([]any, error) {
 	for j := range fields {
 		fields[j] = make([]*string, n)
 	}
-	for i, s := range states {
-		doc, state, err := encodeFlight(s)
-		if err != nil {
-			return nil, err
-		}
-		flids[i], days[i], lifecycle[i], docs[i], tstates[i] = s.FLID, nullable(s.OperationDay), s.State, doc, state
+	for i, e := range encoded {
+		s := e.State
+		flids[i], days[i], lifecycle[i], docs[i], tstates[i] = s.FLID, nullable(s.OperationDay), s.State, e.doc, e.tableState
 		versions[i], lastMsgs[i], updated[i] = s.StateVersion, s.LastMsgID, s.UpdatedAt
 		for j, tag := range flight.FieldTags {
 			fields[j][i] = nullable(s.Fields[tag])
@@ -533,7 +570,7 @@ func upsertManyArgs(states []*flight.State) ([]any, error) {
 	for _, col := range fields {
 		args = append(args, col)
 	}
-	return args, nil
+	return args
 }
 
 // detailArgs returns the parameter arrays of d's insert, one per column of

@@ -49,7 +49,7 @@ type Config struct {
 	// Batch is the most transitions whose writes share one PostgreSQL
 	// transaction (docs/design.md#group-commits), 1..10000; 0 means
 	// DefaultBatch. The refdata processor reads the same variable.
-	Batch int `env:"MSGX_APPLY_BATCH" envDefault:"500"`
+	Batch int `env:"MSGX_APPLY_BATCH" envDefault:"1000"`
 	// Linger is how long a transaction that found writes queued behind its
 	// first one waits for more (a Go duration, at most 1s; 0: never wait).
 	// A write that finds the queue empty is committed at once.
@@ -57,7 +57,7 @@ type Config struct {
 }
 
 // DefaultBatch is the batch size a Config without one uses.
-const DefaultBatch = 500
+const DefaultBatch = 1000
 
 // Commit is the group-commit configuration.
 func (c Config) Commit() commit.Config {
@@ -458,7 +458,11 @@ type txWrite struct {
 	t      *flight.Transition
 	res    flight.Result
 	events []sink.Event
-	now    time.Time
+	// enc is the flight's row, encoded in the callback (row() only): the
+	// encoding is most of the write's CPU, and the callback runs beside the
+	// group commit worker while the worker is serial.
+	enc *sink.Encoded
+	now time.Time
 }
 
 // row reports whether the write stores the flight: a placeholder is table
@@ -488,7 +492,13 @@ func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, res flight.R
 	if err != nil {
 		return nil, err
 	}
-	return &txWrite{log: log, t: t, res: res, events: events, now: p.d.Clock.Now()}, nil
+	w := &txWrite{log: log, t: t, res: res, events: events, now: p.d.Clock.Now()}
+	if w.row() {
+		if w.enc, err = sink.EncodeFlight(res.State); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // writeBatch writes the transitions ws, in order, in tx: runs of them in
@@ -529,7 +539,6 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 	var marks []sink.Mark
 	var changes []sink.Change
 	var queued []*sink.QueuedFlightWrite
-	var states []*flight.State
 	b := &pgx.Batch{}
 	for i, w := range ws {
 		events = append(events, w.events...)
@@ -547,11 +556,7 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 			changes = append(changes, sink.Change{State: w.res.State, Replay: w.t.Replay})
 		}
 		if w.row() && newest[w.t.FLID] == i {
-			fw, err := sink.QueueFlightWrite(b, w.res.State)
-			if err != nil {
-				return err
-			}
-			queued, states = append(queued, fw), append(states, w.res.State)
+			queued = append(queued, sink.QueueFlightWrite(b, w.enc))
 		}
 	}
 	sink.BatchEvents(b, events, now)
@@ -564,20 +569,18 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 			return err
 		}
 	}
-	var full []*flight.State
-	for i, fw := range queued {
+	var full []*sink.Encoded
+	for _, fw := range queued {
 		need, err := fw.FullWriteNeeded()
 		if err != nil {
 			return err
 		}
 		if need {
-			full = append(full, states[i])
+			full = append(full, fw.Encoded())
 		}
 	}
-	if len(full) > 0 {
-		if _, err := sink.WriteFlights(ctx, tx, full); err != nil {
-			return err
-		}
+	if _, err := sink.WriteEncodedFlights(ctx, tx, full); err != nil {
+		return err
 	}
 	completed := map[int64]bool{}
 	for i := len(ws) - 1; i >= 0; i-- {
