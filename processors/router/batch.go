@@ -32,9 +32,14 @@ import (
 //     decisions need (LoadBatch), decide each in MSG_ID order against what
 //     the store knew plus the decisions before it in the batch (overlay),
 //     and record all the decisions and index entries (RecordBatch);
-//  3. produce every transition and router-table entry of the batch on the
-//     worker's own producer and wait for all acknowledgements;
-//  4. call the messages' deferred commits, in order.
+//  3. hand every transition and router-table entry of the batch to the
+//     worker's own producer;
+//  4. once all are acknowledged, call the messages' deferred commits, in
+//     order. The worker waits for that only after it handed the next
+//     batch's records to the producer (or when nothing is queued), so that
+//     one batch's produce overlaps the next one's transaction; records
+//     still leave in batch order, and commits never pass a batch whose
+//     records are not all acknowledged.
 //
 // Crash windows, step by step:
 //   - before the commit of 2: nothing of the batch is recorded and no offset
@@ -83,6 +88,9 @@ type worker struct {
 	r    *Router
 	in   chan item
 	prod goka.Producer
+	// pending is the last batch whose records are produced but not yet all
+	// acknowledged, with its messages' commits (flush).
+	pending *pendingEmit
 	// budget holds the bytes of the records queued or in a batch.
 	budget *semaphore.Weighted
 	// stopped is closed when the worker takes no more messages.
@@ -132,8 +140,19 @@ func (w *worker) handle(gctx goka.Context, msg any) {
 // that stops the worker: the process restarts and redelivery re-decides).
 // The caller must drain afterwards.
 func (w *worker) run(ctx context.Context) error {
+	defer w.failPending()
 	for {
-		b, err := w.gather(ctx)
+		// A batch's records are acknowledged while the next one is decided
+		// (pending); with nothing queued, the last batch's commits must not
+		// wait for the next message.
+		var err error
+		if len(w.in) == 0 {
+			err = w.flush(ctx)
+		}
+		var b []item
+		if err == nil {
+			b, err = w.gather(ctx)
+		}
 		if err == nil {
 			err = w.process(ctx, b)
 		}
@@ -234,9 +253,51 @@ func (w *worker) process(ctx context.Context, b []item) error {
 	return nil
 }
 
+// pendingEmit is a batch whose records were handed to the producer: wait
+// returns once every one is acknowledged.
+type pendingEmit struct {
+	wait  func(context.Context) error
+	items []item
+}
+
+// flush waits for the pending batch's acknowledgements and commits its
+// messages' offsets, in order: step 4 of the batch, deferred so that the
+// next batch's transaction overlaps the produce (the records are handed to
+// the producer in batch order, so the topics keep it).
+func (w *worker) flush(ctx context.Context) error {
+	p := w.pending
+	if p == nil {
+		return nil
+	}
+	w.pending = nil
+	if err := p.wait(ctx); err != nil {
+		for _, it := range p.items {
+			it.done(errStopping)
+		}
+		return err
+	}
+	for _, it := range p.items {
+		it.done(nil)
+	}
+	return nil
+}
+
+// failPending fails the pending batch's commits when the worker stops.
+func (w *worker) failPending() {
+	if p := w.pending; p != nil {
+		w.pending = nil
+		for _, it := range p.items {
+			it.done(errStopping)
+		}
+	}
+}
+
 // single decides one message by the per-message path, produces what it
 // emits and commits its offset.
 func (w *worker) single(ctx context.Context, it item) error {
+	if err := w.flush(ctx); err != nil {
+		return err
+	}
 	out, err := w.r.decide(ctx, it.rec, it.pos)
 	if err != nil {
 		return err
@@ -331,12 +392,15 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 		r.observe(d.it)
 		outs = append(outs, d.out)
 	}
-	if err := w.emit(ctx, outs); err != nil {
+	wait := w.send(outs)
+	if err := w.flush(ctx); err != nil {
 		return 0, false, err
 	}
-	for _, d := range ds {
-		d.it.done(nil)
+	items := make([]item, len(ds))
+	for i, d := range ds {
+		items[i] = d.it
 	}
+	w.pending = &pendingEmit{wait: wait, items: items}
 	return n, alone, nil
 }
 
@@ -422,9 +486,16 @@ func recordRun(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[i
 }
 
 // emit produces the batch's transitions and router-table entries and waits
-// for every acknowledgement. Records of one topic keep their order (one
-// producer, one request in flight per partition).
+// for every acknowledgement.
 func (w *worker) emit(ctx context.Context, outs []outcome) error {
+	return w.send(outs)(ctx)
+}
+
+// send hands the batch's transitions and router-table entries to the
+// producer and returns the wait for every acknowledgement. Records of one
+// topic keep their order (one producer, one request in flight per
+// partition).
+func (w *worker) send(outs []outcome) func(context.Context) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex // errs: a promise may be kept on another goroutine, or at once
@@ -460,14 +531,16 @@ func (w *worker) emit(ctx context.Context, outs []outcome) error {
 	}
 	acked := make(chan struct{})
 	go func() { wg.Wait(); close(acked) }()
-	select {
-	case <-acked:
-	case <-ctx.Done():
-		return ctx.Err()
+	return func(ctx context.Context) error {
+		select {
+		case <-acked:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return errors.Join(errs...)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return errors.Join(errs...)
 }
 
 // overlay is what the store knew before a batch plus the decisions of the

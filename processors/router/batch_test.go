@@ -97,7 +97,7 @@ func (br *batchRig) run(raws []string, sizes ...int) {
 		items = append(items, br.item(int64(i+1), raw))
 	}
 	for _, n := range sizes {
-		if err := br.w.process(context.Background(), items[:n]); err != nil {
+		if err := br.process(context.Background(), items[:n]); err != nil {
 			br.t.Fatal(err)
 		}
 		items = items[n:]
@@ -247,7 +247,7 @@ func TestBatchRepeatedMsgID(t *testing.T) {
 		br := newBatchRig(t, nil)
 		items := []item{br.item(1, dn), br.item(2, raw), br.item(2, raw)}
 		for _, n := range sizes {
-			if err := br.w.process(context.Background(), items[:n]); err != nil {
+			if err := br.process(context.Background(), items[:n]); err != nil {
 				t.Fatal(err)
 			}
 			items = items[n:]
@@ -282,7 +282,7 @@ func TestBatchFailureFallsBackToOneByOne(t *testing.T) {
 		br.item(3, msg("LDM", "X", "1", "<LDM/>"))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- br.w.process(ctx, items) }()
+	go func() { done <- br.process(ctx, items) }()
 	// Message 2 fails and waits its first backoff; 1 is decided.
 	if err := br.clock.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestBatchOutagePauses(t *testing.T) {
 	}
 	proxy.Down()
 	done := make(chan error, 1)
-	go func() { done <- br.w.process(context.Background(), items) }()
+	go func() { done <- br.process(context.Background(), items) }()
 	// The head waits out the outage on the clock.
 	if err := br.clock.BlockUntil(context.Background(), 1); err != nil {
 		t.Fatal(err)
@@ -426,4 +426,14 @@ func TestGatherLinger(t *testing.T) {
 	if b := <-got; len(b) != 3 {
 		t.Fatalf("filled during the linger: %d gathered, want 3", len(b))
 	}
+}
+
+// process decides items as the worker's loop does and, as the loop does
+// once nothing is queued, waits for the last batch's acknowledgements and
+// commits.
+func (br *batchRig) process(ctx context.Context, items []item) error {
+	if err := br.w.process(ctx, items); err != nil {
+		return err
+	}
+	return br.w.flush(ctx)
 }
