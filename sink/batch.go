@@ -61,6 +61,14 @@ func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q B
 	rows = make(map[int64]Message, len(ds))
 	l := BatchLookups{Owners: map[string]int64{}, Index: map[string]message.FlightDay{}, KeyTags: map[string]string{}}
 	b := &pgx.Batch{}
+	// pgx prepares each statement once per connection, and PostgreSQL turns
+	// a prepared statement into a generic plan after five runs. A generic
+	// plan of these array lookups and joins made while proc_state was nearly
+	// empty (a fresh database, a rebuild after its TRUNCATE) scans the whole
+	// table ever after: the router's batches slowed from 15 ms to 400 ms over
+	// 50,000 messages (BenchmarkRouter). The batch's transaction plans its
+	// statements for their arguments and the tables' size at each run.
+	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 	b.Queue(`SELECT `+messageColumns+` FROM proc_state WHERE msg_id = ANY($1)`, ids).Query(func(r pgx.Rows) error {
 		for r.Next() {
 			m, err := scanMessage(r)
