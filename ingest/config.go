@@ -19,8 +19,12 @@ type Config struct {
 	// Retention of the inbox topic; 0 keeps records forever (rebuild is only as
 	// complete as this retention).
 	Retention time.Duration `env:"MSGX_INBOX_RETENTION" envDefault:"0"`
-	// PollInterval is the pause between reads once the bridge has caught up.
-	PollInterval time.Duration `env:"MSGX_POLL_INTERVAL" envDefault:"500ms"`
+	// PollInterval is the pause between reads once the bridge has caught up
+	// (a Go duration). At 100ms a message waits 50 ms for its read on
+	// average, which keeps the p99 from inbox commit to msg event under
+	// 250 ms at a steady load (BenchmarkLatency); an idle bridge costs one
+	// indexed MySQL read per interval.
+	PollInterval time.Duration `env:"MSGX_POLL_INTERVAL" envDefault:"100ms"`
 	// ClaimBatch is the number of rows read per poll.
 	ClaimBatch int `env:"MSGX_CLAIM_BATCH" envDefault:"1000"`
 	// ClaimMaxBytes bounds the message text one poll reads, in bytes: a poll
