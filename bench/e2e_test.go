@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/testenv"
+	"msgx/sink"
 )
 
 // progressSQL counts the messages in a terminal state, those the router has
@@ -44,9 +45,12 @@ func readProgress(b *testing.B, c *pgx.Conn) progress {
 //     PostgreSQL commits one row (load on a shared machine moves both, not
 //     alike: compare runs under similar load);
 //   - PostgreSQL commits per message: the delta of pg_stat_database
-//     xact_commit of msgx's database over the run (start-up included;
-//     migrations are applied before), less the benchmark's own progress
-//     queries, each one transaction on one connection of its own;
+//     xact_commit of msgx's database over the run (start-up and the
+//     backfill of the processed marks included; migrations are applied
+//     before), less the benchmark's own progress queries, each one
+//     transaction on one connection of its own;
+//   - how long after the start the backfill sweeper had written every
+//     processed mark;
 //   - the peak RSS of the msgx process (VmHWM, read just before it stops);
 //   - the rate of ingest and of the router on the way.
 func BenchmarkEndToEnd(b *testing.B) {
@@ -76,6 +80,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 			// The tables exist before msgx starts, so the first reading works.
 			pr := readProgress(b, conn)
 			polls++
+			if testing.Verbose() {
+				b.Logf("%6.1fs: %d decided, %d terminal, %d events in the outbox", time.Since(start).Seconds(), pr.decided, pr.terminal, pr.outbox)
+			}
 			if pr.decided >= len(msgs) && routed == 0 {
 				routed = time.Since(start)
 			}
@@ -91,6 +98,23 @@ func BenchmarkEndToEnd(b *testing.B) {
 		}
 		total := time.Since(start)
 		peak := peakRSSOf(b, p.cmd.Process.Pid)
+		// The backfill sweeper writes the processed marks behind: it must
+		// keep up, not trail the backlog by minutes.
+		for {
+			var owed int
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE `+sink.BackfillOwed).Scan(&owed); err != nil {
+				b.Fatal(err)
+			}
+			polls++
+			if owed == 0 {
+				break
+			}
+			if p.exited() || time.Now().After(deadline) {
+				b.Fatalf("%d processed marks still owed (msgx exited: %v)", owed, p.exited())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		marked := time.Since(start)
 		var first, last time.Time
 		var applied int
 		if err := conn.QueryRow(ctx, `SELECT MIN(enqueued_at), MAX(enqueued_at), (SELECT COUNT(*) FROM transition_applied)
@@ -117,6 +141,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Logf("router: every message decided %v after start = %.0f msg/s", routed.Round(time.Millisecond), float64(len(msgs))/routed.Seconds())
 		b.Logf("end to end: every message terminal and every event published %v after start (start-up included) = %.0f msg/s, %.0f transitions/s",
 			total.Round(time.Millisecond), rate, float64(applied)/total.Seconds())
+		b.Logf("backfill: every processed mark written %v after start (%v after the last message was terminal)",
+			marked.Round(time.Millisecond), (marked - total).Round(time.Millisecond))
 		b.Logf("load average at the end: %s", loadAverage())
 		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
 			commitRate, rate/commitRate, commits, perMsg, peak)
