@@ -203,3 +203,67 @@ func scanRefRow(row pgx.Row, at time.Time, loc *time.Location) (RefRow, error) {
 	}
 	return r, nil
 }
+
+// RefState is a category's refdata table value with its JSON, for
+// QueueRefTableStates (EncodeRefState).
+type RefState struct {
+	State *refdata.State
+	json  string
+}
+
+// EncodeRefState encodes s for QueueRefTableStates.
+func EncodeRefState(s *refdata.State) (*RefState, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the table state of category %s: %w", s.RType, err)
+	}
+	return &RefState{State: s, json: string(b)}, nil
+}
+
+// QueueRefTableStates queues, in one statement on b, the write of each
+// category's table value to ref_table_state (migration 0027), never
+// replacing a newer one (version, last_msg_id). Each RTYPE must be given
+// once.
+func QueueRefTableStates(b *pgx.Batch, states []*RefState, now time.Time) {
+	if len(states) == 0 {
+		return
+	}
+	rtypes, docs := make([]string, len(states)), make([]string, len(states))
+	versions, msgs := make([]int64, len(states)), make([]int64, len(states))
+	for i, s := range states {
+		rtypes[i], docs[i], versions[i], msgs[i] = s.State.RType, s.json, s.State.Version, s.State.LastMsgID
+	}
+	b.Queue(`INSERT INTO ref_table_state (rtype, version, last_msg_id, table_state, updated_at)
+		SELECT r, v, m, d::jsonb, $5 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) AS x(r, v, m, d)
+		ON CONFLICT (rtype) DO UPDATE SET version = EXCLUDED.version, last_msg_id = EXCLUDED.last_msg_id,
+			table_state = EXCLUDED.table_state, updated_at = EXCLUDED.updated_at
+		WHERE (ref_table_state.version, ref_table_state.last_msg_id) <= (EXCLUDED.version, EXCLUDED.last_msg_id)`,
+		rtypes, versions, msgs, docs, now)
+}
+
+// RefTableState reads the refdata table value PostgreSQL holds for rtype:
+// found is false when ref_table_state has no row, and legacy then tells
+// whether ref_master holds records of it all the same (written before
+// migration 0027: the table value is unknown here).
+func RefTableState(ctx context.Context, pool *pgxpool.Pool, rtype string) (s *refdata.State, found, legacy bool, err error) {
+	var raw []byte
+	err = pool.QueryRow(ctx, `SELECT (SELECT table_state FROM ref_table_state WHERE rtype = $1),
+		EXISTS (SELECT 1 FROM ref_master WHERE rtype = $1)`, rtype).Scan(&raw, &legacy)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("reading the table state of category %s: %w", rtype, err)
+	}
+	if raw == nil {
+		return nil, false, legacy, nil
+	}
+	s = &refdata.State{}
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, false, false, fmt.Errorf("decoding the table state of category %s: %w", rtype, err)
+	}
+	if s.Records == nil {
+		s.Records = map[string]refdata.Entry{}
+	}
+	return s, true, false, nil
+}
+
+// JSON is the encoded table value.
+func (s *RefState) JSON() string { return s.json }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,9 +14,11 @@ import (
 	"github.com/lovoo/goka"
 
 	"msgx/internal/clock"
+	"msgx/internal/commit"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/sink"
+	"msgx/tables/message"
 	"msgx/tables/refdata"
 )
 
@@ -33,6 +36,27 @@ type Config struct {
 	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
 	// the same variable and validates it).
 	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
+	// Batch is the most transitions whose writes share one PostgreSQL
+	// transaction (docs/design.md#group-commits), 1..10000; 0 means
+	// DefaultBatch. The flights processor reads the same variable.
+	Batch int `env:"MSGX_APPLY_BATCH" envDefault:"1000"`
+	// Linger is how long a transaction that found writes queued behind its
+	// first one waits for more (a Go duration, at most 1s; 0: never wait).
+	Linger time.Duration `env:"MSGX_APPLY_LINGER" envDefault:"2ms"`
+}
+
+// DefaultBatch is the batch size a Config without one uses.
+const DefaultBatch = 1000
+
+// Commit is the group-commit configuration.
+func (c Config) Commit() commit.Config {
+	n := c.Batch
+	if n == 0 {
+		n = DefaultBatch
+	}
+	// A category's value can be large (every record): fewer bytes queued
+	// than the flights processor's events.
+	return commit.Config{Size: n, Linger: c.Linger, Bytes: 64 << 20}
 }
 
 // Group is the processor's goka group: MSGX_KAFKA_PREFIX + BaseGroup.
@@ -43,10 +67,16 @@ func (c Config) Table() goka.Table { return goka.GroupTable(c.Group()) }
 
 // Validate checks the configuration; errors name the variable.
 func (c Config) Validate() error {
+	var errs []error
 	if c.TransitionTopic == "" {
-		return errors.New("MSGX_TOPIC_REFDATA_TRANSITIONS: empty")
+		errs = append(errs, errors.New("MSGX_TOPIC_REFDATA_TRANSITIONS: empty"))
 	}
-	return nil
+	if c.Batch < 0 || c.Batch > 10000 {
+		errs = append(errs, fmt.Errorf("MSGX_APPLY_BATCH=%d: must be 1..10000", c.Batch))
+	} else if err := c.Commit().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Deps are the processor's collaborators.
@@ -71,7 +101,13 @@ type Stats struct {
 	Applied  int64
 	Replays  int64
 	Rejected int64
-	Paused   bool
+	// Recovered counts redelivered transitions applied again to
+	// PostgreSQL's table value because the table was ahead of it.
+	Recovered int64
+	// Batches counts the transactions of the group commit, Batched the
+	// transitions they wrote.
+	Batches, Batched int64
+	Paused           bool
 	// Halted is why the processor stopped on a transition until an
 	// operator acts (a divergence, a rejected transition); "" while not.
 	Halted string
@@ -82,6 +118,8 @@ type Processor struct {
 	cfg Config
 	d   Deps
 	log *slog.Logger
+	// group is the running processor's group commit (RunProcessor).
+	group atomic.Pointer[commit.Group[*txWrite]]
 
 	mu    sync.Mutex
 	stats Stats
@@ -141,25 +179,57 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 	if err != nil {
 		return err
 	}
-	return kafka.RunProcessor(ctx, gp, "refdata")
+	return p.RunProcessor(ctx, gp)
 }
 
-// handle applies one transition: Apply on the table's state, then one
-// PostgreSQL transaction (ref_master rows + the applied mark that completes
-// the message), then SetValue. A crash before the commit changes nothing; a
-// crash after it re-delivers the transition, which either applies again to
-// the old table value (same rows, idempotent) or is a redelivery to the new
-// one (Apply re-lists the writes still current; the sink's never-backwards
-// guard on (version, last_msg_id) keeps them from overwriting anything
-// newer). A replayed message (docs/design.md#replay) is applied like a new
-// one.
+// RunProcessor runs gp, a goka processor on p's callback, with the group
+// commit its callback hands its writes to, until ctx ends or gp fails. One
+// runs at a time.
+func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error {
+	g, err := commit.New(p.cfg.Commit(), commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout, Clock: p.d.Clock,
+		Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
+	if err != nil {
+		return err
+	}
+	if !p.group.CompareAndSwap(nil, g) {
+		return errors.New("refdata: the processor is running already")
+	}
+	defer p.group.Store(nil)
+	return commit.RunWith(ctx, gp, "refdata", g)
+}
+
+// handle applies one transition: Apply on the table's state (the decoded
+// table value, a copy of its own), SetValue at once, and the PostgreSQL
+// writes — ref_master rows, the category's table value (ref_table_state),
+// the completion hook and the applied mark that completes the message —
+// handed to the group commit with goka's deferred commit
+// (docs/design.md#group-commits). A crash before the group's commit leaves
+// the table possibly ahead of PostgreSQL, with the offsets not committed:
+// the first redelivered transition the table claims as applied is checked
+// against ref_table_state (durable) and applied again to PostgreSQL's value
+// when it is not the table's. A crash after the commit re-delivers
+// transitions PostgreSQL has: Apply re-lists the writes still current, and
+// the sink's never-backwards guard on (version, last_msg_id) keeps them from
+// overwriting anything newer. A replayed message (docs/design.md#replay) is
+// applied like a new one.
 func (p *Processor) handle(gctx goka.Context, msg any) {
 	t, ok := msg.(*refdata.Transition)
 	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("refdata: unexpected input %T", msg))
 	}
+	g := p.group.Load()
+	if g == nil {
+		kafka.Abort(gctx, errors.New("refdata: the processor runs without its group commit (RunProcessor)"))
+	}
 	log := p.log.With("msg_id", t.MsgID, "rtype", t.RType)
 	s, _ := gctx.Value().(*refdata.State)
+	recovered := false
+	if s != nil && message.Applied(s.LastMsgID, s.Replayed, t.Replay, t.MsgID) {
+		var err error
+		if s, recovered, err = p.durable(gctx.Context(), g, log, t, s); err != nil {
+			kafka.Abort(gctx, err) // shutdown: delivered again after restart
+		}
+	}
 	if s == nil {
 		p.checkKnown(gctx, log, t)
 		s = refdata.NewState(t.RType)
@@ -176,17 +246,16 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for category %s rejected (%v)", t.MsgID, t.RType, err),
 			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
-	err = retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
-		wctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
-		defer cancel()
-		return pgx.BeginFunc(wctx, p.d.Pool, func(tx pgx.Tx) error {
-			return p.writeTx(wctx, tx, log, t, s, res, p.d.Clock.Now())
-		})
-	})
-	if err != nil {
+	w := &txWrite{log: log, t: t, s: s, res: res, now: p.d.Clock.Now()}
+	if !res.Replay || recovered {
+		if w.enc, err = sink.EncodeRefState(s); err != nil {
+			kafka.Abort(gctx, err)
+		}
+	}
+	if err := g.Add(gctx.Context(), w, w.size(), gctx.DeferCommit()); err != nil {
 		kafka.Abort(gctx, err) // shutdown: delivered again after restart
 	}
-	if !res.Replay {
+	if w.enc != nil {
 		gctx.SetValue(s)
 	}
 	p.mu.Lock()
@@ -196,6 +265,51 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		p.stats.Applied++
 	}
 	p.mu.Unlock()
+}
+
+// durable returns the state t is to be applied to when the table claims t
+// applied already (a redelivery), as the flights processor does: first this
+// process's queued writes are committed (Sync), then PostgreSQL's table
+// value of the category is read (ref_table_state). When it is not the
+// table's (another version or lastMsgId), it is returned, recovered set: t
+// and the transitions redelivered after it apply to what PostgreSQL
+// committed, and the table is set back to it. No row and no records: the
+// category was created in a lost transaction and starts empty (nil). No row
+// but records: written before migration 0027, the table is all there is.
+func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log *slog.Logger, t *refdata.Transition, cur *refdata.State) (*refdata.State, bool, error) {
+	if err := g.Sync(ctx); err != nil {
+		return nil, false, err
+	}
+	var pg *refdata.State
+	var found, legacy bool
+	err := retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
+		defer cancel()
+		var err error
+		pg, found, legacy, err = sink.RefTableState(qctx, p.d.Pool, t.RType)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !found && legacy:
+		return cur, false, nil
+	case found && pg.Version == cur.Version && pg.LastMsgID == cur.LastMsgID:
+		return cur, false, nil
+	}
+	p.mu.Lock()
+	p.stats.Recovered++
+	p.mu.Unlock()
+	var v, m int64
+	if pg != nil {
+		v, m = pg.Version, pg.LastMsgID
+	}
+	log.Warn("refdata table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state",
+		"table_version", cur.Version, "table_last_msg_id", cur.LastMsgID, "pg_version", v, "pg_last_msg_id", m)
+	if pg == nil {
+		return refdata.NewState(t.RType), true, nil
+	}
+	return pg, true, nil
 }
 
 // checkKnown halts the processor when the table lacks t's category but
@@ -232,34 +346,82 @@ func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo strin
 	})
 }
 
-// writeTx is one transition's share of a write transaction: the category's
-// rows, the completion hook and the applied mark that completes the
-// message. It is the seam of a batched commit:
-// several transitions share a transaction by calling it for each in order
-// before the commit.
-func (p *Processor) writeTx(ctx context.Context, tx pgx.Tx, log *slog.Logger, t *refdata.Transition, s *refdata.State,
-	res refdata.Result, now time.Time) error {
-	if err := sink.WriteRefData(ctx, tx, s, res); err != nil {
-		return err
+// txWrite is one transition's share of a group commit: the state after
+// Apply (a copy of the table value of its own, not touched again), the
+// result and, when the table value changed, its encoding.
+type txWrite struct {
+	log *slog.Logger
+	t   *refdata.Transition
+	s   *refdata.State
+	res refdata.Result
+	enc *sink.RefState
+	now time.Time
+}
+
+// size is what the write holds in memory, roughly: the category's value.
+func (w *txWrite) size() int64 {
+	n := int64(1 << 10)
+	if w.enc != nil {
+		n += int64(len(w.enc.JSON()))
 	}
-	if p.d.OnApplied != nil {
-		if err := p.d.OnApplied(ctx, tx, t); err != nil {
+	return n
+}
+
+// writeBatch writes the transitions ws, in order, in tx: each one's
+// category rows and completion hook, then in one round trip every applied
+// mark and the newest table value of each category.
+func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) error {
+	marks := make([]sink.Mark, 0, len(ws))
+	newest := map[string]int{}
+	for i, w := range ws {
+		if err := sink.WriteRefData(ctx, tx, w.s, w.res); err != nil {
 			return err
 		}
+		if p.d.OnApplied != nil {
+			if err := p.d.OnApplied(ctx, tx, w.t); err != nil {
+				return err
+			}
+		}
+		// What the transition did goes with its mark (msgx trace).
+		a := sink.Applied{Outcome: "no-change"}
+		switch {
+		case w.res.Replay:
+			a.Outcome = "replay"
+		case w.res.Changed:
+			a = sink.Applied{Outcome: "applied", StateVersion: w.s.Version}
+		}
+		marks = append(marks, sink.Mark{MsgID: w.t.MsgID, Kind: "refdata", Key: w.t.RType, Applied: a})
+		if w.enc != nil {
+			newest[w.t.RType] = i
+		}
 	}
-	// What the transition did goes with its mark (msgx trace).
-	a := sink.Applied{Outcome: "no-change"}
-	switch {
-	case res.Replay:
-		a.Outcome = "replay"
-	case res.Changed:
-		a = sink.Applied{Outcome: "applied", StateVersion: s.Version}
+	states := make([]*sink.RefState, 0, len(newest))
+	for i, w := range ws {
+		if w.enc != nil && newest[w.t.RType] == i {
+			states = append(states, w.enc)
+		}
 	}
-	done, err := sink.MarkApplied(ctx, tx, t.MsgID, "refdata", t.RType, a, now)
-	if err == nil && done {
-		log.Debug("message succeeded: reference data applied", "upserts", len(res.Upserts), "deletes", len(res.Deletes))
+	now := ws[len(ws)-1].now
+	b := &pgx.Batch{}
+	done := sink.QueueMarksApplied(b, marks, now)
+	sink.QueueRefTableStates(b, states, now)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
 	}
-	return err
+	for _, w := range ws {
+		if done.Completed(w.t.MsgID) {
+			w.log.Debug("message succeeded: reference data applied", "upserts", len(w.res.Upserts), "deletes", len(w.res.Deletes))
+		}
+	}
+	return nil
+}
+
+// committed counts the transaction.
+func (p *Processor) committed(ws []*txWrite) {
+	p.mu.Lock()
+	p.stats.Batches++
+	p.stats.Batched += int64(len(ws))
+	p.mu.Unlock()
 }
 
 func (p *Processor) setPaused(v bool, _ error) {

@@ -42,7 +42,7 @@ func TestEverySampleReferenceFile(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- gp.Run(ctx) }()
+	go func() { done <- p.RunProcessor(ctx, gp) }()
 	t.Cleanup(func() { cancel(); <-done })
 
 	samples, err := sample.Load(sample.Dir())

@@ -238,6 +238,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, applied, st.Applied, "refdata")
 		counter(ch, replayed, st.Replays, "refdata")
 		counter(ch, rejected, st.Rejected, "refdata")
+		counter(ch, applyBatches, st.Batches, "refdata")
+		counter(ch, applyBatched, st.Batched, "refdata")
+		counter(ch, recovered, st.Recovered, "refdata")
 	}
 	if s.Schd != nil {
 		counter(ch, events, s.Schd().Flushed, "schd-flush")

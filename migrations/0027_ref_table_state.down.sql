@@ -1,0 +1,1 @@
+DROP TABLE ref_table_state;
