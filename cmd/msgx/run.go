@@ -448,6 +448,7 @@ type processing struct {
 	log  *slog.Logger
 	reqs *outbound.Requests
 	pub  *event.Publisher
+	bf   *backfill.Sweeper
 }
 
 func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*processing, error) {
@@ -460,7 +461,22 @@ func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*p
 	if err != nil {
 		return nil, err
 	}
-	return &processing{cfg: cfg, d: d, log: log, reqs: reqs, pub: pub}, nil
+	bf, err := backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
+		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return &processing{cfg: cfg, d: d, log: log, reqs: reqs, pub: pub, bf: bf}, nil
+}
+
+// committed runs after a group commit of the flights or refdata processor:
+// the events it queued are published and the marks of the messages it
+// completed written without waiting for the next poll (when the publisher
+// and the sweeper run in another instance, they find them at their next
+// poll).
+func (p *processing) committed() {
+	p.pub.Notify()
+	p.bf.Notify()
 }
 
 // startPartitioned starts the flights and refdata processors under
@@ -468,12 +484,12 @@ func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*p
 func (p *processing) startPartitioned(supervise func(string, func(context.Context) error), m *metric.Metrics) error {
 	cfg, d, log := p.cfg, p.d, p.log
 	fp, err := flights.New(cfg.Flights, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		Notify: p.pub.Notify, OnMessageDone: p.reqs.CompleteFlightResponse})
+		Notify: p.committed, OnMessageDone: p.reqs.CompleteFlightResponse})
 	if err != nil {
 		return err
 	}
 	rp, err := refdataproc.New(cfg.Refdata, refdataproc.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
-		OnApplied: p.reqs.CompleteRefdataResponse})
+		Notify: p.committed, OnApplied: p.reqs.CompleteRefdataResponse})
 	if err != nil {
 		return err
 	}
@@ -512,12 +528,7 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		st := pub.Stats()
 		return st.LastError != "", st.LastError
 	})
-	bf, err := backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
-		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
-	if err != nil {
-		return err
-	}
-	supervise("backfill", bf.Run)
+	supervise("backfill", p.bf.Run)
 	fl, err := schd.New(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
 		Kafka: cfg.Kafka, Clock: d.clock, Log: log})
 	if err != nil {
@@ -543,7 +554,7 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 	}
 	supervise("history", hist.Run)
 	m.UpdateSources(func(s *metric.Sources) {
-		s.Router, s.Publisher, s.Backfill, s.Schd = rt.Stats, pub.Stats, bf.Stats, fl.Stats
+		s.Router, s.Publisher, s.Backfill, s.Schd = rt.Stats, pub.Stats, p.bf.Stats, fl.Stats
 	})
 	return nil
 }

@@ -122,8 +122,9 @@ type Deps struct {
 	// a message's last transition: request tracking completes an RQFD there,
 	// so the request is DONE exactly when its SCHD RESP is applied.
 	OnMessageDone func(ctx context.Context, tx pgx.Tx, t *flight.Transition) error
-	// Notify, if set, is called after a transaction queued events: it wakes
-	// the outbox publisher.
+	// Notify, if set, is called after a group commit that queued events or
+	// applied counted transitions: it wakes the outbox publisher and the
+	// backfill sweeper.
 	Notify func()
 }
 
@@ -608,8 +609,9 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 	return nil
 }
 
-// committed counts the transaction and wakes the outbox publisher after a
-// transaction queued events.
+// committed counts the transaction and wakes the outbox publisher and the
+// backfill sweeper after a transaction that queued events or applied counted
+// transitions.
 func (p *Processor) committed(ws []*txWrite) {
 	p.mu.Lock()
 	p.stats.Batches++
@@ -619,7 +621,7 @@ func (p *Processor) committed(ws []*txWrite) {
 		return
 	}
 	for _, w := range ws {
-		if len(w.events) > 0 {
+		if len(w.events) > 0 || counted(w.t) {
 			p.d.Notify()
 			return
 		}

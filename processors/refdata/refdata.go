@@ -94,6 +94,9 @@ type Deps struct {
 	// category was written: outbound request tracking completes a
 	// request there, so it closes only once its response's data is applied.
 	OnApplied func(ctx context.Context, tx pgx.Tx, t *refdata.Transition) error
+	// Notify, if set, is called after each group commit: it wakes the
+	// backfill sweeper (the transitions completed messages).
+	Notify func()
 }
 
 // Stats are the processor's running figures.
@@ -416,12 +419,15 @@ func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) er
 	return nil
 }
 
-// committed counts the transaction.
+// committed counts the transaction and wakes the backfill sweeper.
 func (p *Processor) committed(ws []*txWrite) {
 	p.mu.Lock()
 	p.stats.Batches++
 	p.stats.Batched += int64(len(ws))
 	p.mu.Unlock()
+	if p.d.Notify != nil {
+		p.d.Notify()
+	}
 }
 
 func (p *Processor) setPaused(v bool, _ error) {

@@ -119,6 +119,8 @@ type Sweeper struct {
 	timeout time.Duration
 	clk     clock.Clock
 	log     *slog.Logger
+	// wake ends a pause early (Notify).
+	wake chan struct{}
 
 	mu    sync.Mutex
 	stats Stats
@@ -156,7 +158,7 @@ func New(cfg Config, deps Deps) (*Sweeper, error) {
 	}
 	return &Sweeper{
 		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, loc: deps.Location,
-		timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "backfill"),
+		timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "backfill"), wake: make(chan struct{}, 1),
 		stats: Stats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
 	}, nil
 }
@@ -268,9 +270,28 @@ func (b *Sweeper) Run(ctx context.Context) error {
 			// pass settles at least one row, so this cannot spin.
 			wait = 0
 		}
-		if err := clock.Sleep(ctx, b.clk, wait); err != nil && ctx.Err() != nil {
+		if wait == 0 {
+			continue
+		}
+		select {
+		case <-b.clk.After(wait):
+		case <-b.wake:
+			// Messages were completed: their marks are due now.
+		case <-ctx.Done():
 			return nil
 		}
+	}
+}
+
+// Notify tells the sweeper that messages became terminal: a pause ends at
+// once, so that the processed marks keep up with a backlog instead of
+// trailing it by a period. It never blocks; the period remains the
+// fallback (the flights and refdata processors call it after each group
+// commit, which also covers the router's terminal decisions in between).
+func (b *Sweeper) Notify() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -900,3 +900,38 @@ func TestBackfillThroughput(t *testing.T) {
 		})
 	}
 }
+
+// TestBackfillNotifyEndsThePause: a message completed while the sweeper
+// waits out its period gets its mark at once when the sweeper is notified,
+// without the (fake) clock moving; without a notification it waits.
+func TestBackfillNotifyEndsThePause(t *testing.T) {
+	e := newBF(t)
+	e.inbox(1, 2)
+	e.proc(due(1, message.StateSucceeded))
+	b := e.sweeper(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// The first pass marks 1, then the sweeper waits its period.
+	if err := e.clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.wantMark(1, bfMark0)
+	e.proc(due(2, message.StateSucceeded))
+	if m, _ := e.mark(2); m != "" {
+		t.Fatal("message 2 marked before the sweeper was notified")
+	}
+	b.Notify()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m, _ := e.mark(2); m != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("message 2 not marked after Notify while the clock stood still")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.wantMark(2, bfMark0)
+}
