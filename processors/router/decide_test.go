@@ -388,3 +388,38 @@ func TestDecideRefKeyIndex(t *testing.T) {
 		t.Fatal("AIRL looks up its key tag")
 	}
 }
+
+// A SCHEDULE or ADFT whose FLID no older message named is marked
+// FirstSeen (the flights processor then skips its divergence lookup); one
+// indexed by an older message is not, and one indexed by this very message
+// (a re-decision after a crash) is again.
+func TestFirstSeen(t *testing.T) {
+	day := time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)
+	raw := dnld(2, fltr("15", "23JAN210535", ""), fltr("16", "23JAN210535", ""))
+	p := Prepare(9, raw, settings())
+	for _, tc := range []struct {
+		name  string
+		index map[string]message.FlightDay
+		want  map[string]bool
+	}{
+		{"unknown flights", nil, map[string]bool{"15": true, "16": true}},
+		{"16 indexed by message 4", map[string]message.FlightDay{"16": {FLID: "16", Day: &day, FirstMsgID: 4}}, map[string]bool{"15": true, "16": false}},
+		{"16 indexed by this message", map[string]message.FlightDay{"16": {FLID: "16", Day: &day, FirstMsgID: 9}}, map[string]bool{"15": true, "16": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := message.Lookups{Days: map[string]message.FlightDay{}}
+			for k, v := range tc.index {
+				l.Days[k] = v
+			}
+			v := Decide(p, l, time.Now())
+			if v.State != message.StateRouted || len(v.Flights) != 2 {
+				t.Fatalf("verdict %+v", v)
+			}
+			for _, tr := range v.Flights {
+				if tr.FirstSeen != tc.want[tr.FLID] {
+					t.Errorf("FLID %s: FirstSeen %v, want %v", tr.FLID, tr.FirstSeen, tc.want[tr.FLID])
+				}
+			}
+		})
+	}
+}
