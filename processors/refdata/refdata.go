@@ -277,7 +277,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 // table's (another version or lastMsgId), it is returned, recovered set: t
 // and the transitions redelivered after it apply to what PostgreSQL
 // committed, and the table is set back to it. No row and no records: the
-// category was created in a lost transaction and starts empty (nil). No row
+// category was created in a lost transaction and starts empty. No row
 // but records: written before migration 0027, the table is all there is.
 func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log *slog.Logger, t *refdata.Transition, cur *refdata.State) (*refdata.State, bool, error) {
 	if err := g.Sync(ctx); err != nil {
