@@ -50,12 +50,9 @@ func TableStates(ctx context.Context, pool *pgxpool.Pool) (states []*flight.Stat
 			legacy = append(legacy, flid)
 			continue
 		}
-		s := &flight.State{}
-		if err := json.Unmarshal(raw, s); err != nil {
-			return nil, nil, fmt.Errorf("decoding the table state of flight %s: %w", flid, err)
-		}
-		if s.FLID != flid {
-			return nil, nil, fmt.Errorf("the table state of flight %s names flight %q", flid, s.FLID)
+		s, err := decodeTableState(flid, raw)
+		if err != nil {
+			return nil, nil, err
 		}
 		states = append(states, s)
 	}
@@ -134,14 +131,22 @@ func TableState(ctx context.Context, pool *pgxpool.Pool, flid string) (s *flight
 	case raw == nil:
 		return nil, true, nil
 	}
-	s = &flight.State{}
-	if err := json.Unmarshal(raw, s); err != nil {
-		return nil, false, fmt.Errorf("decoding the table state of flight %s: %w", flid, err)
-	}
-	if s.FLID != flid {
-		return nil, false, fmt.Errorf("the table state of flight %s names flight %q", flid, s.FLID)
+	if s, err = decodeTableState(flid, raw); err != nil {
+		return nil, false, err
 	}
 	return s, true, nil
+}
+
+// decodeTableState decodes flight flid's flight_schd.table_state.
+func decodeTableState(flid string, raw []byte) (*flight.State, error) {
+	s := &flight.State{}
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, fmt.Errorf("decoding the table state of flight %s: %w", flid, err)
+	}
+	if s.FLID != flid {
+		return nil, fmt.Errorf("the table state of flight %s names flight %q", flid, s.FLID)
+	}
+	return s, nil
 }
 
 // ChildStates reads the table values of the flights that name master as

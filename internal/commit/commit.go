@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,26 +18,31 @@ import (
 	"msgx/internal/retry"
 )
 
-// Config sizes the groups. The processors read it from their own
-// environment variables (MSGX_APPLY_BATCH, MSGX_APPLY_LINGER).
+// Config sizes the groups. The flights and refdata processors each have
+// one, read from the same environment variables.
 type Config struct {
-	// Size is the most inputs one transaction holds (positive).
-	Size int
-	// Linger is how long a transaction waits for more inputs once a
-	// backlog is flowing (0: never waits). An input that finds nothing
-	// queued behind it is written at once, so an idle pipeline never waits.
-	Linger time.Duration
+	// Size is the most inputs one transaction holds (docs/design.md#group-commits),
+	// 1..10000; 0 means DefaultSize.
+	Size int `env:"MSGX_APPLY_BATCH" envDefault:"1000"`
+	// Linger is how long a transaction that found inputs queued behind its
+	// first one waits for more (a Go duration, at most 1s; 0: never wait).
+	// An input that finds nothing queued behind it is written at once, so
+	// an idle pipeline never waits.
+	Linger time.Duration `env:"MSGX_APPLY_LINGER" envDefault:"2ms"`
 	// Bytes bounds the inputs queued or in a transaction by their size as
 	// the caller counts it (an input larger than Bytes counts as Bytes).
-	// 0 means 32 MiB.
+	// 0 means 32 MiB; no variable sets it.
 	Bytes int64
 }
+
+// DefaultSize is the group size of a Config without one.
+const DefaultSize = 1000
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Size <= 0 {
-		errs = append(errs, fmt.Errorf("MSGX_APPLY_BATCH=%d: must be positive", c.Size))
+	if c.Size < 0 || c.Size > 10000 {
+		errs = append(errs, fmt.Errorf("MSGX_APPLY_BATCH=%d: must be 1..10000", c.Size))
 	}
 	if c.Linger < 0 || c.Linger > time.Second {
 		errs = append(errs, fmt.Errorf("MSGX_APPLY_LINGER=%v: want 0 to 1s", c.Linger))
@@ -45,6 +51,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("commit: negative byte bound %d", c.Bytes))
 	}
 	return errors.Join(errs...)
+}
+
+func (c Config) size() int {
+	if c.Size == 0 {
+		return DefaultSize
+	}
+	return c.Size
 }
 
 func (c Config) bytes() int64 {
@@ -115,7 +128,7 @@ func New[T any](cfg Config, d Deps[T]) (*Group[T], error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Group[T]{cfg: cfg, d: d, in: make(chan entry[T], cfg.Size), budget: semaphore.NewWeighted(cfg.bytes()),
+	return &Group[T]{cfg: cfg, d: d, in: make(chan entry[T], cfg.size()), budget: semaphore.NewWeighted(cfg.bytes()),
 		stopped: make(chan struct{})}, nil
 }
 
@@ -272,7 +285,7 @@ func (g *Group[T]) gather(ctx context.Context) ([]entry[T], *entry[T], error) {
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
-	for len(b) < g.cfg.Size {
+	for len(b) < g.cfg.size() {
 		select {
 		case e := <-g.in:
 			if bar := take(e); bar != nil {
@@ -283,11 +296,11 @@ func (g *Group[T]) gather(ctx context.Context) ([]entry[T], *entry[T], error) {
 		}
 		break
 	}
-	if len(b) == 1 || len(b) >= g.cfg.Size || g.cfg.Linger <= 0 {
+	if len(b) == 1 || len(b) >= g.cfg.size() || g.cfg.Linger <= 0 {
 		return b, nil, nil
 	}
 	deadline := g.d.Clock.After(g.cfg.Linger)
-	for len(b) < g.cfg.Size {
+	for len(b) < g.cfg.size() {
 		select {
 		case e := <-g.in:
 			if bar := take(e); bar != nil {
@@ -366,4 +379,28 @@ func RunWith[T any](ctx context.Context, gp *goka.Processor, name string, g *Gro
 	cancel()
 	g.drain(procDone)
 	return <-procErr
+}
+
+// Slot holds the group of a processor's running goka processor, where its
+// callbacks find it (Group); a processor restarted by its supervisor gets a
+// new group each run.
+type Slot[T any] struct {
+	g atomic.Pointer[Group[T]]
+}
+
+// Group is the running group, nil while none runs.
+func (s *Slot[T]) Group() *Group[T] { return s.g.Load() }
+
+// Run creates the group (New), runs gp with it (RunWith) until ctx ends or
+// gp fails, and empties the slot. One runs at a time.
+func (s *Slot[T]) Run(ctx context.Context, gp *goka.Processor, name string, cfg Config, d Deps[T]) error {
+	g, err := New(cfg, d)
+	if err != nil {
+		return err
+	}
+	if !s.g.CompareAndSwap(nil, g) {
+		return fmt.Errorf("%s: the processor is running already", name)
+	}
+	defer s.g.Store(nil)
+	return RunWith(ctx, gp, name, g)
 }

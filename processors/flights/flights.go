@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,26 +45,9 @@ type Config struct {
 	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
 	// the same variable and validates it).
 	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
-	// Batch is the most transitions whose writes share one PostgreSQL
-	// transaction (docs/design.md#group-commits), 1..10000; 0 means
-	// DefaultBatch. The refdata processor reads the same variable.
-	Batch int `env:"MSGX_APPLY_BATCH" envDefault:"1000"`
-	// Linger is how long a transaction that found writes queued behind its
-	// first one waits for more (a Go duration, at most 1s; 0: never wait).
-	// A write that finds the queue empty is committed at once.
-	Linger time.Duration `env:"MSGX_APPLY_LINGER" envDefault:"2ms"`
-}
-
-// DefaultBatch is the batch size a Config without one uses.
-const DefaultBatch = 1000
-
-// Commit is the group-commit configuration.
-func (c Config) Commit() commit.Config {
-	n := c.Batch
-	if n == 0 {
-		n = DefaultBatch
-	}
-	return commit.Config{Size: n, Linger: c.Linger}
+	// Commit sizes the group commit: MSGX_APPLY_BATCH, MSGX_APPLY_LINGER
+	// (docs/design.md#group-commits). The refdata processor reads the same variables.
+	Commit commit.Config
 }
 
 // Group is the processor's goka group: MSGX_KAFKA_PREFIX + BaseGroup.
@@ -91,9 +73,7 @@ func (c Config) Validate() error {
 	if c.ScheduleMissing != flight.ScheduleMissingKeep && c.ScheduleMissing != flight.ScheduleMissingClear {
 		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_MISSING=%q: want keep or clear", c.ScheduleMissing))
 	}
-	if c.Batch < 0 || c.Batch > 10000 {
-		errs = append(errs, fmt.Errorf("MSGX_APPLY_BATCH=%d: must be 1..10000", c.Batch))
-	} else if err := c.Commit().Validate(); err != nil {
+	if err := c.Commit.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -158,7 +138,7 @@ type Processor struct {
 	log  *slog.Logger
 
 	// group is the running processor's group commit (RunProcessor).
-	group atomic.Pointer[commit.Group[*txWrite]]
+	group commit.Slot[*txWrite]
 
 	mu    sync.Mutex
 	stats Stats
@@ -234,16 +214,8 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 // commit its callbacks hand their writes to, until ctx ends or gp fails.
 // One runs at a time.
 func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error {
-	g, err := commit.New(p.cfg.Commit(), commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout, Clock: p.d.Clock,
-		Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
-	if err != nil {
-		return err
-	}
-	if !p.group.CompareAndSwap(nil, g) {
-		return errors.New("flights: the processor is running already")
-	}
-	defer p.group.Store(nil)
-	return commit.RunWith(ctx, gp, "flights", g)
+	return p.group.Run(ctx, gp, "flights", p.cfg.Commit, commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout,
+		Clock: p.d.Clock, Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
 }
 
 // handle applies one transition. The sequence, and what a crash at each
@@ -284,7 +256,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("flights: unexpected input %T", msg))
 	}
-	g := p.group.Load()
+	g := p.group.Group()
 	if g == nil {
 		kafka.Abort(gctx, errors.New("flights: the processor runs without its group commit (RunProcessor)"))
 	}
@@ -485,15 +457,15 @@ func (w *txWrite) size() int64 {
 // prepare returns the transition's write, nil when it has none (a
 // placeholder's bookkeeping, a derived transition that changed nothing).
 func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, res flight.Result) (*txWrite, error) {
-	hasRow := res.State != nil && !res.State.IsPlaceholder()
-	if !hasRow && res.Event == nil && !counted(t) {
+	// A purge keeps the flight's last state, to archive: it writes too.
+	if (res.State == nil || res.State.IsPlaceholder()) && res.Event == nil && !counted(t) {
 		return nil, nil
 	}
-	events, err := p.events(t, res)
-	if err != nil {
+	w := &txWrite{log: log, t: t, res: res, now: p.d.Clock.Now()}
+	var err error
+	if w.events, err = p.events(t, res); err != nil {
 		return nil, err
 	}
-	w := &txWrite{log: log, t: t, res: res, events: events, now: p.d.Clock.Now()}
 	if w.row() {
 		if w.enc, err = sink.EncodeFlight(res.State); err != nil {
 			return nil, err

@@ -5,11 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/tester"
-
-	"msgx/internal/clock"
-	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
@@ -23,34 +18,9 @@ import (
 // only remembers the last message's deletions.
 func TestTableAheadOfPostgreSQLIsRecovered(t *testing.T) {
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	msgs := sink.NewMessages(pool, 10*time.Second)
-	for id := int64(1); id <= 3; id++ {
-		if _, err := msgs.Touch(ctx, id, nil, t0, t0); err != nil {
-			t.Fatal(err)
-		}
-		if ok, err := msgs.Record(ctx, sink.Decision{MsgID: id, State: message.StateRouted, N: 1, Now: t0}); err != nil || !ok {
-			t.Fatalf("record %d: %v %v", id, ok, err)
-		}
-	}
-	tt := tester.New(t)
-	p, err := New(Config{TransitionTopic: "msgx.refdata-transitions"}, Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(t0), Log: testenv.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gp, err := p.Processor(nil, goka.WithTester(tt))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.RunProcessor(rctx, gp) }()
-	t.Cleanup(func() { cancel(); <-done })
+	pool, msgs := routedPool(t, t0, 1, 2, 3)
+	p, tt := testerProcessor(t, pool, t0)
 
 	tr := func(id int64, styp string, recs ...refdata.Record) refdata.Transition {
 		return refdata.Transition{MsgID: id, RType: "AIRL", STYP: styp, At: t0.Add(time.Duration(id) * time.Minute), Records: recs}

@@ -13,7 +13,6 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
-	"msgx/sink"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
 )
@@ -24,21 +23,8 @@ import (
 // transition Apply rejects; neither is committed.
 func TestRefdataHalts(t *testing.T) {
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	msgs := sink.NewMessages(pool, 10*time.Second)
-	for _, id := range []int64{5, 6} {
-		if _, err := msgs.Touch(ctx, id, nil, t0, t0); err != nil {
-			t.Fatal(err)
-		}
-		if ok, err := msgs.Record(ctx, sink.Decision{MsgID: id, State: message.StateRouted, N: 1, Now: t0}); err != nil || !ok {
-			t.Fatalf("record %d: %v %v", id, ok, err)
-		}
-	}
+	pool, msgs := routedPool(t, t0, 5, 6)
 	if _, err := pool.Exec(ctx, `INSERT INTO ref_master (rtype, rkey, attributes, updated_at, last_msg_id, version)
 		VALUES ('AIRL', 'CA', '{"ITOP":"CA"}', now(), 1, 1), ('AIRL', 'MU', '{"ITOP":"MU"}', now(), 1, 1)`); err != nil {
 		t.Fatal(err)

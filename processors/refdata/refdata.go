@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,27 +35,9 @@ type Config struct {
 	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
 	// the same variable and validates it).
 	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
-	// Batch is the most transitions whose writes share one PostgreSQL
-	// transaction (docs/design.md#group-commits), 1..10000; 0 means
-	// DefaultBatch. The flights processor reads the same variable.
-	Batch int `env:"MSGX_APPLY_BATCH" envDefault:"1000"`
-	// Linger is how long a transaction that found writes queued behind its
-	// first one waits for more (a Go duration, at most 1s; 0: never wait).
-	Linger time.Duration `env:"MSGX_APPLY_LINGER" envDefault:"2ms"`
-}
-
-// DefaultBatch is the batch size a Config without one uses.
-const DefaultBatch = 1000
-
-// Commit is the group-commit configuration.
-func (c Config) Commit() commit.Config {
-	n := c.Batch
-	if n == 0 {
-		n = DefaultBatch
-	}
-	// A category's value can be large (every record): fewer bytes queued
-	// than the flights processor's events.
-	return commit.Config{Size: n, Linger: c.Linger, Bytes: 64 << 20}
+	// Commit sizes the group commit: MSGX_APPLY_BATCH, MSGX_APPLY_LINGER
+	// (docs/design.md#group-commits). The flights processor reads the same variables.
+	Commit commit.Config
 }
 
 // Group is the processor's goka group: MSGX_KAFKA_PREFIX + BaseGroup.
@@ -71,9 +52,7 @@ func (c Config) Validate() error {
 	if c.TransitionTopic == "" {
 		errs = append(errs, errors.New("MSGX_TOPIC_REFDATA_TRANSITIONS: empty"))
 	}
-	if c.Batch < 0 || c.Batch > 10000 {
-		errs = append(errs, fmt.Errorf("MSGX_APPLY_BATCH=%d: must be 1..10000", c.Batch))
-	} else if err := c.Commit().Validate(); err != nil {
+	if err := c.Commit.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -122,7 +101,7 @@ type Processor struct {
 	d   Deps
 	log *slog.Logger
 	// group is the running processor's group commit (RunProcessor).
-	group atomic.Pointer[commit.Group[*txWrite]]
+	group commit.Slot[*txWrite]
 
 	mu    sync.Mutex
 	stats Stats
@@ -189,16 +168,8 @@ func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.Proc
 // commit its callback hands its writes to, until ctx ends or gp fails. One
 // runs at a time.
 func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error {
-	g, err := commit.New(p.cfg.Commit(), commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout, Clock: p.d.Clock,
-		Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
-	if err != nil {
-		return err
-	}
-	if !p.group.CompareAndSwap(nil, g) {
-		return errors.New("refdata: the processor is running already")
-	}
-	defer p.group.Store(nil)
-	return commit.RunWith(ctx, gp, "refdata", g)
+	return p.group.Run(ctx, gp, "refdata", p.cfg.Commit, commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout,
+		Clock: p.d.Clock, Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
 }
 
 // handle applies one transition: Apply on the table's state (the decoded
@@ -220,7 +191,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("refdata: unexpected input %T", msg))
 	}
-	g := p.group.Load()
+	g := p.group.Group()
 	if g == nil {
 		kafka.Abort(gctx, errors.New("refdata: the processor runs without its group commit (RunProcessor)"))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 
@@ -24,26 +25,10 @@ import (
 // (under goka's tester) against a real PostgreSQL: each message completes,
 // and ref_master always equals the table's state.
 func TestEverySampleReferenceFile(t *testing.T) {
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	msgs := sink.NewMessages(pool, 10*time.Second)
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	tt := tester.New(t)
-	p, err := New(Config{TransitionTopic: "msgx.refdata-transitions"}, Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(t0), Log: testenv.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gp, err := p.Processor(nil, goka.WithTester(tt))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.RunProcessor(ctx, gp) }()
-	t.Cleanup(func() { cancel(); <-done })
+	pool, msgs := routedPool(t, t0)
+	_, tt := testerProcessor(t, pool, t0)
+	ctx := context.Background()
 
 	samples, err := sample.Load(sample.Dir())
 	if err != nil {
@@ -130,4 +115,46 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 	if _, err := New(Config{}, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_REFDATA_TRANSITIONS") {
 		t.Errorf("New without an input topic: %v", err)
 	}
+}
+
+// routedPool is a fresh PostgreSQL with the messages ids recorded ROUTED
+// with one transition each, as the router leaves them.
+func routedPool(t *testing.T, t0 time.Time, ids ...int64) (*pgxpool.Pool, *sink.Messages) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	msgs := sink.NewMessages(pool, 10*time.Second)
+	for _, id := range ids {
+		if _, err := msgs.Touch(ctx, id, nil, t0, t0); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := msgs.Record(ctx, sink.Decision{MsgID: id, State: message.StateRouted, N: 1, Now: t0}); err != nil || !ok {
+			t.Fatalf("record %d: %v %v", id, ok, err)
+		}
+	}
+	return pool, msgs
+}
+
+// testerProcessor runs the processor on pool under goka's tester until the
+// test ends.
+func testerProcessor(t *testing.T, pool *pgxpool.Pool, t0 time.Time) (*Processor, *tester.Tester) {
+	t.Helper()
+	tt := tester.New(t)
+	p, err := New(Config{TransitionTopic: "msgx.refdata-transitions"}, Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(t0), Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := p.Processor(nil, goka.WithTester(tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.RunProcessor(ctx, gp) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p, tt
 }
