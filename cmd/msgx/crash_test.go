@@ -130,37 +130,25 @@ func (s *scenario) waitTerminal(n int, timeout time.Duration) {
 }
 
 // afterRouterCommit returns as soon as the router committed a batch of
-// decisions (the proc_state rows grow), polling every few milliseconds, or
-// after timeout.
+// decisions (the proc_state rows grow), or after timeout.
 func (s *scenario) afterRouterCommit(timeout time.Duration) {
-	count := func() int {
-		var n int
-		if err := s.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state <> 'PENDING'").Scan(&n); err != nil {
-			return -1
-		}
-		return n
-	}
-	first := -1
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		// Until the gateway has migrated a fresh database, count fails.
-		switch n := count(); {
-		case first < 0:
-			first = n
-		case n > first:
-			return
-		}
-	}
+	s.afterGrowth("SELECT COUNT(*) FROM proc_state WHERE state <> 'PENDING'", timeout)
 }
 
 // afterFlightsCommit returns as soon as the flights processor committed a
-// group of transitions (transition_applied grows), polling every few
-// milliseconds, or after timeout: the kill then falls between a group's
-// commit and its offsets' commit, or inside the next group, whose table
-// writes are ahead of PostgreSQL.
+// group of transitions (transition_applied grows), or after timeout: the
+// kill then falls between a group's commit and its offsets' commit, or
+// inside the next group, whose table writes are ahead of PostgreSQL.
 func (s *scenario) afterFlightsCommit(timeout time.Duration) {
+	s.afterGrowth("SELECT COUNT(*) FROM transition_applied WHERE kind = 'flight'", timeout)
+}
+
+// afterGrowth polls the count query every few milliseconds and returns as
+// soon as it grows, or after timeout.
+func (s *scenario) afterGrowth(query string, timeout time.Duration) {
 	count := func() int {
 		var n int
-		if err := s.pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM transition_applied WHERE kind = 'flight'").Scan(&n); err != nil {
+		if err := s.pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
 			return -1
 		}
 		return n
