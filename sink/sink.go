@@ -20,6 +20,7 @@ import (
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers the pgx5:// scheme
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/migrations"
@@ -155,6 +156,34 @@ func Migrate(c Config) error {
 	}
 	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrating postgres up: %w", err)
+	}
+	return fillAfterUpgrade(c)
+}
+
+// fillAfterUpgrade writes what rows of an earlier msgx lack
+// (fillTableStates), in one transaction.
+func fillAfterUpgrade(c Config) error {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.PGDSN)
+	if err != nil {
+		return fmt.Errorf("connecting to postgres: %w", err)
+	}
+	defer conn.Close(context.Background())
+	// A one-time fill at start-up, before any component and its clock run:
+	// the rows it writes are stamped with the database's clock.
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		return fillTableStates(ctx, tx, now)
+	}); err != nil {
+		return fmt.Errorf("filling in the table states of an earlier version's rows: %w", err)
 	}
 	return nil
 }

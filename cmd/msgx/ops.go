@@ -42,7 +42,7 @@ func statusDeps(cfg Config, d *deps) status.Deps {
 func processorGroups(cfg Config) []kafka.Group {
 	return []kafka.Group{
 		{Group: string(cfg.Router.Group()), Topics: []string{cfg.Ingest.Topic}},
-		{Group: string(cfg.Flights.Group()), Topics: []string{cfg.Router.FlightTopic, cfg.Flights.LoopTopic()}},
+		{Group: string(cfg.Flights.Group()), Topics: []string{cfg.Router.FlightTopic}},
 		{Group: string(cfg.Refdata.Group()), Topics: []string{cfg.Router.RefdataTopic}},
 	}
 }

@@ -119,7 +119,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	waitFor(t, "every message terminal", 2*time.Minute, func() bool {
 		return count(t, pool, "SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED','SKIPPED','DEAD')") == total
 	})
-	testenv.WaitCaughtUp(t, brokers, string(cfg.Flights.Group()), []string{cfg.Router.FlightTopic, cfg.Flights.LoopTopic()}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, string(cfg.Flights.Group()), []string{cfg.Router.FlightTopic}, time.Minute)
 	testenv.WaitCaughtUp(t, brokers, string(cfg.Refdata.Group()), []string{cfg.Router.RefdataTopic}, time.Minute)
 	testenv.WaitCaughtUp(t, brokers, string(cfg.Router.Group()), []string{cfg.Ingest.Topic}, time.Minute)
 	stop()

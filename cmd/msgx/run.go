@@ -123,6 +123,9 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	// An unreachable database or broker is waited for; anything else (a
 	// dirty migration, a topic with the wrong partition count) stops
 	// start-up with its reason.
+	if err := waitFor("checking the upgrade", func(ctx context.Context) error { return upgradeCheck(ctx, cfg, d.brokers) }); err != nil {
+		return nil, err
+	}
 	if err := waitFor("migrating postgres", func(context.Context) error { return sink.Migrate(cfg.DB) }); err != nil {
 		return nil, err
 	}
@@ -150,6 +153,31 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	}
 	ok = true
 	return d, nil
+}
+
+// upgradeCheck refuses to upgrade a database of a version before the router
+// derived the codeshare transitions while its pipeline is not drained
+// (sink.UpgradeCheck): unfinished messages, or derived transitions still on
+// that version's loop topic, which nothing reads any more.
+func upgradeCheck(ctx context.Context, cfg Config, brokers []string) error {
+	if err := sink.UpgradeCheck(ctx, cfg.DB); err != nil {
+		return err
+	}
+	v, _, err := sink.MigrationVersion(cfg.DB)
+	if err != nil || v == 0 || v >= sink.LinksVersion {
+		return err
+	}
+	lags, err := kafka.Lags(ctx, cfg.Kafka, brokers, []kafka.Group{{Group: string(cfg.Flights.Group()), Topics: []string{cfg.Flights.LoopTopic()}}})
+	if err != nil {
+		return err
+	}
+	for _, l := range lags {
+		if l.Error == "" && l.Lag > 0 {
+			return fmt.Errorf("upgrading the database from schema %d needs a drained pipeline, and %s holds %d records %s has not applied: "+
+				"run the earlier msgx version until msgx status shows no lag there, then start this one", v, l.Topic, l.Lag, l.Group)
+		}
+	}
+	return nil
 }
 
 // topics lists every topic msgx needs, created at start-up.
@@ -547,8 +575,8 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		return err
 	}
 	supervise("maintenance", jobs.Run)
-	hist, err := flights.NewHistory(cfg.History, flights.HistoryDeps{Pool: d.pool, Timeout: cfg.DB.Timeout, Brokers: d.brokers,
-		Kafka: cfg.Kafka, Clock: d.clock, Location: cfg.Location(), Log: log})
+	hist, err := flights.NewHistory(cfg.History, flights.HistoryDeps{Pool: d.pool, Timeout: cfg.DB.Timeout, Purge: rt.Purge,
+		Clock: d.clock, Location: cfg.Location(), Log: log})
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,11 @@ type Config struct {
 	// ScheduleAbsent decides what happens to flights of a package's
 	// operation day that a DNLD/RESP does not carry: keep or delete.
 	ScheduleAbsent string `env:"MSGX_SCHEDULE_ABSENT" envDefault:"keep"`
+	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
+	// ("keep") or cleared ("clear"); docs/design.md#schedule-merge. The
+	// router needs it to tell what a record does to a flight's MAID and FLNO
+	// (flight.Expand); flights.Config reads the same variable.
+	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
 	// RespGuard makes a SCHD RESP that answers no open RQFD request (none
 	// open, or older than the request) SKIPPED no-match: it changes nothing.
 	RespGuard bool `env:"MSGX_RESP_GUARD" envDefault:"false"`
@@ -123,6 +128,11 @@ func (c Config) Validate() error {
 	case flight.ScheduleMissingKeep, "delete":
 	default:
 		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_ABSENT=%q: want keep or delete", c.ScheduleAbsent))
+	}
+	switch c.ScheduleMissing {
+	case "", flight.ScheduleMissingKeep, flight.ScheduleMissingClear:
+	default:
+		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_MISSING=%q: want keep or clear", c.ScheduleMissing))
 	}
 	return errors.Join(errs...)
 }
