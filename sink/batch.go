@@ -119,7 +119,10 @@ func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q B
 	for _, d := range ds {
 		if _, ok := rows[d.MsgID]; !ok {
 			fresh[d.MsgID] = d
-			rows[d.MsgID] = Message{MsgID: d.MsgID, State: message.StatePending, ReceivedAt: d.ReceivedAt, EnqueuedAt: d.EnqueuedAt, UpdatedAt: now}
+			// The times as PostgreSQL will store them (microseconds): a
+			// decision made again on the stored row must carry the same.
+			rows[d.MsgID] = Message{MsgID: d.MsgID, State: message.StatePending, ReceivedAt: truncated(d.ReceivedAt),
+				EnqueuedAt: d.EnqueuedAt.Truncate(time.Microsecond), UpdatedAt: now.Truncate(time.Microsecond)}
 		}
 	}
 	return rows, fresh, l, nil
@@ -345,4 +348,13 @@ func indexEntries(ctx context.Context, tx pgx.Tx, flids []string) (map[string]me
 		return nil, fmt.Errorf("reading %d flight index entries: %w", len(flids), err)
 	}
 	return out, nil
+}
+
+// truncated is t cut to PostgreSQL's precision (nil stays nil).
+func truncated(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.Truncate(time.Microsecond)
+	return &u
 }

@@ -497,12 +497,15 @@ func QueueMarksApplied(b *pgx.Batch, marks []Mark, now time.Time) *QueuedMarks {
 
 // indexLookupSQL reads the flight_index entries of the FLIDs $1, of the
 // flights of the operation days $2 and of the live descendants (children,
-// their children, …) of those flights and of the FLIDs $3: everything the
-// decisions of messages that name $1, delete flights absent from packages of
-// the days $2 and delete $3 may touch (flight.Expand). UNION ends the walk
-// on a cycle of masters.
+// their children, …) of the FLIDs $3, of those flights and — when there is
+// a deletion — of $1: everything the decisions of messages that name $1,
+// delete flights absent from packages of the days $2 and delete $3 may
+// touch (flight.Expand). A flight of $1 may be linked under a flight the
+// same messages delete, and take its descendants along in the cascade.
+// UNION ends the walk on a cycle of masters.
 const indexLookupSQL = `WITH RECURSIVE d(flid) AS (
 		SELECT flid FROM flight_index WHERE flid = ANY($3) OR operation_day = ANY($2::date[])
+			OR (cardinality($3::text[]) > 0 OR cardinality($2::date[]) > 0) AND flid = ANY($1)
 		UNION
 		SELECT c.flid FROM flight_index c JOIN d ON c.maid = d.flid WHERE c.state = 'ACTIVE' AND c.maid IS NOT NULL
 	)

@@ -91,3 +91,26 @@ func WaitCaughtUp(t testing.TB, brokers []string, group string, topics []string,
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// ReadAll reads every record of a topic, all partitions, up to the end
+// offsets it has when called (or until timeout passes).
+func ReadAll(t testing.TB, brokers []string, topic string, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	cl.Close()
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	n := 0
+	ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
+	if n == 0 {
+		return nil
+	}
+	return ReadTopic(t, brokers, topic, n, timeout)
+}

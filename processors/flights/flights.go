@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -552,9 +551,15 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 	// The newest table value of each FLID among ws decides what its rows
 	// become: a flight row, a placeholder row, or neither.
 	newest := make(map[string]int, len(ws))
+	// placeholderSeen are the FLIDs a write of the run placed a
+	// placeholder of, or made a flight (or nothing) out of one.
+	placeholderSeen := map[string]bool{}
 	for i, w := range ws {
 		if w.row() || w.placed() || w.unplaced {
 			newest[w.t.FLID] = i
+		}
+		if w.placed() || w.unplaced {
+			placeholderSeen[w.t.FLID] = true
 		}
 	}
 	now := ws[len(ws)-1].now
@@ -589,7 +594,10 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 		case w.placed():
 			placed = append(placed, w.res.State)
 		}
-		if !w.placed() && (w.unplaced || slices.ContainsFunc(ws[:i], func(o *txWrite) bool { return o.t.FLID == w.t.FLID && o.placed() })) {
+		// The placeholder row goes when the newest value is none, or a
+		// flight that a write of the run made out of a placeholder (its
+		// row committed before, or placed in this run).
+		if !w.placed() && placeholderSeen[w.t.FLID] {
 			unplaced = append(unplaced, w.t.FLID)
 		}
 	}

@@ -747,3 +747,29 @@ func entryFor(d sink.Decision, v Verdict, m sink.Message) Entry {
 		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
 		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: d.Now}
 }
+
+// Memory is the router's store held in memory, empty at first: the
+// identities bound, the flight index and the key-tag index. Decide a
+// message against it with Lookups, then record the verdict with Record. A
+// batch decides against one loaded from PostgreSQL; on its own it is the
+// store of the serial reference the differential tests compare the
+// pipeline with (internal/serial).
+type Memory struct{ o *overlay }
+
+// NewMemory returns an empty store.
+func NewMemory() *Memory {
+	return &Memory{o: newOverlay(sink.BatchLookups{Owners: map[string]int64{}, Index: map[string]message.FlightDay{},
+		KeyTags: map[string]string{}})}
+}
+
+// Lookups are what Decide reads for p from the store.
+func (m *Memory) Lookups(p Plan) message.Lookups { return m.o.lookups(p) }
+
+// Record adds the writes of verdict v on message msgID to the store.
+func (m *Memory) Record(msgID int64, v Verdict) { m.o.apply(msgID, v) }
+
+// Index is the store's flight index entry of flid.
+func (m *Memory) Index(flid string) (message.FlightDay, bool) {
+	e, ok := m.o.index[flid]
+	return e, ok
+}

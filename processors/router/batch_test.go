@@ -268,8 +268,17 @@ func codeshareCase() []string {
 		flop("7", "22", "FDEL", ""),                                                                           // 7: leaves 11's placeholder
 		dnld(1, fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")),                                               // 8: 10 again (SEQN 77: a duplicate)
 		strings.Replace(dnld(1, fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")), "<SEQN>77<", "<SEQN>81<", 1), // 9: 10 revived
+		msg("SCHD", "ADFT", "10", "<SCHD>"+fltr("25", "23JAN210535", "<FLNO>CA25</FLNO>")+"</SCHD>"),          // 10
+		msg("SCHD", "ADFT", "11", "<SCHD>"+fltr("26", "23JAN210535", maid("25"))+"</SCHD>"),                   // 11: a child of 25
+		flop("12", "25", "MAID", "<MAID>10</MAID>"),                                                           // 12: 25 (with its child) goes under 10
+		flop("13", "10", "FDEL", ""),                                                                          // 13: cascades to 25, then to 26
 	}
 }
+
+// codeshareSplit is where codeshareCase is cut into two batches: the second
+// re-links a flight with a child under a master it then deletes, while the
+// store knows only the child's old link.
+const codeshareSplit = 11
 
 // The codeshare transitions of a backlog are the same whether it is decided
 // message by message on the per-message path, one per batch or all in one
@@ -298,13 +307,16 @@ func TestBatchCodeshareAsOneByOne(t *testing.T) {
 			one.run(raws, ones...)
 			all := newBatchRig(t, mut)
 			all.run(raws, len(raws))
-			s, o, a := strings.Join(single.state(), "\n"), strings.Join(one.state(), "\n"), strings.Join(all.state(), "\n")
-			if s != o || o != a {
-				t.Fatalf("per message\n%s\n\none per batch\n%s\n\none batch\n%s", s, o, a)
+			split := newBatchRig(t, mut)
+			split.run(raws, codeshareSplit, len(raws)-codeshareSplit)
+			s, o, a, sp := strings.Join(single.state(), "\n"), strings.Join(one.state(), "\n"), strings.Join(all.state(), "\n"),
+				strings.Join(split.state(), "\n")
+			if s != o || o != a || a != sp {
+				t.Fatalf("per message\n%s\n\none per batch\n%s\n\none batch\n%s\n\ntwo batches\n%s", s, o, a, sp)
 			}
 			for _, want := range []string{
 				"index 21 2021-01-23 by 1: DELETED maid 10 flno MU21", "index 23 2021-01-23 by 4: DELETED maid 21 flno C21",
-				"index 22 2021-01-23 by 1: DELETED maid 11 flno C10",
+				"index 22 2021-01-23 by 1: DELETED maid 11 flno C10", "index 26 2021-01-23 by 11: DELETED maid 25 flno C25",
 				`msgx.flight-transitions 11 {"msgId":7,"source":"DERIVED-LINK","kind":"LINK","flid":"11","at":`,
 			} {
 				if !strings.Contains(a, want) {
