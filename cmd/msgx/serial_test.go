@@ -320,4 +320,3 @@ func assertIndexFollowsTable(t *testing.T, s *scenario) {
 		t.Errorf("the router's flight index and the flights table disagree on %d flights: %s", len(bad), strings.Join(bad[:min(10, len(bad))], "; "))
 	}
 }
-
