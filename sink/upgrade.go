@@ -87,7 +87,7 @@ func fillFlights(ctx context.Context, tx pgx.Tx) error {
 				WHERE c.maid = s.flid AND c.flid <> s.flid AND c.state = 'ACTIVE'),
 			l.msg_id, l.source, l.changed,
 			(SELECT jsonb_build_array(r.replay_gen, r.msg_id) FROM flight_change r
-				WHERE r.flid = s.flid AND r.replay_gen IS NOT NULL ORDER BY r.state_version DESC LIMIT 1)
+				WHERE r.flid = s.flid AND r.replay_gen > 0 ORDER BY r.state_version DESC LIMIT 1)
 		FROM flight_schd s
 		LEFT JOIN flight_change l ON l.flid = s.flid AND l.state_version = s.state_version
 		WHERE s.table_state IS NULL`)

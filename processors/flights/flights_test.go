@@ -29,6 +29,7 @@ type rig struct {
 	p    *Processor
 	// links is the router's flight index as the messages of send left it.
 	links map[string]message.FlightLink
+	dsn   string
 }
 
 func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
@@ -36,12 +37,13 @@ func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
 // newRigWith runs the processor on the graph graph builds (nil: its own).
 func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	dsn := testenv.NewPG(t)
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	rg := &rig{t: t, pool: pool, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+	rg := &rig{t: t, pool: pool, dsn: dsn, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
 		links: map[string]message.FlightLink{}}
 	p, err := New(Config{TransitionTopic: "msgx.flight-transitions", MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"},
 		Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: testenv.Logger(t)})
