@@ -45,6 +45,13 @@ type scenario struct {
 
 func newScenario(t *testing.T, bin string) *scenario {
 	t.Helper()
+	return newScenarioOn(t, bin, nil)
+}
+
+// newScenarioOn is newScenario on the Kafka cluster brokers (nil: a `msgx
+// broker` child of its own).
+func newScenarioOn(t *testing.T, bin string, brokers []string) *scenario {
+	t.Helper()
 	s := &scenario{t: t, bin: bin}
 	myDSN := testenv.NewMySQL(t)
 	pgDSN := testenv.NewEmptyPG(t)
@@ -60,9 +67,13 @@ func newScenario(t *testing.T, bin string) *scenario {
 		t.Fatal(err)
 	}
 	s.logs = logs
-	s.broker = s.start("broker")
+	if brokers == nil {
+		s.broker = s.start("broker")
+	} else {
+		s.brokers = brokers
+	}
 	t.Cleanup(s.stop)
-	s.env = append(s.env, "MSGX_KAFKA_BROKERS="+addr)
+	s.env = append(s.env, "MSGX_KAFKA_BROKERS="+strings.Join(s.brokers, ","))
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
