@@ -40,8 +40,10 @@ type Config struct {
 	// HTTPAddr is where health, metrics, inspection and the compatibility
 	// endpoint listen.
 	HTTPAddr string `env:"MSGX_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	// AirportTZ is the airport's time zone: SIS times and inbox DATETIMEs are
-	// local wall-clock times in it.
+	// AirportTZ is the airport's time zone: SIS message times (DTTM, SODT,
+	// ESTT, …) are local wall-clock times in it. The inbox's DATETIME
+	// columns are in the MySQL server's zone instead (MSGX_INBOX_TZ,
+	// sink.InboxZone).
 	AirportTZ string `env:"MSGX_AIRPORT_TZ" envDefault:"Asia/Shanghai"`
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`

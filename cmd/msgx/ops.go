@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -32,7 +33,7 @@ func collect(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 // statusDeps are the sources of the status report.
 func statusDeps(cfg Config, d *deps) status.Deps {
 	return status.Deps{
-		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
+		PG: d.pool, MySQL: d.mysql, Zone: d.zone, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
 		Groups: processorGroups(cfg),
 	}
 }
@@ -181,7 +182,7 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		return status.Report{}, err
 	}
 	defer pool.Close()
-	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	my, zone, err := openInbox(cfg)
 	if err != nil {
 		return status.Report{}, err
 	}
@@ -190,7 +191,7 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 	if cfg.Kafka.Embedded() {
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
-	d := &deps{pool: pool, mysql: my, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
+	d := &deps{pool: pool, mysql: my, zone: zone, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
 	rep, err := collect(ctx, cfg, d)
 	if err != nil {
 		return rep, err
@@ -202,4 +203,15 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		rep.Alerts = append([]string{berr.Error()}, rep.Alerts...)
 	}
 	return rep, nil
+}
+
+// openInbox opens the shared inbox for an operator command; the zone of its
+// DATETIMEs is asked from the server on first use (or MSGX_INBOX_TZ).
+func openInbox(cfg Config) (*sql.DB, *sink.InboxZone, error) {
+	zone, err := sink.NewInboxZone(cfg.DB, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := sink.OpenMySQL(cfg.DB, zone, nil)
+	return db, zone, err
 }

@@ -61,7 +61,7 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		now := clock.Real{}.Now()
-		my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+		my, _, err := openInbox(cfg)
 		if err != nil {
 			return err
 		}

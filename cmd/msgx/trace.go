@@ -55,12 +55,12 @@ func runTrace(ctx context.Context, cfg Config, msgID int64, flid string, limit i
 		return err
 	}
 	defer pool.Close()
-	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	my, zone, err := openInbox(cfg)
 	if err != nil {
 		return err
 	}
 	defer my.Close()
-	r, err := trace.New(trace.Deps{PG: pool, MySQL: my, InboxTable: cfg.Ingest.Table, Timeout: cfg.DB.Timeout})
+	r, err := trace.New(trace.Deps{PG: pool, MySQL: my, Zone: zone, InboxTable: cfg.Ingest.Table, Timeout: cfg.DB.Timeout})
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func runTrace(ctx context.Context, cfg Config, msgID int64, flid string, limit i
 // knows the message or flight, 400 for a bad ID or limit, 503 when
 // PostgreSQL is unreachable.
 func registerTrace(mux *http.ServeMux, cfg Config, d *deps) {
-	r, err := trace.New(trace.Deps{PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Timeout: cfg.DB.Timeout})
+	r, err := trace.New(trace.Deps{PG: d.pool, MySQL: d.mysql, Zone: d.zone, InboxTable: cfg.Ingest.Table, Timeout: cfg.DB.Timeout})
 	if err != nil {
 		// Only a wiring mistake gets here; the routes say so.
 		mux.HandleFunc("GET /trace/", func(w http.ResponseWriter, _ *http.Request) {

@@ -29,7 +29,7 @@ import (
 // RFC 3339; ages are whole seconds at GeneratedAt. The shape:
 //
 //	{"generatedAt", "alerts": [string],
-//	 "inbox": {"seeded", "seedMode", "seededAt", "watermark", "cursorUpdatedAt", "maxId", "lag", "maxIdError",
+//	 "inbox": {"seeded", "seedMode", "seededAt", "watermark", "cursorUpdatedAt", "maxId", "lag", "maxIdError", "zone",
 //	           "oldestUnread": {"msgId", "receivedAt", "ageSeconds"} | null,
 //	           "hole": {"from", "to", "since", "ageSeconds"} | null,
 //	           "permanentHoles", "permanentHoleIds", "recentHoles": [{"from", "to", "releasedAt", "reason"}],
@@ -97,6 +97,10 @@ type InboxStatus struct {
 	// MaxIDError is why MaxID (and OldestUnread) could not be read: MySQL
 	// unreachable or not configured.
 	MaxIDError string `json:"maxIdError,omitempty"`
+	// Zone names the zone the inbox's DATETIMEs (OldestUnread.ReceivedAt)
+	// are read in and where it comes from, e.g. "+08:00 (MySQL session
+	// time_zone +08:00)" (docs/design.md#inbox-zone).
+	Zone string `json:"zone,omitempty"`
 	// OldestUnread is the first inbox row above W — the next row ingest
 	// has to produce — with its age by CMINMSGS_DATE_RECEIVED; nil when
 	// ingest is caught up or MySQL could not be read.
@@ -319,6 +323,9 @@ type Deps struct {
 	// MySQL is the shared inbox; nil leaves MaxID unknown ("not
 	// configured").
 	MySQL *sql.DB
+	// Zone is the zone MySQL's DATETIMEs are read in (the one MySQL was
+	// opened with); the report names it (Inbox.Zone). Optional.
+	Zone *sink.InboxZone
 	// InboxTable is the inbox table (MSGX_INBOX_TABLE, required).
 	InboxTable string
 	// Brokers are the Kafka bootstrap addresses; empty falls back to
@@ -424,6 +431,9 @@ func (c *Collector) Collect(ctx context.Context, now time.Time) Report {
 	wg.Wait()
 
 	r.Inbox.MaxID, r.Inbox.MaxIDError, r.Inbox.OldestUnread = inboxMy.MaxID, inboxMy.MaxIDError, inboxMy.OldestUnread
+	if deps.Zone != nil {
+		r.Inbox.Zone = deps.Zone.String()
+	}
 	if r.Inbox.MaxID >= 0 && r.Inbox.Watermark >= 0 {
 		r.Inbox.Lag = max(0, r.Inbox.MaxID-r.Inbox.Watermark)
 	}

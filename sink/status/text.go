@@ -42,6 +42,9 @@ func (r Report) Text(w io.Writer) error {
 	if u := in.OldestUnread; u != nil {
 		t.row("next unread", fmt.Sprintf("#%d", u.MsgID), "received "+ago(u.AgeSeconds))
 	}
+	if in.Zone != "" {
+		t.row("inbox zone", "", "CMINMSGS_DATE_* read and written in "+in.Zone)
+	}
 	if h := in.Hole; h != nil {
 		t.row("open hole", idRange(h.From, h.To), fmt.Sprintf("open %s (since %s)", fmtAge(h.AgeSeconds), stamp(h.Since)))
 	} else {

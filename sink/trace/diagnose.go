@@ -141,11 +141,12 @@ func orNone(s ...string) string {
 	return "no reason recorded"
 }
 
-// stamp prints a recorded time as stored (UTC for msgx's own times, the
-// airport zone for the inbox's).
+// stamp prints a time in UTC ("Z"), msgx's own times and the inbox's
+// alike: one zone for every time of a trace (the inbox line names the zone
+// its DATETIMEs were read in).
 func stamp(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.Format(time.RFC3339)
+	return t.UTC().Format(time.RFC3339)
 }

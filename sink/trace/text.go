@@ -14,13 +14,14 @@ import (
 func (m Message) Text(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
-	p("message %d", m.MsgID)
+	p("message %d (times in UTC)", m.MsgID)
 	switch {
 	case m.Inbox != nil:
 		line := fmt.Sprintf("  inbox\tCMINMSGS row, %d bytes, received %s, processed mark %s", m.Inbox.Bytes, stamp(m.Inbox.ReceivedAt), stamp(m.Inbox.ProcessedAt))
 		if m.Inbox.Status != "" {
 			line += ", status " + m.Inbox.Status
 		}
+		line += "; its DATETIMEs read in " + m.Inbox.Zone
 		p("%s", line)
 	case m.InboxError != "":
 		p("  inbox\tunknown: %s", m.InboxError)
@@ -123,7 +124,7 @@ func (m Message) Text(w io.Writer) error {
 func (f Flight) Text(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
-	p("flight %s", f.FLID)
+	p("flight %s (times in UTC)", f.FLID)
 	if c := f.Current; c != nil {
 		day := "-"
 		if c.OperationDay != nil {
