@@ -201,7 +201,6 @@ func TestStatusExitCode(t *testing.T) {
 	my := testenv.OpenMySQL(t, myDSN)
 	testenv.InsertInbox(t, my, `<MSG><META><SNDR>AODB</SNDR><SEQN>1</SEQN><DTTM>20261130080000</DTTM><TYPE>LDM</TYPE><STYP>LDM</STYP></META><LDM><FLID>1</FLID></LDM></MSG>`)
 	stop := start(t, cfg)
-	defer stop()
 	var code int
 	var out, errOut string
 	waitFor(t, "status --exit-code 0 once the gateway is up", time.Minute, func() bool {
@@ -211,15 +210,27 @@ func TestStatusExitCode(t *testing.T) {
 	if !strings.Contains(out, "ALERTS: none") || errOut != "" {
 		t.Fatalf("status without alerts: stdout %q, stderr %q", out, errOut)
 	}
-	testenv.InsertInbox(t, my, "<MSG/>")
+	testenv.InsertInbox(t, my, "not XML at all")
 	waitFor(t, "status --exit-code 1 with the DEAD message", time.Minute, func() bool {
 		code, out, errOut = cli(t, environ, "status", "--exit-code")
 		return code == 1
 	})
-	if !strings.Contains(out, "ALERTS (") || !strings.Contains(out, "DEAD") || errOut != "" {
+	if !strings.Contains(out, "ALERTS (") || !strings.Contains(out, "latest #2 MALFORMED: not XML") || errOut != "" {
 		t.Fatalf("status --exit-code with an alert: stdout %q, stderr %q", out, errOut)
+	}
+	if strings.Contains(out, "MALFORMED: MALFORMED") || !strings.Contains(out, "COMPONENTS\n  NAME ") {
+		t.Errorf("status from the daemon repeats the class or lacks the components:\n%s", out)
 	}
 	if code, out, _ := cli(t, environ, "status", "--json"); code != 0 || !strings.Contains(out, `"alerts": [`) {
 		t.Fatalf("status --json without --exit-code: status %d\n%s", code, out)
+	}
+
+	// Without the daemon the report is read directly; its components are
+	// known only to a daemon, which the report says instead of leaving
+	// the section out.
+	stop()
+	code, out, errOut = cli(t, environ, "status")
+	if code != 0 || !strings.Contains(out, "COMPONENTS\n  not reached: no msgx daemon answered at http://"+cfg.HTTPAddr+"/status") {
+		t.Errorf("status without the daemon: %d\n%s\n%s", code, out, errOut)
 	}
 }

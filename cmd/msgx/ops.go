@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -134,10 +135,15 @@ func statusCommand(fs *flag.FlagSet) runFunc {
 		rep, err := statusFromDaemon(ctx, x.cfg)
 		if err != nil {
 			x.log.Debug("daemon /status not reachable; collecting directly", "err", err)
+			daemonErr := err
 			rep, err = statusDirect(ctx, x.cfg, x.log)
 			if err != nil {
 				return err
 			}
+			// Only a running daemon knows its components: say why there
+			// are none instead of leaving the section out.
+			rep.ComponentsError = fmt.Sprintf("no msgx daemon answered at http://%s/status (%s); this report was read from "+
+				"PostgreSQL, MySQL and Kafka directly", x.cfg.HTTPAddr, oneLine(daemonErr))
 		}
 		if *asJSON {
 			enc := json.NewEncoder(x.stdout)

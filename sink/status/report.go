@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -45,7 +46,7 @@ import (
 //	              "abandoned": {REASON: n}, "errors"},
 //	 "groups": [{"group", "topic", "state", "members", "partitions", "committed", "end", "lag", "error"}] | null,
 //	 "groupsError",
-//	 "components": [{"name", "state", "lastError", "lastErrorAt"}]}
+//	 "components": [{"name", "state", "lastError", "lastErrorAt"}], "componentsError"}
 type Report struct {
 	// GeneratedAt is when the report was taken (the injected clock).
 	GeneratedAt time.Time `json:"generatedAt"`
@@ -67,6 +68,10 @@ type Report struct {
 	// refdata, backfill, …) with their last error. Collect leaves it
 	// empty; the daemon fills it with Merge.
 	Components []ComponentState `json:"components"`
+	// ComponentsError is why Components is empty when no daemon reported
+	// them (msgx status collecting directly: only a running daemon knows
+	// its components).
+	ComponentsError string `json:"componentsError,omitempty"`
 
 	// th are the thresholds the alerts were computed with, kept so that
 	// Merge can recompute them.
@@ -717,7 +722,7 @@ func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 		case err != nil:
 			fail("reading the latest DEAD message", err)
 		default:
-			d.LastError = clip(d.LastError, errorChars)
+			d.LastError = clip(withoutClass(d.ErrorClass, d.LastError), errorChars)
 			m.LatestDead = &d
 		}
 	}
@@ -731,6 +736,17 @@ func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 	if m.SkippedByReasonClass, err = s.countBy(ctx, true, sqlSkippedByReason); err != nil {
 		fail("counting SKIPPED messages by reason", err)
 	}
+}
+
+// withoutClass drops the "CLASS: " a decoder error starts with
+// ("MALFORMED: not XML…"): the report shows the class beside it already.
+func withoutClass(class, lastError string) string {
+	if class != "" {
+		if rest, ok := strings.CutPrefix(lastError, class+": "); ok {
+			return rest
+		}
+	}
+	return lastError
 }
 
 // deadLatest reads the latest DeadLatestPerClass DEAD messages of each class
@@ -752,7 +768,7 @@ func (s *collection) deadLatest(ctx context.Context, byClass map[string]int64) (
 			var class string
 			var d DeadMessage
 			_, err = pgx.ForEachRow(rows, []any{&class, &d.MsgID, (*zeronull.Text)(&d.ErrorClass), &d.EnqueuedAt, (*zeronull.Text)(&d.LastError)}, func() error {
-				d.LastError = clip(d.LastError, errorChars)
+				d.LastError = clip(withoutClass(d.ErrorClass, d.LastError), errorChars)
 				out[class] = append(out[class], d)
 				return nil
 			})
