@@ -234,6 +234,44 @@ func TestTraceScenario(t *testing.T) {
 		t.Errorf("trace of %d: transitions %s, where %+v", m8, transitions(t8), t8.Where)
 	}
 
+	// A message the codec rejects is DEAD(CODEC_ERROR) and replayable: its
+	// trace offers the dry run; a replay refuses it while the router would
+	// decide it DEAD again (the codec is not fixed), and --force replays it
+	// anyway: it dies again, the inbox row keeps its first mark.
+	m9 := testenv.InsertInbox(t, my, replayFLOP(9, "31NOV210600"))
+	waitFor(t, "the codec error DEAD and marked", time.Minute, func() bool {
+		return strings.HasPrefix(state(m9), "DEAD FLOP-ESTT (FLID 100)") &&
+			count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND backfill_at IS NOT NULL`, m9) == 1
+	})
+	t9, text9 := message(m9)
+	firstMark := t9.Inbox.ProcessedAt
+	hint := fmt.Sprintf("replayable: msgx replay --ids %d --dry-run", m9)
+	if len(t9.Where) != 1 || !strings.Contains(t9.Where[0].Why, hint) || strings.Contains(text9, "FLOP-ESTT, attempts") {
+		t.Errorf("trace of %d: where %+v\n%s", m9, t9.Where, text9)
+	}
+	out.Reset()
+	err := runCommand(ctx, cfg, "replay", []string{"--ids", fmt.Sprint(m9), "--who", "ops@trace"}, &out, log)
+	var res9 replay.Result
+	if err == nil || !strings.Contains(err.Error(), "the router would decide them DEAD again now") || !strings.Contains(err.Error(), "--force") ||
+		json.Unmarshal([]byte(out.String()), &res9) != nil || len(res9.Replayed) != 0 || len(res9.Refused) != 1 || res9.Refused[0].Verdict != "DEAD" {
+		t.Fatalf("replay of a message that would die again: %v\n%s", err, out.String())
+	}
+	if st := state(m9); !strings.HasPrefix(st, "DEAD FLOP-ESTT") || count(t, pool, `SELECT count(*) FROM replay_audit_msg WHERE msg_id = $1`, m9) != 0 {
+		t.Fatalf("message %d after the refused replay: %s", m9, st)
+	}
+	out.Reset()
+	if err := runCommand(ctx, cfg, "replay", []string{"--ids", fmt.Sprint(m9), "--force", "--who", "ops@trace"}, &out, log); err != nil {
+		t.Fatalf("replay --force: %v\n%s", err, out.String())
+	}
+	waitFor(t, "the forced replay decided and marked", time.Minute, func() bool {
+		return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND state = 'DEAD' AND replay_gen > 0 AND backfill_at IS NOT NULL`, m9) == 1
+	})
+	t9, text9 = message(m9)
+	if len(t9.Replays) != 1 || t9.Inbox.ProcessedAt == nil || !t9.Inbox.ProcessedAt.Equal(*firstMark) || len(t9.Where) != 1 ||
+		strings.Contains(text9, "not written yet") {
+		t.Errorf("trace of %d after the forced replay:\n%s", m9, text9)
+	}
+
 	// An ID the bridge released: where it went missing.
 	t5, text5 := message(m4 + 1)
 	if t5.Decision != nil || t5.Inbox != nil || len(t5.Where) != 1 || t5.Where[0].Step != "ingest" || !strings.Contains(t5.Where[0].Why, "permanent hole") {
