@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
@@ -80,10 +84,7 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		if cfg.Kafka.Embedded() {
 			brokers = []string{cfg.Kafka.EmbeddedAddr}
 		}
-		settings := cfg.Router.Settings(cfg.Location())
-		deps := replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
-			Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
-			Decide: replayDecider(settings), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
+		deps := replayDeps(cfg, pool, my, brokers, log)
 		if *dry {
 			plan, err := replay.DryRun(ctx, pool, sel, 0)
 			if err != nil {
@@ -123,6 +124,14 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		}
 		return err
 	}
+}
+
+// replayDeps are what a replay and its dry run work with: the databases,
+// the cluster, and the router's settings to work out each message's effect.
+func replayDeps(cfg Config, pool *pgxpool.Pool, my *sql.DB, brokers []string, log *slog.Logger) replay.Deps {
+	return replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
+		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
+		Decide: replayDecider(cfg.Router.Settings(cfg.Location())), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
 }
 
 // replayDecider lets a replay's dry run decide a message as the router

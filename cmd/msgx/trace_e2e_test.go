@@ -339,4 +339,19 @@ func TestTraceScenario(t *testing.T) {
 	if _, body := get("/trace/flights/100?format=text", "r3ad"); !strings.Contains(body, "flight 100") || !strings.Contains(body, "FLOP-ESTT") {
 		t.Errorf("GET /trace/flights/100?format=text:\n%s", body)
 	}
+	// As a page (the status page's search box): the text escaped in a
+	// <pre>, links to the flights it touched; the search redirects there.
+	if c, body := get(fmt.Sprintf("/trace?kind=message&id=%d", m1), "r3ad"); c != 200 || !strings.Contains(body, `<pre id="trace">message `+fmt.Sprint(m1)) ||
+		!strings.Contains(body, `href="/trace/flights/100?format=html"`) || !strings.Contains(body, `href="/trace/flights/200?format=html"`) {
+		t.Errorf("GET /trace?kind=message&id=%d: %d\n%s", m1, c, body)
+	}
+	if c, body := get(fmt.Sprintf("/trace/%d?format=html", m2), "r3ad"); c != 200 || !strings.Contains(body, "DEAD (MALFORMED)") {
+		t.Errorf("GET /trace/%d?format=html: %d\n%s", m2, c, body)
+	}
+	if c, body := get("/trace?kind=flight&id=999", "r3ad"); c != 404 || !strings.Contains(body, `id="trace-error"`) {
+		t.Errorf("GET /trace?kind=flight&id=999: %d\n%s", c, body)
+	}
+	if c, _ := get("/trace?kind=message&id=1", ""); c != 401 {
+		t.Errorf("the search without the read token: %d", c)
+	}
 }

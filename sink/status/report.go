@@ -41,6 +41,7 @@ import (
 //	              "deadByClass": {CLASS: n}, "deadRecent", "deadRecentWindowSeconds",
 //	              "latestDead": {"msgId", "errorClass", "enqueuedAt", "lastError"} | null,
 //	              "deadLatestByClass": {CLASS: [{"msgId", "errorClass", "enqueuedAt", "lastError"}]},
+//	              "deadReplayable": {CLASS: bool},
 //	              "skippedByReasonClass": {"duplicate"|"ignored"|"unsupported"|"no-match"|"other": n}, "errors"},
 //	 "backfill": {"pending", "overdue", "overdueAfterSeconds", "oldestPendingAgeSeconds",
 //	              "abandoned": {REASON: n}, "errors"},
@@ -181,6 +182,10 @@ type MessageStatus struct {
 	// their reasons: what the operator reads before deciding to replay or
 	// accept a class. null when unknown.
 	DeadLatestByClass map[string][]DeadMessage `json:"deadLatestByClass"`
+	// DeadReplayable says, for each class of DeadByClass, whether `msgx
+	// replay --class` can move its messages (message.ReplayableClass):
+	// MALFORMED and PROTOCOL never can. null when DeadByClass is.
+	DeadReplayable map[string]bool `json:"deadReplayable"`
 	// SkippedByReasonClass counts SKIPPED messages by the class of their
 	// reason: duplicate, ignored, unsupported, no-match (other for anything
 	// else).
@@ -701,6 +706,11 @@ func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 
 	if m.DeadByClass, err = s.countBy(ctx, false, sqlDeadByClass); err != nil {
 		fail("counting DEAD messages by class", err)
+	} else {
+		m.DeadReplayable = make(map[string]bool, len(m.DeadByClass))
+		for c := range m.DeadByClass {
+			m.DeadReplayable[c] = message.ReplayableClass(c)
+		}
 	}
 
 	var latest *int64

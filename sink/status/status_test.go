@@ -337,6 +337,7 @@ func TestCollectReportScenario(t *testing.T) {
 		}
 	}
 	stWantMap(t, "DeadByClass", m.DeadByClass, map[string]int64{"MALFORMED": 2, "PROTOCOL": 1, "EXHAUSTED": 1})
+	stWant(t, "DeadReplayable", fmt.Sprint(m.DeadReplayable), fmt.Sprint(map[string]bool{"MALFORMED": false, "PROTOCOL": false, "EXHAUSTED": true}))
 	stWant(t, "DeadRecent", m.DeadRecent, 2)
 	stWant(t, "DeadRecentWindowSeconds", m.DeadRecentWindowSeconds, 3600)
 	if d := m.LatestDead; d == nil {

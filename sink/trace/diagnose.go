@@ -130,7 +130,7 @@ func notRead(m Message) []Finding {
 func replayable(d *Decision) bool {
 	switch d.State {
 	case message.StateFailed, message.StateDead:
-		return d.ErrorClass == message.ClassCodecError || d.ErrorClass == message.ClassInfra || d.ErrorClass == message.ClassExhausted
+		return message.ReplayableClass(d.ErrorClass)
 	case message.StateSkipped:
 		return strings.HasPrefix(d.Reason, message.ReasonUnsupported)
 	}
