@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"msgx/internal/testenv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +59,21 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 			}
 		}
 	}
-	if code, out, errOut := cli(t, environ); code != 2 || out != "" || !strings.Contains(errOut, "Usage: msgx <command>") {
+	if code, out, errOut := cli(t, environ); code != 2 || out != "" || !strings.HasPrefix(errOut, "msgx: no command given\n\n") ||
+		!strings.Contains(errOut, "Usage: msgx <command>") {
 		t.Errorf("msgx alone: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for typo, want := range map[string]string{"stauts": "status", "trcae": "trace", "replya": "replay", "reb": "rebuild", "Status": "status",
+		"statsu": "status", "re": "", "xyzzy": ""} {
+		code, _, errOut := cli(t, environ, typo)
+		first, _, _ := strings.Cut(errOut, "\n")
+		line := fmt.Sprintf("msgx: unknown command %q", typo)
+		if want != "" {
+			line += " (did you mean " + want + "?)"
+		}
+		if code != 2 || first != line {
+			t.Errorf("msgx %s: status %d, first line %q, want %q", typo, code, first, line)
+		}
 	}
 	if code, out, errOut := cli(t, environ, "frobnicate"); code != 2 || out != "" ||
 		!strings.HasPrefix(errOut, "msgx: unknown command \"frobnicate\"\n") || !strings.Contains(errOut, "Usage: msgx <command>") {
@@ -78,8 +92,19 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 			}
 		}
 	}
-	if _, out, _ := cli(t, environ, "replay", "--help"); !strings.Contains(out, "-dry-run") || !strings.Contains(out, "-reason-prefix") {
+	// Flags are listed as the usage lines and the README write them.
+	if _, out, _ := cli(t, environ, "replay", "--help"); !strings.Contains(out, "\n  --dry-run\n") || !strings.Contains(out, "\n  --reason-prefix string\n") ||
+		!strings.Contains(out, "\n  --force\n") {
 		t.Errorf("replay --help lists no flags:\n%s", out)
+	}
+	for _, c := range commands() {
+		_, out, _ := cli(t, environ, c.name, "--help")
+		if _, flags, ok := strings.Cut(out, "\nFlags:\n"); ok && regexp.MustCompile(`(?m)^  -[a-z]`).MatchString(flags) {
+			t.Errorf("msgx %s --help lists a flag with one dash:\n%s", c.name, out)
+		}
+	}
+	if _, out, _ := cli(t, environ, "trace", "--help"); !strings.Contains(out, "\n  --limit int\n") || !strings.Contains(out, "(default 200)") {
+		t.Errorf("trace --help:\n%s", out)
 	}
 	// --help anywhere on the line, even after a wrong argument.
 	if code, out, _ := cli(t, environ, "table", "get", "messages", "--help"); code != 0 || !strings.HasPrefix(out, "Usage: msgx table") {
@@ -90,7 +115,8 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 		args []string
 		line string // stderr's first line
 	}{
-		{[]string{"status", "--bogus"}, "msgx status: flag provided but not defined: -bogus"},
+		{[]string{"status", "--bogus"}, "msgx status: flag provided but not defined: --bogus"},
+		{[]string{"trace", "--limit", "x", "--flid", "1"}, `msgx trace: invalid value "x" for flag --limit: parse error`},
 		{[]string{"status", "now"}, `msgx status: unexpected argument "now"`},
 		{[]string{"run", "fast"}, `msgx run: unexpected argument "fast"`},
 		{[]string{"table"}, "msgx table: want get or list, a table (flights|messages|refdata) and a key"},
@@ -104,7 +130,7 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 		{[]string{"request", "refdata"}, "msgx request: refdata needs at least one RTYPE"},
 		{[]string{"request", "refdata", "AIRL", "--from", "2026-11-30T08:00"}, "msgx request: --from and --to are for request flights"},
 		{[]string{"request", "flights", "--from", "2026-11-30T08:00"}, `msgx request: --to: "" is not a time (want 2006-01-02T15:04 airport local, or RFC 3339)`},
-		{[]string{"request", "flights", "--from"}, "msgx request: flag needs an argument: -from"},
+		{[]string{"request", "flights", "--from"}, "msgx request: flag needs an argument: --from"},
 		{[]string{"replay"}, "msgx replay: give exactly one of --class, --reason-prefix, --ids or --pending"},
 		{[]string{"replay", "--class", "INFRA", "--ids", "3"}, "msgx replay: give exactly one of --class, --reason-prefix, --ids or --pending"},
 		{[]string{"replay", "--ids", "1,x"}, `msgx replay: --ids: "x" is not a MSG_ID`},
@@ -112,7 +138,7 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 		{[]string{"rebuild", "--yes", "now"}, `msgx rebuild: unexpected argument "now"`},
 		{[]string{"migrate", "sideways"}, `msgx migrate: unknown action "sideways" (want up, down [N] or version)`},
 		{[]string{"migrate", "down", "x"}, `msgx migrate: "x" is not a step count`},
-		{[]string{"version", "--short"}, "msgx version: flag provided but not defined: -short"},
+		{[]string{"version", "--short"}, "msgx version: flag provided but not defined: --short"},
 	} {
 		code, out, errOut := cli(t, environ, tc.args...)
 		first, rest, _ := strings.Cut(errOut, "\n")
