@@ -128,7 +128,7 @@ func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 	if err := runCommand(context.Background(), cfg, "table", []string{"get", "messages", "1"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), `"state": "DEAD"`) || !strings.Contains(out.String(), `"errorClass": "MALFORMED"`) {
+	if !strings.Contains(out.String(), `"state": "DEAD"`) || !strings.Contains(out.String(), `"decision": "DEAD"`) || !strings.Contains(out.String(), `"errorClass": "MALFORMED"`) {
 		t.Fatalf("table get messages 1:\n%s", out.String())
 	}
 	if err := pg.QueryRow(context.Background(), "SELECT updated_at FROM proc_state WHERE msg_id = 1").Scan(&again); err != nil || !again.Equal(first) {

@@ -339,6 +339,44 @@ func TestTraceScenario(t *testing.T) {
 	if _, body := get("/trace/flights/100?format=text", "r3ad"); !strings.Contains(body, "flight 100") || !strings.Contains(body, "FLOP-ESTT") {
 		t.Errorf("GET /trace/flights/100?format=text:\n%s", body)
 	}
+	// The goka tables through msgx table: the router's table keeps the
+	// decision (ROUTED) and shows the message's state now beside it; list
+	// lists (the newest messages, the flights, the categories).
+	table := func(args ...string) string {
+		t.Helper()
+		var b strings.Builder
+		if err := runCommand(ctx, cfg, "table", args, &b, log); err != nil {
+			t.Fatalf("msgx table %v: %v", args, err)
+		}
+		return b.String()
+	}
+	var entry struct{ State, Decision string }
+	if js := table("get", "messages", fmt.Sprint(m1)); json.Unmarshal([]byte(js), &entry) != nil || entry.Decision != "ROUTED" || entry.State != "SUCCEEDED" {
+		t.Errorf("table get messages %d:\n%s", m1, js)
+	}
+	var entries []struct {
+		MsgID           int64
+		State, Decision string
+	}
+	if js := table("list", "messages", "--limit", "2"); json.Unmarshal([]byte(js), &entries) != nil || len(entries) != 2 ||
+		entries[0].MsgID != m8 || entries[1].MsgID != m9 || entries[1].State != "DEAD" || entries[0].Decision != "ROUTED" {
+		t.Errorf("table list messages --limit 2:\n%s", js)
+	}
+	var fls []struct{ FLID, State string }
+	if js := table("list", "flights"); json.Unmarshal([]byte(js), &fls) != nil || len(fls) != 2 || fls[0].FLID != "100" || fls[1].FLID != "200" {
+		t.Errorf("table list flights:\n%s", js)
+	}
+	var cats []struct {
+		RType   string
+		Records int
+	}
+	if js := table("list", "refdata"); json.Unmarshal([]byte(js), &cats) != nil || len(cats) != 1 || cats[0].RType != "AIRL" || cats[0].Records != 1 {
+		t.Errorf("table list refdata:\n%s", js)
+	}
+	if js := table("list", "refdata", "AIRL"); !strings.Contains(js, `"key": "CA"`) {
+		t.Errorf("table list refdata AIRL:\n%s", js)
+	}
+
 	// As a page (the status page's search box): the text escaped in a
 	// <pre>, links to the flights it touched; the search redirects there.
 	if c, body := get(fmt.Sprintf("/trace?kind=message&id=%d", m1), "r3ad"); c != 200 || !strings.Contains(body, `<pre id="trace">message `+fmt.Sprint(m1)) ||
