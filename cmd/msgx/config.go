@@ -66,6 +66,9 @@ type Config struct {
 	Page      page.Config
 
 	loc *time.Location
+	// instanceIDDefault: MSGX_KAFKA_INSTANCE_ID was not set, Kafka.InstanceID
+	// is kafka.DefaultInstanceID's.
+	instanceIDDefault bool
 }
 
 // Location returns the parsed airport time zone.
@@ -85,6 +88,11 @@ func (c *Config) Validate() error {
 	}
 	if strings.TrimSpace(c.StateDir) == "" {
 		errs = append(errs, errors.New("MSGX_STATE_DIR: empty"))
+	} else if c.Kafka.InstanceID == "" {
+		// Unique per instance, stable across its restarts: instances on one
+		// host have their own state directories.
+		c.Kafka.InstanceID = kafka.DefaultInstanceID(c.StateDir)
+		c.instanceIDDefault = true
 	}
 	if !strings.Contains(c.HTTPAddr, ":") {
 		errs = append(errs, fmt.Errorf("MSGX_HTTP_ADDR=%q: want host:port", c.HTTPAddr))

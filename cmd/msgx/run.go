@@ -193,7 +193,12 @@ func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
 
 // runGateway runs the roles of r until ctx ends.
 func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error {
-	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded())
+	source := "MSGX_KAFKA_INSTANCE_ID"
+	if cfg.instanceIDDefault {
+		source = "default (host name and a hash of MSGX_STATE_DIR)"
+	}
+	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded(),
+		"kafka_instance_id", cfg.Kafka.InstanceID, "kafka_instance_id_from", source)
 	if cfg.Backfill.Shadow {
 		log.Warn("shadow mode: msgx never writes to MySQL (no processed marks, no compat inserts, no outbound requests)", "component", "main")
 	}
