@@ -46,6 +46,8 @@ func commands() []command {
 			summary: "show the Kafka cluster the database is bound to; --force binds it to the one reached now"},
 		{name: "reseed", synopsis: "[--yes]", define: reseedCommand,
 			summary: "write the goka flights and refdata tables of a new, empty Kafka cluster from PostgreSQL"},
+		{name: "samples", synopsis: "[--dir DIR]", define: samplesCommand,
+			summary: "insert every SIS sample of testdata/sis-samples into a development inbox, each with its own SEQN"},
 		{name: "migrate", synopsis: "[up | down [N] | version]", define: migrateCommand,
 			summary: "PostgreSQL schema migrations (msgx run applies them itself)"},
 		{name: "version", bare: true, define: versionCommand,
