@@ -29,7 +29,7 @@ import (
 
 // Config is the whole daemon's configuration: one struct per component plus
 // the process-wide settings. Every field comes from a MSGX_* variable
-// documented in the README.
+// documented in docs/operations.md (chapter 14).
 type Config struct {
 	// Env names the deployment ("development", "production").
 	Env string `env:"MSGX_ENV" envDefault:"development"`
