@@ -154,8 +154,12 @@ func traceSearch(w http.ResponseWriter, req *http.Request) {
 // traceError answers a trace request that has no trace: a page for a
 // browser (?format=html, the search box), plain text otherwise.
 func traceError(w http.ResponseWriter, req *http.Request, kind, id, msg string, code int) {
-	if req.URL.Query().Get("format") == "html" || req.URL.Path == "/trace" {
-		page.WriteTrace(w, code, page.Trace{Title: strings.TrimSpace(kind + " " + id), Kind: kind, ID: id, Error: msg, JSON: jsonURL(req)})
+	if req.URL.Path == "/trace" { // the search box: there is no trace to give as JSON
+		page.WriteTrace(w, code, page.Trace{Title: strings.TrimSpace(kind + " " + id), Kind: kind, ID: id, Error: msg})
+		return
+	}
+	if req.URL.Query().Get("format") == "html" {
+		page.WriteTrace(w, code, page.Trace{Title: kind + " " + id, Kind: kind, ID: id, Error: msg, JSON: jsonURL(req)})
 		return
 	}
 	http.Error(w, msg, code)
