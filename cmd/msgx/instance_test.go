@@ -9,12 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
-	"msgx/processors/flights"
 )
 
 // Without MSGX_KAFKA_INSTANCE_ID every instance gets its own static member
@@ -83,7 +79,9 @@ func TestDuplicateInstanceIDStops(t *testing.T) {
 	var errA lockedBuffer
 	doneA := make(chan int, 1)
 	go func() { doneA <- realMain([]string{"process"}, environ, io.Discard, &errA) }()
-	waitForMember(t, brokers, "gate-1", time.Minute)
+	if owners := waitForSharing(t, brokers, 1, time.Minute); owners["gate-1"] == nil {
+		t.Fatalf("flights partitions %v, want them with gate-1", owners)
+	}
 
 	environ["MSGX_STATE_DIR"] = t.TempDir()
 	environ["MSGX_HTTP_ADDR"] = freeAddr(t)
@@ -117,36 +115,12 @@ func TestDuplicateInstanceIDStops(t *testing.T) {
 		t.Errorf("the fenced instance: status %d, ERROR lines %q\nlog:\n%s", code, errorLines, errA.String())
 	}
 	// The second keeps its place and its work.
-	waitForMember(t, brokers, "gate-1", time.Minute)
+	if owners := waitForSharing(t, brokers, 1, time.Minute); owners["gate-1"] == nil {
+		t.Errorf("flights partitions %v after the fence, want them with the second gate-1", owners)
+	}
 	select {
 	case err := <-doneB:
 		t.Fatalf("the second instance stopped too: %v", err)
 	default:
 	}
-}
-
-// waitForMember waits until the flights group has the static member id.
-func waitForMember(t *testing.T, brokers []string, id string, timeout time.Duration) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		groups, err := adm.DescribeGroups(ctx, flights.BaseGroup)
-		cancel()
-		if g, ok := groups[flights.BaseGroup]; err == nil && ok && g.State == "Stable" {
-			for _, m := range g.Members {
-				if m.InstanceID != nil && *m.InstanceID == id {
-					return
-				}
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("no member %s in %s", id, flights.BaseGroup)
 }
