@@ -4,7 +4,7 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services browser devdb demo build vet fuzz clean-state
+.PHONY: run test bench services browser devdb demo samples build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
@@ -16,7 +16,7 @@ test: services browser
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## bench: throughput, commit, memory and latency figures, printed as the README's table rows
+## bench: throughput, commit, memory and latency figures, printed as rows of docs/operations.md 11.1
 ## (about 30 min on a lightly loaded 2-core machine before group commits, far longer on a loaded one;
 ## MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
 bench: services
@@ -43,7 +43,11 @@ devdb: services
 ## demo: insert a coherent sample day into the local inbox (run it while `make run` runs)
 demo: devdb
 	@mariadb -uroot -h127.0.0.1 aodbinterface < testdata/demo.sql
-	@echo "inserted testdata/demo.sql; try: go run ./cmd/msgx table get flights 15"
+	@echo "inserted testdata/demo.sql (13 messages); watch them: go run ./cmd/msgx status, go run ./cmd/msgx trace --flid 15"
+
+## samples: insert every SIS sample of testdata/sis-samples, each with its own SEQN (see its README)
+samples: devdb
+	$(GO) run ./cmd/msgx samples
 
 build:
 	$(GO) build -o bin/msgx ./cmd/msgx

@@ -56,7 +56,7 @@ var (
 	rows   []string
 )
 
-// printRow prints one line of the README's "Measured" table on the
+// printRow prints one line of the "Measured" table (docs/operations.md 11.1) on the
 // benchmark's standard output, and again with the others when every
 // benchmark has run, so that `make bench` ends with the figures.
 func printRow(what, figure string) {
@@ -355,7 +355,7 @@ func sortDurations(d []time.Duration) {
 // ms formats a duration in milliseconds.
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
-// thousands formats n with thousands separators, as the README writes figures.
+// thousands formats n with thousands separators, as the manual writes figures.
 func thousands(n int) string {
 	s := strconv.Itoa(n)
 	for i := len(s) - 3; i > 0; i -= 3 {

@@ -34,12 +34,17 @@ func bindingError(b sink.Binding, seen kafka.Identity, why string) error {
 // must be the bound cluster with the bound msgx.inbox (nothing is created
 // on a foreign cluster). It reports whether the database is bound.
 func checkBinding(ctx context.Context, cfg Config, brokers []string, pool *pgxpool.Pool) (bound bool, err error) {
-	seen, err := kafka.ReadIdentity(ctx, cfg.Kafka, brokers, cfg.Ingest.Topic)
-	if err != nil {
-		return false, err
-	}
+	// The binding first, the cluster second: two instances starting at once
+	// on a fresh database race, and the first records its binding only
+	// after it created msgx.inbox. Read the other way round, the second
+	// could see the cluster before the topic existed and the binding just
+	// after it was recorded, and refuse a cluster that matches.
 	b, ok, err := sink.LoadBinding(ctx, pool)
 	if err != nil || !ok {
+		return false, err
+	}
+	seen, err := kafka.ReadIdentity(ctx, cfg.Kafka, brokers, cfg.Ingest.Topic)
+	if err != nil {
 		return false, err
 	}
 	if why := b.Mismatch(seen); why != "" {

@@ -29,7 +29,7 @@ import (
 
 // Config is the whole daemon's configuration: one struct per component plus
 // the process-wide settings. Every field comes from a MSGX_* variable
-// documented in the README.
+// documented in docs/operations.md (chapter 14).
 type Config struct {
 	// Env names the deployment ("development", "production").
 	Env string `env:"MSGX_ENV" envDefault:"development"`
@@ -40,8 +40,10 @@ type Config struct {
 	// HTTPAddr is where health, metrics, inspection and the compatibility
 	// endpoint listen.
 	HTTPAddr string `env:"MSGX_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	// AirportTZ is the airport's time zone: SIS times and inbox DATETIMEs are
-	// local wall-clock times in it.
+	// AirportTZ is the airport's time zone: SIS message times (DTTM, SODT,
+	// ESTT, …) are local wall-clock times in it. The inbox's DATETIME
+	// columns are in the MySQL server's zone instead (MSGX_INBOX_TZ,
+	// sink.InboxZone).
 	AirportTZ string `env:"MSGX_AIRPORT_TZ" envDefault:"Asia/Shanghai"`
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
@@ -64,6 +66,9 @@ type Config struct {
 	Page      page.Config
 
 	loc *time.Location
+	// instanceIDDefault: MSGX_KAFKA_INSTANCE_ID was not set, Kafka.InstanceID
+	// is kafka.DefaultInstanceID's.
+	instanceIDDefault bool
 }
 
 // Location returns the parsed airport time zone.
@@ -83,6 +88,11 @@ func (c *Config) Validate() error {
 	}
 	if strings.TrimSpace(c.StateDir) == "" {
 		errs = append(errs, errors.New("MSGX_STATE_DIR: empty"))
+	} else if c.Kafka.InstanceID == "" {
+		// Unique per instance, stable across its restarts: instances on one
+		// host have their own state directories.
+		c.Kafka.InstanceID = kafka.DefaultInstanceID(c.StateDir)
+		c.instanceIDDefault = true
 	}
 	if !strings.Contains(c.HTTPAddr, ":") {
 		errs = append(errs, fmt.Errorf("MSGX_HTTP_ADDR=%q: want host:port", c.HTTPAddr))

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -32,7 +34,7 @@ func collect(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 // statusDeps are the sources of the status report.
 func statusDeps(cfg Config, d *deps) status.Deps {
 	return status.Deps{
-		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
+		PG: d.pool, MySQL: d.mysql, Zone: d.zone, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
 		Groups: processorGroups(cfg),
 	}
 }
@@ -133,10 +135,15 @@ func statusCommand(fs *flag.FlagSet) runFunc {
 		rep, err := statusFromDaemon(ctx, x.cfg)
 		if err != nil {
 			x.log.Debug("daemon /status not reachable; collecting directly", "err", err)
+			daemonErr := err
 			rep, err = statusDirect(ctx, x.cfg, x.log)
 			if err != nil {
 				return err
 			}
+			// Only a running daemon knows its components: say why there
+			// are none instead of leaving the section out.
+			rep.ComponentsError = fmt.Sprintf("no msgx daemon answered at http://%s/status (%s); this report was read from "+
+				"PostgreSQL, MySQL and Kafka directly", x.cfg.HTTPAddr, oneLine(daemonErr))
 		}
 		if *asJSON {
 			enc := json.NewEncoder(x.stdout)
@@ -181,7 +188,7 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		return status.Report{}, err
 	}
 	defer pool.Close()
-	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	my, zone, err := openInbox(cfg)
 	if err != nil {
 		return status.Report{}, err
 	}
@@ -190,7 +197,7 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 	if cfg.Kafka.Embedded() {
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
-	d := &deps{pool: pool, mysql: my, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
+	d := &deps{pool: pool, mysql: my, zone: zone, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
 	rep, err := collect(ctx, cfg, d)
 	if err != nil {
 		return rep, err
@@ -202,4 +209,15 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		rep.Alerts = append([]string{berr.Error()}, rep.Alerts...)
 	}
 	return rep, nil
+}
+
+// openInbox opens the shared inbox for an operator command; the zone of its
+// DATETIMEs is asked from the server on first use (or MSGX_INBOX_TZ).
+func openInbox(cfg Config) (*sql.DB, *sink.InboxZone, error) {
+	zone, err := sink.NewInboxZone(cfg.DB, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := sink.OpenMySQL(cfg.DB, zone, nil)
+	return db, zone, err
 }

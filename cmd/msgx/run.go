@@ -60,6 +60,7 @@ type deps struct {
 	pool    *pgxpool.Pool
 	mysql   *sql.DB
 	probe   *sql.DB
+	zone    *sink.InboxZone
 	closers []func()
 }
 
@@ -100,13 +101,19 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	}
 	d.closers = append(d.closers, pool.Close)
 	d.pool = pool
-	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	// The inbox's DATETIMEs are in the MySQL server's zone, not the
+	// airport's (docs/design.md#inbox-zone): learnt on the first
+	// connection, logged once, shared by both connection pools.
+	if d.zone, err = sink.NewInboxZone(cfg.DB, log); err != nil {
+		return nil, err
+	}
+	my, err := sink.OpenMySQL(cfg.DB, d.zone, nil)
 	if err != nil {
 		return nil, err
 	}
 	d.closers = append(d.closers, func() { my.Close() })
 	d.mysql = my
-	probe, err := sink.OpenMySQL(cfg.DB, cfg.Location(), map[string]string{
+	probe, err := sink.OpenMySQL(cfg.DB, d.zone, map[string]string{
 		"innodb_lock_wait_timeout": strconv.Itoa(int(cfg.Ingest.HoleProbeTimeout / time.Second)),
 	})
 	if err != nil {
@@ -114,6 +121,13 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	}
 	d.closers = append(d.closers, func() { probe.Close() })
 	d.probe = probe
+	// Learnt now when MySQL answers, so that the zone is in the start-up
+	// log; otherwise on the first connection that succeeds.
+	zctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
+	if _, err := d.zone.Location(zctx); err != nil {
+		log.Warn("MySQL not reachable at start: the inbox's time zone is asked on the first connection", "component", "mysql", "err", err)
+	}
+	cancel()
 
 	waitFor := func(what string, fn func(context.Context) error) error {
 		return retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
@@ -207,7 +221,12 @@ func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
 
 // runGateway runs the roles of r until ctx ends.
 func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error {
-	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded())
+	source := "MSGX_KAFKA_INSTANCE_ID"
+	if cfg.instanceIDDefault {
+		source = "default (host name and a hash of MSGX_STATE_DIR)"
+	}
+	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded(),
+		"kafka_instance_id", cfg.Kafka.InstanceID, "kafka_instance_id_from", source)
 	if cfg.Backfill.Shadow {
 		log.Warn("shadow mode: msgx never writes to MySQL (no processed marks, no compat inserts, no outbound requests)", "component", "main")
 	}
@@ -490,7 +509,7 @@ func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*p
 		return nil, err
 	}
 	bf, err := backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
-		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+		Zone: d.zone, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -125,6 +127,15 @@ func (b *Browser) Do(timeout time.Duration, actions ...chromedp.Action[chromedp.
 	ctx, cancel := context.WithTimeout(b.Ctx, timeout)
 	defer cancel()
 	return chromedp.Do(ctx, actions...)
+}
+
+// Timezone makes the tab's scripts see zone (an IANA name) as the
+// browser's time zone, whatever the machine's.
+func (b *Browser) Timezone(zone string) error {
+	return b.Do(10*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: zone})
+		return err
+	}))
 }
 
 // Text is the text content of the first element matching the CSS selector

@@ -53,8 +53,10 @@ type Config struct {
 	MaxMessageBytes int `env:"MSGX_KAFKA_MAX_MESSAGE_BYTES" envDefault:"1000000"`
 	// InstanceID makes this process a static member of its consumer groups
 	// (KIP-345): a restarted process takes its partitions back at once
-	// instead of waiting for a rebalance. Empty uses the host name; set a
-	// distinct value for each instance that runs on the same host.
+	// instead of waiting for a rebalance. It must be unique per instance:
+	// the daemon fills an empty one with DefaultInstanceID(MSGX_STATE_DIR)
+	// (the host name and a hash of the state directory); a Config used
+	// without it takes "msgx-<host>".
 	InstanceID string `env:"MSGX_KAFKA_INSTANCE_ID"`
 
 	// TLS makes every client msgx builds connect to the brokers over TLS;

@@ -152,7 +152,9 @@ const InputBuffer = 16
 // GokaOptions returns the options every msgx goka processor is built with: the
 // producer of docs/design.md#kafka-settings, consumers from the oldest offset,
 // topic replication from the configuration (goka's default of 2 fails on a
-// one-broker cluster), the given local storage, and logs through slog.
+// one-broker cluster), the given local storage, logs through slog, and
+// consumer groups that stop for good when a duplicate static member ID
+// fences them (ErrDuplicateInstance).
 func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.ProcessorOption {
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = c.Replication
@@ -166,7 +168,7 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 	group := c.Sarama("msgx-consumer")
 	group.ChannelBufferSize = InputBuffer
 	return []goka.ProcessorOption{
-		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(group)),
+		goka.WithConsumerGroupBuilder(fenceAware(goka.ConsumerGroupBuilderWithConfig(group), group.Consumer.Group.InstanceId)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(c.Sarama("msgx-consumer"))),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(producer)),
 		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-topics"), tmc)),

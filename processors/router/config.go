@@ -106,8 +106,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("MSGX_BACKOFF: %w", err))
 		}
 	} else if len(tiers) != c.MaxAttempts-1 {
-		errs = append(errs, fmt.Errorf("MSGX_BACKOFF has %d tiers but MSGX_MAX_ATTEMPTS=%d allows %d waits: every tier must be able to fire",
-			len(tiers), c.MaxAttempts, c.MaxAttempts-1))
+		errs = append(errs, fmt.Errorf("MSGX_BACKOFF has %s but MSGX_MAX_ATTEMPTS=%d allows %s: every tier must be able to fire",
+			plural(len(tiers), "tier"), c.MaxAttempts, plural(c.MaxAttempts-1, "wait")))
 	}
 	if c.Batch < 0 || c.Batch > 10000 {
 		errs = append(errs, fmt.Errorf("MSGX_ROUTER_BATCH=%d: must be 1..10000", c.Batch))
@@ -205,4 +205,12 @@ func match(rules []Rule, typ, styp string) (Rule, bool) {
 		}
 	}
 	return Rule{}, false
+}
+
+// plural is "1 tier", "4 tiers".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

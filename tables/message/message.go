@@ -46,6 +46,17 @@ const (
 	ClassExhausted = "EXHAUSTED"
 )
 
+// ReplayableClass reports whether FAILED and DEAD messages of class can be
+// replayed (docs/design.md#replay): CODEC_ERROR, INFRA and EXHAUSTED; never
+// MALFORMED or PROTOCOL, where the message itself is wrong.
+func ReplayableClass(class string) bool {
+	switch class {
+	case ClassCodecError, ClassInfra, ClassExhausted:
+		return true
+	}
+	return false
+}
+
 // Reasons and reason prefixes of SKIPPED and DEAD messages.
 const (
 	// ReasonDuplicateOf prefixes the owner of a taken identity:
