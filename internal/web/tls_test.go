@@ -51,7 +51,7 @@ func tlsConfig(cfg Config, srv testenv.Issued) Config {
 // httpsClient trusts ca and presents certs, one new connection per request.
 func httpsClient(ca *testenv.CA, certs ...tls.Certificate) *http.Client {
 	return &http.Client{
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, Certificates: certs}, DisableKeepAlives: true},
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, Certificates: certs}, DisableKeepAlives: true, ForceAttemptHTTP2: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -277,6 +277,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.certs != nil {
 		srv.TLSConfig = s.certs.serverConfig()
+		// HTTP/1.1 only (see certs.build); an empty map keeps net/http
+		// from configuring HTTP/2 on its own.
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	s.log.Info("http listening", "addr", ln.Addr().String(), "tls", s.certs != nil, "client_ca", s.cfg.TLSClientCA != "")
