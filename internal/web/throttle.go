@@ -15,7 +15,7 @@ import (
 )
 
 // throttleClients is the most client addresses the throttle tracks at
-// once (about 100 bytes each).
+// once (about 200 bytes each).
 const throttleClients = 10000
 
 // throttle limits the wrong credentials a client address may present — a
