@@ -4,14 +4,14 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services browser devdb demo samples build vet fuzz clean-state
+.PHONY: run test bench services browser curl devdb demo samples build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
 	MSGX_CUTOVER_WATERMARK=$${MSGX_CUTOVER_WATERMARK:-min} $(GO) run ./cmd/msgx run
 
 ## test: every test (real PostgreSQL, MariaDB and an in-process Kafka)
-test: services browser
+test: services browser curl
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -33,6 +33,13 @@ browser:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 	@chromium --version 2>/dev/null
+
+## curl: install curl, which the HTTPS tests drive against msgx as an operator would, only when it
+## is missing
+curl:
+	@command -v curl >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y curl; }
 
 ## devdb: create the local databases msgx uses for development (idempotent)
 devdb: services

@@ -132,7 +132,8 @@ func envDefault[T any](field string) string {
 }
 
 // productionChecks refuses, with MSGX_ENV=production, what is only meant for
-// development: the embedded Kafka and the built-in local DSNs.
+// development: the embedded Kafka, the built-in local DSNs, HTTP tokens in
+// clear on the network or too short.
 func (c *Config) productionChecks() []error {
 	if !strings.EqualFold(c.Env, "production") {
 		return nil
@@ -142,6 +143,7 @@ func (c *Config) productionChecks() []error {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_KAFKA_BROKERS is empty, but the embedded Kafka is for development; point it at the cluster"))
 	}
 	errs = append(errs, c.Kafka.ProductionErrors()...)
+	errs = append(errs, c.Web.ProductionErrors(c.HTTPAddr, c.HTTP.Token)...)
 	// The development defaults a production deployment must not run on.
 	if c.DB.PGDSN == envDefault[sink.Config]("PGDSN") {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_PG_DSN is the development default; set the production database"))

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -163,14 +167,22 @@ func statusFromDaemon(ctx context.Context, cfg Config) (status.Report, error) {
 	var rep status.Report
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.HTTPAddr+"/status", nil)
+	client, scheme := http.DefaultClient, "http://"
+	if cfg.Web.TLS() {
+		pinned, err := pinnedClient(cfg.Web.TLSCert)
+		if err != nil {
+			return rep, err
+		}
+		client, scheme = pinned, "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+cfg.HTTPAddr+"/status", nil)
 	if err != nil {
 		return rep, err
 	}
 	if cfg.Web.ReadToken != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.Web.ReadToken)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return rep, err
 	}
@@ -180,6 +192,35 @@ func statusFromDaemon(ctx context.Context, cfg Config) (status.Report, error) {
 	}
 	err = json.NewDecoder(resp.Body).Decode(&rep)
 	return rep, err
+}
+
+// pinnedClient reaches the daemon on this host over its TLS listener,
+// trusting exactly the certificate of certFile (MSGX_HTTP_TLS_CERT, the one
+// the daemon serves): MSGX_HTTP_ADDR may name an address the certificate
+// does not (0.0.0.0), and its CA need not be in the system's roots. Right
+// after a renewal the daemon may serve the previous one for a few seconds;
+// the status is then collected directly.
+func pinnedClient(certFile string) (*http.Client, error) {
+	pemBytes, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("MSGX_HTTP_TLS_CERT: %w", err)
+	}
+	block, _ := pem.Decode(pemBytes)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("MSGX_HTTP_TLS_CERT=%s: no PEM certificate", certFile)
+	}
+	want := block.Bytes
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// The pin replaces the chain and name checks.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
+				return errors.New("the daemon serves another certificate than MSGX_HTTP_TLS_CERT")
+			}
+			return nil
+		},
+	}}}, nil
 }
 
 func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Report, error) {

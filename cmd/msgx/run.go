@@ -230,26 +230,27 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	if cfg.Backfill.Shadow {
 		log.Warn("shadow mode: msgx never writes to MySQL (no processed marks, no compat inserts, no outbound requests)", "component", "main")
 	}
+	// The HTTP server first: TLS files that do not load stop start-up at
+	// once, not after the databases were waited for.
+	mux := http.NewServeMux()
+	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: clock.Real{}, Log: log})
+	if err != nil {
+		return err
+	}
 	d, err := connect(ctx, cfg, log, r)
 	if err != nil {
 		return err
 	}
 	defer d.close()
 
-	mux := http.NewServeMux()
 	m := metric.New()
 	registerOps(mux, cfg, d, m)
 	hist, err := statusPage(cfg, d, m, mux)
 	if err != nil {
 		return err
 	}
-	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second,
+	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second, HTTP: srv.Stats,
 		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d) }}
-	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: d.clock, Log: log})
-	if err != nil {
-		return err
-	}
-	src.HTTP = srv.Stats
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })

@@ -149,7 +149,10 @@ var (
 	recovered       = desc("msgx_transitions_recovered_total", "Redelivered transitions applied again to PostgreSQL's state because the table was ahead of it after a crash.", "processor")
 	paused          = desc("msgx_component_paused", "1 while a running component waits for an unavailable dependency (outage), else 0.", "component")
 	componentState  = desc("msgx_component_state", "1 for the state a component is in (starting, running, paused, restarting, stopped), 0 for the others.", "component", "state")
-	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401).", "reason")
+	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401), throttled (too many wrong tokens from the client address, 429), no-client-cert (/cminmsgs/send without a certificate of MSGX_HTTP_TLS_CLIENT_CA, 403).", "reason")
+	httpWrong       = desc("msgx_http_wrong_credentials_total", "Wrong tokens presented: logins with a wrong read token, wrong bearer tokens on any endpoint (what the login throttle counts).")
+	httpThrottled   = desc("msgx_http_throttled_clients", "Client addresses whose credentials are refused with 429 now (MSGX_HTTP_THROTTLE_FAILURES wrong ones within MSGX_HTTP_THROTTLE_PERIOD).")
+	httpCertExpiry  = desc("msgx_http_tls_certificate_expiry_timestamp_seconds", "When the certificate the HTTP listener serves expires (Unix time; only with MSGX_HTTP_TLS_CERT).")
 	applied         = desc("msgx_transitions_applied_total", "Transitions applied by an applying processor.", "processor")
 	replayed        = desc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
 	rejected        = desc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
@@ -173,7 +176,8 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
 		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
-		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp} {
+		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp,
+		httpWrong, httpThrottled, httpCertExpiry} {
 		ch <- d
 	}
 }
@@ -261,6 +265,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, httpRefused, st.SlowClients, "slow")
 		counter(ch, httpRefused, st.Busy, "busy")
 		counter(ch, httpRefused, st.Unauthorized, "unauthorized")
+		counter(ch, httpRefused, st.Throttled, "throttled")
+		counter(ch, httpRefused, st.NoClientCert, "no-client-cert")
+		counter(ch, httpWrong, st.WrongCredentials)
+		gauge(ch, httpThrottled, float64(st.ThrottledClients))
+		if !st.TLSNotAfter.IsZero() {
+			gauge(ch, httpCertExpiry, float64(st.TLSNotAfter.Unix()))
+		}
 	}
 	if s.Health != nil {
 		// The registry's view is the exact one: a component paused by an

@@ -77,3 +77,30 @@ func TestRouterBatchesExported(t *testing.T) {
 		t.Errorf("msgx_router_batched_messages_total = %v, want 1200", got)
 	}
 }
+
+// The HTTP surface's security figures: refusals by the throttle and for
+// want of a client certificate, wrong tokens, throttled addresses, and the
+// certificate's expiry, which is exported only with TLS.
+func TestHTTPSecurityExported(t *testing.T) {
+	notAfter := time.Date(2027, 1, 31, 0, 0, 0, 0, time.UTC)
+	st := web.Stats{Throttled: 7, NoClientCert: 2, WrongCredentials: 11, ThrottledClients: 3, TLSNotAfter: notAfter}
+	m := New()
+	m.SetSources(Sources{HTTP: func() web.Stats { return st }})
+	refused := values(t, m, "msgx_http_refused_total")
+	if refused["throttled/"] != 7 || refused["no-client-cert/"] != 2 {
+		t.Errorf("msgx_http_refused_total %v", refused)
+	}
+	if got := values(t, m, "msgx_http_wrong_credentials_total")[""]; got != 11 {
+		t.Errorf("msgx_http_wrong_credentials_total = %v", got)
+	}
+	if got := values(t, m, "msgx_http_throttled_clients")[""]; got != 3 {
+		t.Errorf("msgx_http_throttled_clients = %v", got)
+	}
+	if got := values(t, m, "msgx_http_tls_certificate_expiry_timestamp_seconds")[""]; got != float64(notAfter.Unix()) {
+		t.Errorf("msgx_http_tls_certificate_expiry_timestamp_seconds = %v", got)
+	}
+	st.TLSNotAfter = time.Time{}
+	if got := values(t, m, "msgx_http_tls_certificate_expiry_timestamp_seconds"); len(got) != 0 {
+		t.Errorf("certificate expiry exported without TLS: %v", got)
+	}
+}
