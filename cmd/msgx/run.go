@@ -184,6 +184,9 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		log.Warn("shadow mode: msgx never writes to MySQL (no processed marks, no compat inserts, no outbound requests)", "component", "main")
 	}
 	d, err := connect(ctx, cfg, log, r)
+	if errors.Is(err, errBinding) {
+		return refuseToStart(ctx, cfg, log, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -196,7 +199,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	if err != nil {
 		return err
 	}
-	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second,
+	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second, Thresholds: &cfg.Status,
 		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d) }}
 	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: d.clock, Log: log})
 	if err != nil {
