@@ -179,6 +179,7 @@ var (
 	inboxMaxID      = desc("msgx_inbox_max_id", "MAX(CMINMSGS_ID) of the inbox.")
 	backfillOverdue = desc("msgx_backfill_overdue", "Pending processed marks older than MSGX_OVERDUE_BACKFILL.")
 	groupMembers    = desc("msgx_consumer_group_members", "Running members of a goka group (0: nothing consumes its input).", "group")
+	sourceOK        = desc("msgx_status_source_ok", "1 when the last status report could read the source (postgres, mysql, kafka), 0 when its section says it could not.", "source")
 	bindingRefused  = desc("msgx_kafka_binding_refused", "1 while this process refuses to start because Kafka is not the cluster the database is bound to, else 0.")
 )
 
@@ -193,7 +194,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
 		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
 		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp,
-		halted, threshold, unreadAge, inboxMaxID, backfillOverdue, groupMembers, bindingRefused} {
+		halted, threshold, unreadAge, inboxMaxID, backfillOverdue, groupMembers, sourceOK, bindingRefused} {
 		ch <- d
 	}
 }
@@ -334,6 +335,12 @@ func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
 		return
 	}
 	r := c.report
+	// The sources the report could not read: its "status incomplete"
+	// alerts (sink/status.Alerts).
+	pgErrs := len(r.Inbox.Errors) + len(r.Messages.Errors) + len(r.Backfill.Errors)
+	gauge(ch, sourceOK, b2f(pgErrs == 0), "postgres")
+	gauge(ch, sourceOK, b2f(r.Inbox.MaxIDError == ""), "mysql")
+	gauge(ch, sourceOK, b2f(r.GroupsError == ""), "kafka")
 	if r.Inbox.Lag >= 0 {
 		gauge(ch, inboxLag, float64(r.Inbox.Lag))
 	}

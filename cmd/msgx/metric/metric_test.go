@@ -82,7 +82,7 @@ func TestRouterBatchesExported(t *testing.T) {
 
 // The figures the alerting rules of deploy/prometheus need: the halted
 // flag, the status thresholds, the report's unread age, max ID, overdue
-// marks and group members, DEAD classes and abandoned reasons exported
+// marks, group members and unreadable sources, DEAD classes and abandoned reasons exported
 // with 0 before the first one, and the binding state.
 func TestFiguresForTheAlertingRules(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
@@ -96,7 +96,7 @@ func TestFiguresForTheAlertingRules(t *testing.T) {
 	th := status.Config{MaxCommitDelay: 5 * time.Minute, OldestUnfinishedAge: 4 * time.Minute, InboxLag: 10000,
 		UnreadAge: 3 * time.Minute, GroupLag: 1000, BackfillOverdue: 720 * time.Hour}
 	rep := status.Report{
-		Inbox:    status.InboxStatus{MaxID: 42, Lag: 7, OldestUnread: &status.UnreadRow{MsgID: 36, AgeSeconds: 95}},
+		Inbox:    status.InboxStatus{MaxID: 42, Lag: 7, OldestUnread: &status.UnreadRow{MsgID: 36, AgeSeconds: 95}, MaxIDError: "mysql unreachable"},
 		Messages: status.MessageStatus{DeadByClass: map[string]int64{"PROTOCOL": 2}},
 		Backfill: status.BackfillStatus{Overdue: 3, Abandoned: map[string]int64{}},
 		Groups: []status.GroupLag{{Group: "msgx-router", Topic: "msgx.inbox", Members: 1},
@@ -118,6 +118,7 @@ func TestFiguresForTheAlertingRules(t *testing.T) {
 		"msgx_dead_messages":               {"MALFORMED/": 0, "PROTOCOL/": 2, "CODEC_ERROR/": 0, "EXHAUSTED/": 0},
 		"msgx_backfill_abandoned":          {"MISSING_ROW/": 0, "TRANSIENT_DEADLINE/": 0},
 		"msgx_kafka_binding_refused":       {"": 0},
+		"msgx_status_source_ok":            {"postgres/": 1, "mysql/": 0, "kafka/": 1},
 	} {
 		got := values(t, m, name)
 		if len(got) != len(want) {
