@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"msgx/internal/contract"
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
 )
@@ -170,6 +174,11 @@ func (p *promServer) waitFiring(name string, match map[string]string, timeout ti
 func (p *promServer) waitResolved(name string, match map[string]string, timeout time.Duration) {
 	p.t.Helper()
 	start := time.Now()
+	p.t.Cleanup(func() {
+		if p.t.Failed() {
+			p.t.Logf("alerts when the test failed: %+v", p.alerts())
+		}
+	})
 	waitFor(p.t, name+" resolved", timeout, func() bool { return !p.firing(name, match) })
 	p.t.Logf("%s %v resolved after %s", name, match, time.Since(start).Round(100*time.Millisecond))
 }
@@ -282,6 +291,16 @@ func TestPrometheusAgainstLiveMsgx(t *testing.T) {
 		return count(t, pool, "SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED','SKIPPED','DEAD','ARCHIVED')") == len(day)+2
 	})
 
+	// The integrators' contracts: every record of the codeshare day on
+	// msgx.msg and msgx.schd, and every answer of the read endpoints.
+	contracts, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the event outbox drained", time.Minute, func() bool { return count(t, pool, "SELECT COUNT(*) FROM event_outbox") == 0 })
+	validateTopics(t, contracts, []string{cfg.Kafka.EmbeddedAddr})
+	validateAnswers(t, contracts, base, pool)
+
 	// Every dashboard query returns a series, now that every kind of
 	// figure has been produced.
 	queries := dashboardQueries(t)
@@ -303,6 +322,12 @@ func TestPrometheusAgainstLiveMsgx(t *testing.T) {
 	prom.waitFiring("MsgxComponentNotProcessing", map[string]string{"instance": httpAddr, "component": "router"}, time.Minute)
 	prom.waitFiring("MsgxStatusIncomplete", map[string]string{"instance": httpAddr}, time.Minute)
 	pgProxy.Up()
+	t.Cleanup(func() {
+		if t.Failed() {
+			_, st := get(t, base+"/status")
+			t.Logf("status when the test failed:\n%s", st)
+		}
+	})
 	prom.waitResolved("MsgxComponentNotProcessing", map[string]string{"instance": httpAddr}, time.Minute)
 	prom.waitResolved("MsgxStatusIncomplete", map[string]string{"instance": httpAddr}, time.Minute)
 
@@ -347,4 +372,79 @@ func TestPrometheusAgainstLiveMsgx(t *testing.T) {
 		}
 	}
 	t.Logf("%d rules evaluated without error; alerts at the end: %v", n, still)
+}
+
+// validateTopics checks every record on msgx.msg and msgx.schd against its
+// JSON Schema (deploy/schemas).
+func validateTopics(t *testing.T, c *contract.Contracts, brokers []string) {
+	t.Helper()
+	for _, topic := range []struct {
+		name  string
+		check func([]byte) error
+	}{{"msgx.msg", c.Event}, {"msgx.schd", c.Schd}} {
+		recs := testenv.ReadTopic(t, brokers, topic.name, 1<<20, 3*time.Second)
+		if len(recs) == 0 {
+			t.Errorf("no record on %s to validate", topic.name)
+		}
+		bad := 0
+		for _, r := range recs {
+			if err := topic.check(r.Value); err != nil {
+				if bad++; bad <= 3 {
+					t.Errorf("%s record %s@%d does not validate against deploy/schemas: %v\n%s", topic.name, r.Key, r.Offset, err, r.Value)
+				}
+			}
+		}
+		t.Logf("%d %s records validated (%d invalid)", len(recs), topic.name, bad)
+	}
+}
+
+// validateAnswers asks the trace, flights, refdata and status endpoints
+// every question the data allows (each message, each flight, each day, the
+// documented errors) and checks each answer against deploy/openapi.yaml.
+func validateAnswers(t *testing.T, c *contract.Contracts, base string, pool *pgxpool.Pool) {
+	t.Helper()
+	var paths []string
+	column := func(q string) []string {
+		rows, err := pool.Query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	for _, id := range column("SELECT msg_id::text FROM proc_state ORDER BY msg_id") {
+		paths = append(paths, "/trace/"+id, "/trace/"+id+"?format=text")
+	}
+	for _, flid := range column("SELECT flid FROM flight_schd ORDER BY flid") {
+		paths = append(paths, "/flights/"+flid, "/trace/flights/"+flid, "/trace/flights/"+flid+"?limit=2")
+	}
+	for _, day := range column("SELECT DISTINCT operation_day::text FROM flight_schd") {
+		paths = append(paths, "/flights?day="+day)
+	}
+	paths = append(paths, "/status", "/readyz", "/healthz", "/refdata/AIRL", "/refdata/rsta", "/refdata/AIRL/CA",
+		"/refdata/NOPE", "/flights/0", "/flights?day=2021-13-01", "/flights", "/trace/0", "/trace/abc",
+		"/trace/flights/0", "/trace/flights/100000?limit=x", "/metrics")
+	codes := map[int]int{}
+	for _, p := range paths {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+		path, _, _ := strings.Cut(p, "?")
+		if err := c.Response("GET", path, resp.StatusCode, resp.Header.Get("Content-Type"), body); err != nil {
+			t.Errorf("GET %s: the answer does not validate against deploy/openapi.yaml: %v\n%.2000s", p, err, body)
+		}
+	}
+	t.Logf("%d HTTP answers validated against deploy/openapi.yaml (by status: %v)", len(paths), codes)
 }
