@@ -4,14 +4,14 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services browser curl devdb demo samples build vet fuzz clean-state
+.PHONY: run test bench services browser curl prometheus devdb demo samples build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
 	MSGX_CUTOVER_WATERMARK=$${MSGX_CUTOVER_WATERMARK:-min} $(GO) run ./cmd/msgx run
 
 ## test: every test (real PostgreSQL, MariaDB and an in-process Kafka)
-test: services browser curl
+test: services browser curl prometheus
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -40,6 +40,15 @@ curl:
 	@command -v curl >/dev/null 2>&1 || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y curl; }
+
+## prometheus: install Prometheus and promtool, which the tests of deploy/ run (Debian's
+## prometheus; its service is not started here), and systemd-analyze (Debian's systemd), only
+## when one is missing; waits for another apt-get holding the dpkg lock
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 --no-install-recommends prometheus systemd; }
+	@promtool --version 2>/dev/null | head -1
 
 ## devdb: create the local databases msgx uses for development (idempotent)
 devdb: services

@@ -238,6 +238,9 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		return err
 	}
 	d, err := connect(ctx, cfg, log, r)
+	if errors.Is(err, errBinding) {
+		return refuseToStart(ctx, cfg, log, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -249,7 +252,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	if err != nil {
 		return err
 	}
-	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second, HTTP: srv.Stats,
+	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second, HTTP: srv.Stats, Thresholds: &cfg.Status,
 		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d) }}
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {

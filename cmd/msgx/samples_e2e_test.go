@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"msgx/internal/contract"
 	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/tables/flight"
@@ -192,6 +193,13 @@ func TestEverySampleEndToEnd(t *testing.T) {
 			t.Errorf("%s: event flight %s = %v, want %d entries", tc.sample, tc.coll, ev.Flight.Collections[tc.coll], tc.n)
 		}
 	}
+	// Every record the samples produced is what deploy/schemas promises.
+	contracts, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateTopics(t, contracts, []string{cfg.Kafka.EmbeddedAddr})
+
 	// The second FLAB clear changes nothing: SUCCEEDED, no event.
 	if evs := events[idOf["INSERT_CMINMSGS_FLAB.sql#2(UPD)"]]; len(evs) != 0 {
 		t.Errorf("a repeated FLAB clear emitted %+v", evs)
