@@ -24,7 +24,7 @@ type Config struct {
 	// Version is the Kafka protocol version the clients speak.
 	Version string `env:"MSGX_KAFKA_VERSION" envDefault:"3.6.0"`
 	// Prefix goes before the name of every consumer group and topic msgx
-	// uses (the goka groups, their table and loop topics, and the default
+	// uses (the goka groups, their table topics, and the default
 	// MSGX_TOPIC_* names), so that deployments with different prefixes
 	// share a cluster without meeting; empty (the default) keeps the plain
 	// names. Letters, digits, '.', '_' and '-' only.

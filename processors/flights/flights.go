@@ -422,12 +422,12 @@ func lastMsgOf(s *flight.State) int64 {
 // goka table is not the state PostgreSQL was built from (another Kafka
 // cluster, a wiped or re-created table topic), and applying t would answer
 // no-match — or create the flight anew — and mark its message applied.
-// Only transitions the router counted are checked: they complete messages.
-// A creation the router saw first (Transition.FirstSeen) is not: no older
-// message put its flight into PostgreSQL, and a backlog of new flights
-// needs no lookup each.
-// Derived ones (LINK, cascade, PURGE) arrive on the loop topic in another
-// order than their flight's own transitions, and complete none.
+// Every transition of a message is checked, a master's LINK and a child's
+// cascade too: they complete messages. A creation the router saw first
+// (Transition.FirstSeen) is not: no older message put its flight into
+// PostgreSQL, and a backlog of new flights needs no lookup each. The
+// history sweep's transitions complete no message; they are checked
+// against PostgreSQL's table value instead (durable).
 func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Transition) error {
 	var where string
 	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {

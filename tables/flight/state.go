@@ -32,7 +32,8 @@ const (
 // An entry whose State is StatePlaceholder is not a flight but the Links of a
 // master that children named before it existed: it has no version, fields or
 // operation day, Apply never derives an event from it, and the processor
-// never writes it to PostgreSQL (IsPlaceholder).
+// keeps it in PostgreSQL's flight_placeholder, never in the read model
+// (IsPlaceholder).
 type State struct {
 	// FLID is AODB's flight id.
 	FLID string `json:"flid"`
