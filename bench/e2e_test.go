@@ -54,8 +54,19 @@ func readProgress(b *testing.B, c *pgx.Conn) progress {
 //   - the peak RSS of the msgx process (VmHWM, read just before it stops);
 //   - the rate of ingest and of the router on the way.
 func BenchmarkEndToEnd(b *testing.B) {
-	n := benchMessages(b)
-	msgs := realisticDay(11, n)
+	endToEnd(b, "", realisticDay(11, benchMessages(b)))
+}
+
+// BenchmarkEndToEndCodeshare is BenchmarkEndToEnd on the codeshare-heavy
+// mix (codeshareDay): one flight in three shared, the router deriving their
+// masters' and children's transitions.
+func BenchmarkEndToEndCodeshare(b *testing.B) {
+	endToEnd(b, "codeshare-heavy ", codeshareDay(11, benchMessages(b)))
+}
+
+// endToEnd runs BenchmarkEndToEnd on the messages msgs of the mix named
+// mix ("" for the realistic one).
+func endToEnd(b *testing.B, mix string, msgs []string) {
 	bin := msgxBinary(b)
 	for i := 0; i < b.N; i++ {
 		commitRate := pgbenchCommitRate(b, testenv.NewEmptyPG(b))
@@ -146,7 +157,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Logf("load average at the end: %s", loadAverage())
 		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
 			commitRate, rate/commitRate, commits, perMsg, peak)
-		what := fmt.Sprintf("end to end, %s-message backlog (`BenchmarkEndToEnd`)", thousands(len(msgs)))
+		bench := "BenchmarkEndToEnd"
+		if mix != "" {
+			bench = "BenchmarkEndToEndCodeshare"
+		}
+		what := fmt.Sprintf("end to end, %s-message %sbacklog (`%s`)", thousands(len(msgs)), mix, bench)
 		printRow(what+": messages per second", fmt.Sprintf("%.0f msg/s", rate))
 		printRow(what+": ÷ pgbench single-row commit rate", fmt.Sprintf("%.2f (pgbench %.0f commits/s)", rate/commitRate, commitRate))
 		printRow(what+": PostgreSQL commits per message", fmt.Sprintf("%.3f", perMsg))

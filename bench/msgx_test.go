@@ -51,6 +51,15 @@ func realisticDay(seed uint64, n int) []string {
 	return workload.Day(workload.Options{Seed: seed, Flights: flights, Ops: n - (flights+99)/100, SharedEvery: 20})
 }
 
+// codeshareDay is a codeshare-heavy day of about n messages
+// (workload.Options.Codeshare): a third of the flights shared, children
+// before masters, re-links, unlinks, renames, child and master deletions,
+// masters sent again, packages mixing masters and children, reference data.
+func codeshareDay(seed uint64, n int) []string {
+	flights := max(100, n/10)
+	return workload.Day(workload.Options{Seed: seed, Flights: flights, Ops: n - (flights+99)/100, Codeshare: true})
+}
+
 var (
 	rowsMu sync.Mutex
 	rows   []string
