@@ -24,6 +24,7 @@ import (
 // while topic creation answers INVALID_REPLICATION_FACTOR (a broker briefly
 // away), which it retries instead of exiting.
 func TestDisturbedCluster(t *testing.T) {
+	t.Parallel() // a long run of the binary: beside the others
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -258,13 +258,15 @@ func loadInbox(t *testing.T, s *scenario, msgs []string) {
 // version history line — no hole — and every (FLID, version) on the msg
 // topic, in order.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel() // a long run of the binary: beside the others
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	// Large enough that the kills land while the backlog flows: with group
-	// commits an undisturbed run takes a few seconds.
-	msgs := workload.Day(workload.Options{Seed: 42, Flights: 1500, Ops: 20000, Codeshare: true})
+	// Large enough that the kills land while the backlog flows (each after
+	// a twelfth of it is terminal): with group commits an undisturbed run
+	// takes a few seconds.
+	msgs := workload.Day(workload.Options{Seed: 42, Flights: 800, Ops: 8000, Codeshare: true})
 
 	crash := newScenario(t, bin)
 	loadInbox(t, crash, msgs)
@@ -342,6 +344,7 @@ func TestSigtermDuringLoad(t *testing.T) {
 // distinct (FLID, version) events it saw.
 func assertEqualRun(t *testing.T, s *scenario, want map[string]string, what string) int {
 	t.Helper()
+	assertIndexFollowsTable(t, s.pool, s.brokers)
 	got := s.flights()
 	if len(got) != len(want) {
 		t.Fatalf("%d flights %s, %d in the reference run", len(got), what, len(want))

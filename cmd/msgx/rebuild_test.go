@@ -93,6 +93,7 @@ func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]strin
 // decision, flight, collection, version history line, placeholder, index
 // entry, applied mark and goka table value.
 func TestRebuildReproducesState(t *testing.T) {
+	t.Parallel() // a long run of the binary: beside the others
 	cfg, myDSN := testConfig(t, nil)
 	my := testenv.OpenMySQL(t, myDSN)
 	for _, m := range workload.Day(workload.Options{Seed: 3, Flights: 120, Ops: 1200, Codeshare: true}) {
@@ -162,6 +163,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	defer b.Close()
 	after := rebuildState(t, cfg, pool)
 	wantCodecDead(t, pool, codec)
+	assertIndexFollowsTable(t, pool, brokers)
 	for name, want := range before {
 		if after[name] != want {
 			t.Errorf("%s differs after rebuild:\n%s", name, lineDiff(want, after[name]))

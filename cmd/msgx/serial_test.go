@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"msgx/internal/serial"
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
@@ -28,6 +30,7 @@ import (
 // placeholder), every flight's version history, the msg events per FLID,
 // and the router's flight index.
 func TestSerialEquivalence(t *testing.T) {
+	t.Parallel() // a long run of the binary: beside the others
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -192,7 +195,7 @@ func assertSerial(t *testing.T, s *scenario, msgs []string) {
 			t.Errorf("events of flight %s, which has no version in the serial reference", flid)
 		}
 	}
-	assertIndexFollowsTable(t, s)
+	assertIndexFollowsTable(t, s.pool, s.brokers)
 	// The router's index is the reference's.
 	rows, err = s.pool.Query(ctx, `SELECT flid, COALESCE(state, ''), COALESCE(maid, ''), COALESCE(flno, '') FROM flight_index`)
 	if err != nil {
@@ -296,10 +299,10 @@ func flightEvents(t *testing.T, s *scenario) map[string][]*flight.Event {
 // every flight, the link the flights table gives it (docs/design.md#codeshare):
 // state, MAID and FLNO of the read model's row, no flight where there is
 // no row.
-func assertIndexFollowsTable(t *testing.T, s *scenario) {
+func assertIndexFollowsTable(t *testing.T, pool *pgxpool.Pool, brokers []string) {
 	t.Helper()
-	testenv.WaitCaughtUp(t, s.brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
-	rows, err := s.pool.Query(context.Background(), `SELECT COALESCE(i.flid, f.flid), COALESCE(i.state, '-'), COALESCE(i.maid, '-'),
+	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
+	rows, err := pool.Query(context.Background(), `SELECT COALESCE(i.flid, f.flid), COALESCE(i.state, '-'), COALESCE(i.maid, '-'),
 			COALESCE(i.flno, '-'), COALESCE(f.state, '-'), COALESCE(f.maid, '-'), COALESCE(f.flno, '-')
 		FROM flight_index i FULL JOIN flight_schd f ON f.flid = i.flid
 		WHERE (i.state, i.maid, i.flno) IS DISTINCT FROM (f.state, f.maid, f.flno)`)

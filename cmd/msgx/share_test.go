@@ -24,6 +24,7 @@ import (
 // takes its partitions over. The PostgreSQL flight state must equal a
 // single-instance run's, and every (FLID, version) must reach msgx.msg.
 func TestTwoInstancesShareTheFlights(t *testing.T) {
+	t.Parallel() // a long run of the binary: beside the others
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
