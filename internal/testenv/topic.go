@@ -11,11 +11,26 @@ import (
 
 // ReadTopic reads a topic from its beginning with franz-go, a Kafka client
 // independent of the sarama producers under test, until it has n records or
-// timeout passes. It returns what it read.
+// timeout passes. It returns what it read, as a consumer with the default
+// isolation.level=read_uncommitted sees it: records of open and aborted
+// transactions included.
 func ReadTopic(t testing.TB, brokers []string, topic string, n int, timeout time.Duration) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	return readTopic(t, brokers, topic, n, timeout)
+}
+
+// ReadCommitted is ReadTopic with isolation.level=read_committed: only
+// records of committed transactions (and non-transactional ones), and
+// nothing at or after the first still open transaction.
+func ReadCommitted(t testing.TB, brokers []string, topic string, n int, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	return readTopic(t, brokers, topic, n, timeout, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+func readTopic(t testing.TB, brokers []string, topic string, n int, timeout time.Duration, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
