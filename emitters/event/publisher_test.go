@@ -150,6 +150,7 @@ func crashAt(point string) func(string) error {
 // commit published without producing it again, and msg_event records the
 // committed copy.
 func TestPublisherCrashWindows(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		exactlyOnce bool
 		point       string
@@ -189,10 +190,10 @@ func TestPublisherCrashWindows(t *testing.T) {
 			} else if n != 3 || st.Published["ev"] != 3 {
 				t.Fatalf("after the crash: published %d, stats %+v", n, st)
 			}
-			if got := records(testenv.ReadCommitted(t, e.brokers, "ev", 7, time.Second)); got != tc.committed {
+			if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != tc.committed {
 				t.Errorf("read_committed %q, want %q", got, tc.committed)
 			}
-			if got := records(testenv.ReadTopic(t, e.brokers, "ev", 7, time.Second)); got != tc.uncommitted {
+			if got := records(testenv.ReadToEnd(t, e.brokers, "ev", false, 10*time.Second)); got != tc.uncommitted {
 				t.Errorf("read_uncommitted %q, want %q", got, tc.uncommitted)
 			}
 			if got := e.msgEvents(); got != tc.index {
@@ -221,6 +222,7 @@ func TestPublisherCrashWindows(t *testing.T) {
 // itself, before it deleted the committed batch: the next start reconciles
 // again, and nothing is published twice.
 func TestPublisherReconcileCrash(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.queue(ev("ev", "a", 1), ev("ev", "a", 2))
 	p := e.publisher(config(true), nil)
@@ -243,7 +245,7 @@ func TestPublisherReconcileCrash(t *testing.T) {
 	if n, err := p.Publish(e.ctx); n != 1 || err != nil {
 		t.Fatalf("published %d %v, want v3 alone", n, err)
 	}
-	if got := records(testenv.ReadCommitted(t, e.brokers, "ev", 4, time.Second)); got != "a=v1 a=v2 a=v3" {
+	if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != "a=v1 a=v2 a=v3" {
 		t.Fatalf("read_committed %q", got)
 	}
 	if st := p.Stats(); st.Reconciled != 2 || st.Position != 3 {
@@ -255,6 +257,7 @@ func TestPublisherReconcileCrash(t *testing.T) {
 // after a crash re-queues its event), in one batch or after it was
 // published, is published once; tombstones are never de-duplicated.
 func TestPublisherDedupe(t *testing.T) {
+	t.Parallel()
 	for _, exactlyOnce := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -274,7 +277,7 @@ func TestPublisherDedupe(t *testing.T) {
 				t.Fatalf("publish: %d %v", n, err)
 			}
 			want := "a=v1 a=v2 b=v1 c=<nil> c=<nil> a=v3"
-			if got := records(testenv.ReadCommitted(t, e.brokers, "ev", 7, time.Second)); got != want {
+			if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != want {
 				t.Fatalf("read_committed %q, want %q", got, want)
 			}
 			st := p.Stats()
@@ -298,6 +301,7 @@ func TestPublisherDedupe(t *testing.T) {
 // so in one ERROR line and stops publishing. A read_committed consumer
 // sees every event once.
 func TestPublisherFenced(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	for v := int64(1); v <= 5; v++ {
 		e.queue(ev("ev", "a", v))
@@ -337,7 +341,7 @@ func TestPublisherFenced(t *testing.T) {
 	if n, err := standby.Publish(e.ctx); n != 1 || err != nil {
 		t.Fatalf("the standby, after the old one resumed: %d %v", n, err)
 	}
-	if got := records(testenv.ReadCommitted(t, e.brokers, "ev", 7, time.Second)); got != "a=v1 a=v2 a=v3 a=v4 a=v5 a=v6" {
+	if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != "a=v1 a=v2 a=v3 a=v4 a=v5 a=v6" {
 		t.Fatalf("read_committed %q", got)
 	}
 	errorLines := 0
@@ -369,6 +373,7 @@ func TestPublisherFenced(t *testing.T) {
 // process lock never initialises the transactional ID, so it cannot fence
 // the instance that took over.
 func TestPublisherInactive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.queue(ev("ev", "a", 1))
 	lost := errors.New("advisory lock session lost")
@@ -387,6 +392,7 @@ func TestPublisherInactive(t *testing.T) {
 // whose sequence is behind what Kafka saw): they are published again, not
 // deleted unpublished.
 func TestPublisherRestoredOutbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.queue(ev("ev", "a", 1), ev("ev", "a", 2))
 	p := e.publisher(config(true), nil)
@@ -402,7 +408,7 @@ func TestPublisherRestoredOutbox(t *testing.T) {
 	if n, err := p.Publish(e.ctx); n != 2 || err != nil {
 		t.Fatalf("published %d %v", n, err)
 	}
-	if got := records(testenv.ReadCommitted(t, e.brokers, "ev", 5, time.Second)); got != "a=v1 a=v2 a=v1 a=v9" {
+	if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != "a=v1 a=v2 a=v1 a=v9" {
 		t.Fatalf("read_committed %q", got)
 	}
 	if !strings.Contains(e.logs.String(), "not what it published") {
@@ -415,6 +421,7 @@ func TestPublisherRestoredOutbox(t *testing.T) {
 // few hundred milliseconds: every version reaches a read_committed
 // consumer exactly once and in order per FLID, over three partitions.
 func TestPublisherDisturbedCluster(t *testing.T) {
+	t.Parallel()
 	c := testenv.NewCluster(t)
 	e := newEnv(t, c.Addrs())
 	const flights, versions = 30, 15
@@ -449,7 +456,7 @@ func TestPublisherDisturbedCluster(t *testing.T) {
 		}
 	}
 	got := d.Stop()
-	assertExactlyOnce(t, testenv.ReadCommitted(t, c.Addrs(), "ev3", flights*versions, 20*time.Second), flights, versions)
+	assertExactlyOnce(t, testenv.ReadToEnd(t, c.Addrs(), "ev3", true, 20*time.Second), flights, versions)
 	t.Logf("%d events through %+v; transactions %v", flights*versions, got, p.Stats().Transactions)
 }
 
@@ -483,6 +490,7 @@ func assertExactlyOnce(t *testing.T, rs []*kgo.Record, flights int, versions int
 
 // TestPublisherKafkaDown: without Kafka nothing leaves the outbox.
 func TestPublisherKafkaDown(t *testing.T) {
+	t.Parallel()
 	for _, exactlyOnce := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) {
 			ctx := context.Background()
