@@ -53,7 +53,27 @@ func readProgress(b *testing.B, c *pgx.Conn) progress {
 //     processed mark;
 //   - the peak RSS of the msgx process (VmHWM, read just before it stops);
 //   - the rate of ingest and of the router on the way.
+//
+// It runs twice: with the exactly-once publisher (Kafka transactions, the
+// default) and with MSGX_EXACTLY_ONCE=false.
 func BenchmarkEndToEnd(b *testing.B) {
+	for _, m := range publishModes {
+		b.Run(m.name, func(b *testing.B) { endToEnd(b, m) })
+	}
+}
+
+// publishMode is one setting of MSGX_EXACTLY_ONCE the benchmarks compare.
+type publishMode struct {
+	name string
+	env  string
+}
+
+var publishModes = []publishMode{
+	{"exactly-once", "MSGX_EXACTLY_ONCE=true"},
+	{"at-least-once", "MSGX_EXACTLY_ONCE=false"},
+}
+
+func endToEnd(b *testing.B, m publishMode) {
 	n := benchMessages(b)
 	msgs := realisticDay(11, n)
 	bin := msgxBinary(b)
@@ -67,7 +87,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 
 		ctx := context.Background()
 		start := time.Now()
-		p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b)), "run")
+		p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b), m.env), "run")
 		conn, err := pgx.Connect(ctx, pgDSN)
 		if err != nil {
 			b.Fatal(err)
@@ -146,7 +166,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Logf("load average at the end: %s", loadAverage())
 		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
 			commitRate, rate/commitRate, commits, perMsg, peak)
-		what := fmt.Sprintf("end to end, %s-message backlog (`BenchmarkEndToEnd`)", thousands(len(msgs)))
+		what := fmt.Sprintf("end to end, %s-message backlog (`BenchmarkEndToEnd`, %s)", thousands(len(msgs)), m.name)
 		printRow(what+": messages per second", fmt.Sprintf("%.0f msg/s", rate))
 		printRow(what+": ÷ pgbench single-row commit rate", fmt.Sprintf("%.2f (pgbench %.0f commits/s)", rate/commitRate, commitRate))
 		printRow(what+": PostgreSQL commits per message", fmt.Sprintf("%.3f", perMsg))
