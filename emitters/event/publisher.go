@@ -410,6 +410,18 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	if err != nil {
 		return retry.Permanent(err)
 	}
+	// The position is committed; so must its events be. A broker commits a
+	// transaction on all its partitions or none — except the embedded one
+	// (kfake keeps no transaction log) when it dies in the middle of a
+	// commit, the process of `msgx run` killed with it. Deleting rows whose
+	// events were aborted would lose them: publish them again instead.
+	if missing, err := p.invisible(ctx, produced); err != nil {
+		return err
+	} else if missing != "" {
+		p.log.Warn("the last committed position's events are not all visible to read_committed consumers (a broker that died during the commit); publishing the batch again",
+			"missing", missing, "position", pos.LastID, "committed_at", pos.CommittedAt)
+		return nil
+	}
 	if err := p.at(PointReconcile); err != nil {
 		return err
 	}
@@ -420,6 +432,39 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	p.log.Info("reconciled the last committed transaction: its outbox rows were on Kafka already and are deleted without publishing them again",
 		"rows", len(rows), "position", pos.LastID, "committed_at", pos.CommittedAt)
 	return nil
+}
+
+// invisible checks that every produced record of a committed batch is
+// readable with read_committed at the offset the position says, with its
+// key; it names the first that is not ("" when all are).
+func (p *Publisher) invisible(ctx context.Context, produced []sink.Produced) (string, error) {
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	byPart := map[tp][]sink.Produced{}
+	for _, r := range produced {
+		k := tp{r.Event.Topic, r.Partition}
+		byPart[k] = append(byPart[k], r)
+	}
+	for k, rs := range byPart {
+		from, to := rs[0].Offset, rs[0].Offset
+		for _, r := range rs {
+			from, to = min(from, r.Offset), max(to, r.Offset)
+		}
+		kctx, cancel := context.WithTimeout(ctx, 3*p.d.Kafka.Timeout)
+		keys, err := kafka.CommittedKeys(kctx, p.d.Kafka, p.d.Brokers, k.topic, k.partition, from, int(to-from+1))
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("checking the committed position's events: %w", err)
+		}
+		for _, r := range rs {
+			if key, ok := keys[r.Offset]; !ok || string(key) != r.Event.Key {
+				return fmt.Sprintf("%s[%d]@%d (outbox row %d)", k.topic, k.partition, r.Offset, r.ID), nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // transact produces publish in one transaction with the position of the

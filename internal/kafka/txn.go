@@ -83,20 +83,64 @@ func FirstProduceError(err error) error {
 }
 
 // LastCommitted returns the value of the newest committed record with key
-// on partition 0 of topic, read with isolation.level=read_committed: what
-// a transactional producer last committed there (found false: nothing).
-// Call it after initialising the producer's ID, so that no transaction of
-// that ID is still open and the last stable offset is the end of the log.
+// on partition 0 of topic — what a consumer with isolation.level=
+// read_committed reads last for it — or found false. Call it after
+// initialising the writing producer's transactional ID, so that none of its
+// transactions is still open.
 //
 // It reads the partition's tail only: each transaction leaves its record
 // and a marker, so the newest committed record is normally the second to
-// last offset; the window grows fourfold while it holds none (aborted
-// transactions at the end) until it reaches the log's start.
+// last offset; the window grows fourfold while it holds none, until it
+// reaches the log's start.
 func LastCommitted(ctx context.Context, c Config, brokers []string, topic string, key []byte) (value []byte, found bool, err error) {
-	cl, err := NewKgoClient(c, brokers)
+	start, end, err := bounds(ctx, c, brokers, topic, 0)
 	if err != nil {
 		return nil, false, err
 	}
+	for window := int64(16); ; window *= 4 {
+		from := max(start, end-window)
+		if from >= end {
+			return nil, false, nil
+		}
+		err := committedRecords(ctx, c, brokers, topic, 0, from, end, func(r *kgo.Record) {
+			if bytes.Equal(r.Key, key) {
+				value, found = r.Value, true
+			}
+		})
+		if err != nil || found || from == start {
+			return value, found, err
+		}
+	}
+}
+
+// CommittedKeys returns the keys of the committed records (as
+// committedRecords decides) at offsets from … from+n-1 of a partition, by
+// offset: a record of an aborted transaction, or one compaction removed, is
+// missing from the map.
+func CommittedKeys(ctx context.Context, c Config, brokers []string, topic string, partition int32, from int64, n int) (map[int64][]byte, error) {
+	start, end, err := bounds(ctx, c, brokers, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]byte, n)
+	if max(from, start) >= end {
+		return out, nil // deleted (retention) or never written
+	}
+	err = committedRecords(ctx, c, brokers, topic, partition, max(from, start), end, func(r *kgo.Record) {
+		if r.Offset < from+int64(n) {
+			out[r.Offset] = r.Key
+		}
+	})
+	return out, err
+}
+
+// bounds are a partition's log start offset and high watermark.
+func bounds(ctx context.Context, c Config, brokers []string, topic string, partition int32) (start, end int64, err error) {
+	cl, err := NewKgoClient(c, brokers)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	offset := func(list func(context.Context, ...string) (kadm.ListedOffsets, error)) (int64, error) {
 		listed, err := list(ctx, topic)
@@ -106,72 +150,116 @@ func LastCommitted(ctx context.Context, c Config, brokers []string, topic string
 		if err != nil {
 			return 0, err
 		}
-		o, ok := listed.Lookup(topic, 0)
+		o, ok := listed.Lookup(topic, partition)
 		if !ok {
-			return 0, fmt.Errorf("topic %s has no partition 0", topic)
+			return 0, fmt.Errorf("topic %s has no partition %d", topic, partition)
 		}
 		return o.Offset, o.Err
 	}
-	// The last stable offset: read_committed consumers see nothing at or
-	// beyond it.
-	end, err := offset(adm.ListCommittedOffsets)
-	var start int64
-	if err == nil {
+	if end, err = offset(adm.ListEndOffsets); err == nil {
 		start, err = offset(adm.ListStartOffsets)
 	}
-	cl.Close()
 	if err != nil {
-		return nil, false, retry.Outage("kafka", fmt.Errorf("listing the offsets of %s: %w", topic, err))
+		return 0, 0, retry.Outage("kafka", fmt.Errorf("listing the offsets of %s[%d]: %w", topic, partition, err))
 	}
-	for window := int64(16); ; window *= 4 {
-		from := max(start, end-window)
-		if from >= end {
-			return nil, false, nil
+	return start, end, nil
+}
+
+// committedRecords reads a partition from offset from to end (its high
+// watermark when the read began) and calls fn with every committed record:
+// a non-transactional one as it is read, a transactional one when the
+// COMMIT marker of its transaction is read, in offset order within a
+// transaction.
+//
+// It does what a consumer with isolation.level=read_committed does, but
+// from the records and the transaction markers (read_uncommitted, control
+// records kept) instead of the client's filtering. A broker that restarts
+// after a crash with a transaction open aborts it without writing a marker
+// (kfake, the embedded Kafka, when `msgx run` is killed with it): a
+// read_committed client then can neither tell that it reached the end of
+// such a log nor trust what it is handed of that producer in the same
+// fetch. The rules, per producer ID: a record waits for its transaction's
+// marker; a COMMIT marker commits, an ABORT marker drops what waits with
+// an epoch up to the marker's; a record with a higher epoch drops what
+// waits with a lower one (the epoch was bumped: that transaction can never
+// commit); whatever still waits at end is not committed. Every offset
+// below the high watermark is a record or a marker, and compaction never
+// removes a log's last batch, so the read knows when it is done.
+func committedRecords(ctx context.Context, c Config, brokers []string, topic string, partition int32, from, end int64, fn func(*kgo.Record)) error {
+	cl, err := NewKgoClient(c, brokers,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	v := resolver{pending: map[int64][]*kgo.Record{}, committed: fn}
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return retry.Outage("kafka", fmt.Errorf("reading %s[%d] from offset %d to %d: %w", topic, partition, from, end, err))
 		}
-		value, found, err = scanCommitted(ctx, c, brokers, topic, key, from, end)
-		if err != nil || found || from == start {
-			return value, found, err
+		for _, fe := range fs.Errors() {
+			return retry.Outage("kafka", fmt.Errorf("reading %s[%d]: %w", topic, partition, fe.Err))
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= end || done {
+				return
+			}
+			v.add(kindOf(r), r)
+			done = r.Offset >= end-1
+		})
+		if done {
+			return nil
 		}
 	}
 }
 
-// scanCommitted reads partition 0 of topic from offset from up to end (a
-// last stable offset) with read_committed and returns the newest value of
-// key. Control records (transaction markers) are kept so that the read
-// knows when it reached end: the log's last offset before it is a marker,
-// and compaction never removes a log's last batch.
-func scanCommitted(ctx context.Context, c Config, brokers []string, topic string, key []byte, from, end int64) ([]byte, bool, error) {
-	cl, err := NewKgoClient(c, brokers,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(500*time.Millisecond))
-	if err != nil {
-		return nil, false, err
+// recordKind is what resolver needs of a record.
+type recordKind struct {
+	control, commit, transactional bool
+}
+
+func kindOf(r *kgo.Record) recordKind {
+	return recordKind{
+		control: r.Attrs.IsControl(),
+		// A marker's key is a version and a type (int16 each): 1 commits.
+		commit:        len(r.Key) >= 4 && r.Key[2] == 0 && r.Key[3] == 1,
+		transactional: r.Attrs.IsTransactional(),
 	}
-	defer cl.Close()
-	var value []byte
-	found := false
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, false, retry.Outage("kafka", fmt.Errorf("reading %s from offset %d to %d: %w", topic, from, end, err))
-		}
-		for _, fe := range fs.Errors() {
-			return nil, false, retry.Outage("kafka", fmt.Errorf("reading %s: %w", topic, fe.Err))
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= end {
-				return
-			}
-			if !r.Attrs.IsControl() && bytes.Equal(r.Key, key) {
-				value, found = r.Value, true
-			}
-			if r.Offset >= end-1 {
-				done = true
-			}
-		})
-		if done {
-			return value, found, nil
+}
+
+// resolver applies committedRecords' rules to a partition's records and
+// markers, in offset order.
+type resolver struct {
+	pending   map[int64][]*kgo.Record // by producer ID, waiting for a marker
+	committed func(*kgo.Record)
+}
+
+func (v *resolver) add(k recordKind, r *kgo.Record) {
+	switch {
+	case k.control:
+		v.resolve(r.ProducerID, r.ProducerEpoch, k.commit)
+	case !k.transactional:
+		v.committed(r)
+	default:
+		v.resolve(r.ProducerID, r.ProducerEpoch-1, false)
+		v.pending[r.ProducerID] = append(v.pending[r.ProducerID], r)
+	}
+}
+
+// resolve ends what waits of producer pid with an epoch up to upTo:
+// committed or dropped.
+func (v *resolver) resolve(pid int64, upTo int16, commit bool) {
+	var keep []*kgo.Record
+	for _, r := range v.pending[pid] {
+		switch {
+		case r.ProducerEpoch > upTo:
+			keep = append(keep, r)
+		case commit:
+			v.committed(r)
 		}
 	}
+	v.pending[pid] = keep
 }
