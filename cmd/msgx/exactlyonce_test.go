@@ -158,7 +158,7 @@ func (s *scenario) waitOutboxEmpty(timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(s.logs.Name())
-			s.t.Fatalf("%d events still in the outbox after %v; log tail:\n%s", n, timeout, tail(string(b), 20))
+			s.t.Fatalf("%d events still in the outbox after %v; log tail:\n%s", n, timeout, tail(string(b), 60))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

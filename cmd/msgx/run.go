@@ -94,6 +94,13 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 		d.closers = append(d.closers, b.Close)
 		d.brokers = b.Addrs()
 		log.Info("embedded kafka listening", "component", "kafka", "addr", d.brokers[0], "data_dir", filepath.Join(cfg.StateDir, "kafka"))
+		if cfg.Publisher.ExactlyOnce {
+			// kfake keeps no transaction log: restarted after a crash it
+			// aborts the transactions that were open without writing their
+			// markers, which read_committed consumers rely on.
+			log.Warn("exactly-once msg events need a Kafka that outlives msgx: the embedded Kafka runs inside this process, and after a crash (kill -9) read_committed consumers may miss or repeat the events of transactions that were open; run `msgx broker` as its own process or use a cluster (docs/operations.md 3.9)",
+				"component", "kafka")
+		}
 	}
 	pool, err := sink.OpenPG(ctx, cfg.DB)
 	if err != nil {
