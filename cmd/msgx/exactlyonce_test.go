@@ -50,7 +50,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t, "crashpoints")
-	msgs := workload.Day(workload.Options{Seed: 21, Flights: 400, Ops: 4000})
+	msgs := workload.Day(workload.Options{Seed: 21, Flights: 300, Ops: 2500})
 	for _, tc := range []struct {
 		name        string
 		exactlyOnce bool
@@ -116,7 +116,7 @@ func (s *scenario) killAlong(schedule []kill, rng *rand.Rand) string {
 	for i, k := range schedule {
 		if k.point == "" {
 			s.gateway = s.start("run")
-			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 			s.kill()
 			counts["random"]++
 			continue
@@ -124,9 +124,9 @@ func (s *scenario) killAlong(schedule []kill, rng *rand.Rand) string {
 		s.gateway = s.startWith([]string{fmt.Sprintf("MSGX_CRASHPOINT=%s@%d", k.point, k.at)}, "run")
 		exited := make(chan struct{})
 		go func() { _ = s.gateway.Wait(); close(exited) }()
-		wait := 20 * time.Second
+		wait := 12 * time.Second
 		if k.point == event.PointReconcile {
-			wait = 5 * time.Second // at the start, or not at all
+			wait = 3 * time.Second // at the start, or not at all
 		}
 		select {
 		case <-exited:

@@ -228,7 +228,7 @@ func (p *Publisher) Stats() Stats {
 func (p *Publisher) Run(ctx context.Context) error {
 	defer p.Close()
 	p.mu.Lock()
-	p.stats.Fenced, p.stats.FencedAt = "", time.Time{}
+	p.stats.Fenced, p.stats.FencedAt, p.stats.LastError = "", time.Time{}, ""
 	p.mu.Unlock()
 	for failures := 0; ; {
 		n, err := p.Publish(ctx)
@@ -238,6 +238,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if errors.Is(err, ErrFenced) {
 			<-ctx.Done()
 			return nil
+		}
+		if err == nil {
+			// Kafka and PostgreSQL answered: not paused, even when the
+			// outbox was empty (no batch to clear it after an outage).
+			p.mu.Lock()
+			p.stats.LastError = ""
+			p.mu.Unlock()
 		}
 		wait := time.Duration(0)
 		switch {
