@@ -4,19 +4,19 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services browser devdb demo build vet fuzz clean-state
+.PHONY: run test bench services browser curl prometheus devdb demo samples build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
 	MSGX_CUTOVER_WATERMARK=$${MSGX_CUTOVER_WATERMARK:-min} $(GO) run ./cmd/msgx run
 
 ## test: every test (real PostgreSQL, MariaDB and an in-process Kafka)
-test: services browser
+test: services browser curl prometheus
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## bench: throughput, commit, memory and latency figures, printed as the README's table rows
+## bench: throughput, commit, memory and latency figures, printed as rows of docs/operations.md 11.1
 ## (about 30 min on a lightly loaded 2-core machine before group commits, far longer on a loaded one;
 ## MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
 bench: services
@@ -34,6 +34,22 @@ browser:
 		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 	@chromium --version 2>/dev/null
 
+## curl: install curl, which the HTTPS tests drive against msgx as an operator would, only when it
+## is missing
+curl:
+	@command -v curl >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y curl; }
+
+## prometheus: install Prometheus and promtool, which the tests of deploy/ run (Debian's
+## prometheus; its service is not started here), and systemd-analyze (Debian's systemd), only
+## when one is missing; waits for another apt-get holding the dpkg lock
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 --no-install-recommends prometheus systemd; }
+	@promtool --version 2>/dev/null | head -1
+
 ## devdb: create the local databases msgx uses for development (idempotent)
 devdb: services
 	@psql "$(PGADMIN)" -tAc "SELECT 1 FROM pg_database WHERE datname = 'msgx'" | grep -q 1 || psql "$(PGADMIN)" -qc "CREATE DATABASE msgx"
@@ -43,7 +59,11 @@ devdb: services
 ## demo: insert a coherent sample day into the local inbox (run it while `make run` runs)
 demo: devdb
 	@mariadb -uroot -h127.0.0.1 aodbinterface < testdata/demo.sql
-	@echo "inserted testdata/demo.sql; try: go run ./cmd/msgx table get flights 15"
+	@echo "inserted testdata/demo.sql (13 messages); watch them: go run ./cmd/msgx status, go run ./cmd/msgx trace --flid 15"
+
+## samples: insert every SIS sample of testdata/sis-samples, each with its own SEQN (see its README)
+samples: devdb
+	$(GO) run ./cmd/msgx samples
 
 build:
 	$(GO) build -o bin/msgx ./cmd/msgx

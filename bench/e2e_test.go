@@ -57,8 +57,9 @@ func readProgress(b *testing.B, c *pgx.Conn) progress {
 // It runs twice: with the exactly-once publisher (Kafka transactions, the
 // default) and with MSGX_EXACTLY_ONCE=false.
 func BenchmarkEndToEnd(b *testing.B) {
+	msgs := realisticDay(11, benchMessages(b))
 	for _, m := range publishModes {
-		b.Run(m.name, func(b *testing.B) { endToEnd(b, m) })
+		b.Run(m.name, func(b *testing.B) { endToEnd(b, "", msgs, m) })
 	}
 }
 
@@ -73,9 +74,17 @@ var publishModes = []publishMode{
 	{"at-least-once", "MSGX_EXACTLY_ONCE=false"},
 }
 
-func endToEnd(b *testing.B, m publishMode) {
-	n := benchMessages(b)
-	msgs := realisticDay(11, n)
+// BenchmarkEndToEndCodeshare is BenchmarkEndToEnd on the codeshare-heavy
+// mix (codeshareDay): one flight in three shared, the router deriving their
+// masters' and children's transitions; with the default exactly-once
+// publisher only.
+func BenchmarkEndToEndCodeshare(b *testing.B) {
+	endToEnd(b, "codeshare-heavy ", codeshareDay(11, benchMessages(b)), publishModes[0])
+}
+
+// endToEnd runs BenchmarkEndToEnd on the messages msgs of the mix named
+// mix ("" for the realistic one) with publish mode m.
+func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 	bin := msgxBinary(b)
 	for i := 0; i < b.N; i++ {
 		commitRate := pgbenchCommitRate(b, testenv.NewEmptyPG(b))
@@ -166,7 +175,11 @@ func endToEnd(b *testing.B, m publishMode) {
 		b.Logf("load average at the end: %s", loadAverage())
 		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
 			commitRate, rate/commitRate, commits, perMsg, peak)
-		what := fmt.Sprintf("end to end, %s-message backlog (`BenchmarkEndToEnd`, %s)", thousands(len(msgs)), m.name)
+		bench := "BenchmarkEndToEnd"
+		if mix != "" {
+			bench = "BenchmarkEndToEndCodeshare"
+		}
+		what := fmt.Sprintf("end to end, %s-message %sbacklog (`%s`, %s)", thousands(len(msgs)), mix, bench, m.name)
 		printRow(what+": messages per second", fmt.Sprintf("%.0f msg/s", rate))
 		printRow(what+": ÷ pgbench single-row commit rate", fmt.Sprintf("%.2f (pgbench %.0f commits/s)", rate/commitRate, commitRate))
 		printRow(what+": PostgreSQL commits per message", fmt.Sprintf("%.3f", perMsg))

@@ -51,12 +51,21 @@ func realisticDay(seed uint64, n int) []string {
 	return workload.Day(workload.Options{Seed: seed, Flights: flights, Ops: n - (flights+99)/100, SharedEvery: 20})
 }
 
+// codeshareDay is a codeshare-heavy day of about n messages
+// (workload.Options.Codeshare): a third of the flights shared, children
+// before masters, re-links, unlinks, renames, child and master deletions,
+// masters sent again, packages mixing masters and children, reference data.
+func codeshareDay(seed uint64, n int) []string {
+	flights := max(100, n/10)
+	return workload.Day(workload.Options{Seed: seed, Flights: flights, Ops: n - (flights+99)/100, Codeshare: true})
+}
+
 var (
 	rowsMu sync.Mutex
 	rows   []string
 )
 
-// printRow prints one line of the README's "Measured" table on the
+// printRow prints one line of the "Measured" table (docs/operations.md 11.1) on the
 // benchmark's standard output, and again with the others when every
 // benchmark has run, so that `make bench` ends with the figures.
 func printRow(what, figure string) {
@@ -355,7 +364,7 @@ func sortDurations(d []time.Duration) {
 // ms formats a duration in milliseconds.
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 
-// thousands formats n with thousands separators, as the README writes figures.
+// thousands formats n with thousands separators, as the manual writes figures.
 func thousands(n int) string {
 	s := strconv.Itoa(n)
 	for i := len(s) - 3; i > 0; i -= 3 {

@@ -63,7 +63,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 
 // bridge returns a new bridge instance (a "process") on clock c.
 func (h *harness) bridge(c clock.Clock) *Bridge {
-	probe, err := sink.OpenMySQL(sink.Config{MySQLDSN: h.myDSN, Timeout: 10 * time.Second}, testenv.Shanghai,
+	probe, err := sink.OpenMySQL(sink.Config{MySQLDSN: h.myDSN, Timeout: 10 * time.Second}, testenv.ShanghaiInbox,
 		map[string]string{"innodb_lock_wait_timeout": fmt.Sprint(int(h.cfg.HoleProbeTimeout / time.Second))})
 	if err != nil {
 		h.t.Fatal(err)

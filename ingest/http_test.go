@@ -116,7 +116,7 @@ func TestSendEndpoint(t *testing.T) {
 func TestSendEndpointDatabaseFailure(t *testing.T) {
 	dsn := testenv.NewMySQL(t)
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(dsn, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.Shanghai, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(dsn, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

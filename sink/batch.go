@@ -31,7 +31,9 @@ type BatchQuery struct {
 	IdentityKeys []string
 	FLIDs        []string
 	Days         []time.Time
-	RefTypes     []string
+	// Cascade are the FLIDs the batch's messages delete (message.Query).
+	Cascade  []string
+	RefTypes []string
 }
 
 // BatchLookups is what the store knew before a batch, for its queries. The
@@ -40,8 +42,9 @@ type BatchQuery struct {
 type BatchLookups struct {
 	// Owners maps each held identity key to the message holding it.
 	Owners map[string]int64
-	// Index holds the flight_index entries of the queried FLIDs and of the
-	// queried operation days.
+	// Index holds the flight_index entries of the queried FLIDs, of the
+	// flights of the queried operation days and of the live descendants of
+	// those and of the Cascade FLIDs.
 	Index map[string]message.FlightDay
 	// KeyTags maps each queried reference type to its indexed key tag.
 	KeyTags map[string]string
@@ -104,24 +107,9 @@ func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q B
 			return r.Err()
 		})
 	}
-	if len(q.FLIDs) > 0 || len(q.Days) > 0 {
-		flids, days := q.FLIDs, q.Days
-		if flids == nil {
-			flids = []string{}
-		}
-		if days == nil {
-			days = []time.Time{}
-		}
-		b.Queue(`SELECT flid, operation_day, first_msg_id FROM flight_index WHERE flid = ANY($1) OR operation_day = ANY($2::date[])`,
-			flids, days).Query(func(r pgx.Rows) error {
-			for r.Next() {
-				var d message.FlightDay
-				if err := r.Scan(&d.FLID, &d.Day, &d.FirstMsgID); err != nil {
-					return err
-				}
-				l.Index[d.FLID] = d
-			}
-			return r.Err()
+	if len(q.FLIDs) > 0 || len(q.Days) > 0 || len(q.Cascade) > 0 {
+		b.Queue(indexLookupSQL, orEmpty(q.FLIDs), orEmpty(q.Days), orEmpty(q.Cascade)).Query(func(r pgx.Rows) error {
+			return scanIndex(r, func(d message.FlightDay) { l.Index[d.FLID] = d })
 		})
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -131,7 +119,10 @@ func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q B
 	for _, d := range ds {
 		if _, ok := rows[d.MsgID]; !ok {
 			fresh[d.MsgID] = d
-			rows[d.MsgID] = Message{MsgID: d.MsgID, State: message.StatePending, ReceivedAt: d.ReceivedAt, EnqueuedAt: d.EnqueuedAt, UpdatedAt: now}
+			// The times as PostgreSQL will store them (microseconds): a
+			// decision made again on the stored row must carry the same.
+			rows[d.MsgID] = Message{MsgID: d.MsgID, State: message.StatePending, ReceivedAt: truncated(d.ReceivedAt),
+				EnqueuedAt: d.EnqueuedAt.Truncate(time.Microsecond), UpdatedAt: now.Truncate(time.Microsecond)}
 		}
 	}
 	return rows, fresh, l, nil
@@ -178,21 +169,22 @@ func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, fresh map[int64]
 		b.Queue(`WITH d AS (
 				SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 					$8::text[], $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[],
-					$15::bigint[], $16::bigint[])
+					$15::bigint[], $16::bigint[], $17::jsonb[])
 					AS d(msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, error_class, reason, last_error, n,
-						updated_at, routed_at, backfill_next_at, replay_gen, loaded_gen)),
+						updated_at, routed_at, backfill_next_at, replay_gen, loaded_gen, flight_plan)),
 			u AS (
 				UPDATE proc_state p SET state = d.state, identity_key = COALESCE(p.identity_key, NULLIF(d.identity_key, '')),
 					sndr = NULLIF(d.sndr, ''), msg_type = NULLIF(d.msg_type, ''), msg_styp = NULLIF(d.msg_styp, ''), seqn = NULLIF(d.seqn, ''),
 					error_class = NULLIF(d.error_class, ''), reason = NULLIF(d.reason, ''), last_error = COALESCE(NULLIF(d.last_error, ''), p.last_error),
 					n_transitions = d.n, next_attempt_at = NULL, updated_at = d.updated_at, routed_at = d.routed_at,
-					backfill_next_at = d.backfill_next_at, replay_gen = d.replay_gen, decided_at = d.updated_at
+					backfill_next_at = d.backfill_next_at, replay_gen = d.replay_gen, decided_at = d.updated_at,
+					flight_plan = d.flight_plan
 				FROM d
 				WHERE p.msg_id = d.msg_id AND p.state IN ('PENDING', 'FAILED') AND p.replay_gen = d.loaded_gen
 				RETURNING p.msg_id)
 			SELECT COUNT(*) FROM u`,
 			c.ids, c.states, c.idents, c.sndrs, c.types, c.styps, c.seqns, c.classes, c.reasons, c.lastErrs, c.ns, c.updated,
-			c.routedAt, c.backfill, c.gens, c.loaded).QueryRow(func(row pgx.Row) error { return row.Scan(&recorded) })
+			c.routedAt, c.backfill, c.gens, c.loaded, c.plans).QueryRow(func(row pgx.Row) error { return row.Scan(&recorded) })
 	}
 	if len(creates) > 0 {
 		// The row Load would have created PENDING, with the columns the
@@ -200,29 +192,29 @@ func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, fresh map[int64]
 		c := columnsOf(creates, fresh)
 		b.Queue(`INSERT INTO proc_state (msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, error_class, reason, last_error,
 				n_transitions, updated_at, routed_at, backfill_next_at, replay_gen, received_at, enqueued_at, decided_at,
-				inbox_partition, inbox_offset)
+				inbox_partition, inbox_offset, flight_plan)
 			SELECT d.msg_id, d.state, NULLIF(d.identity_key, ''), NULLIF(d.sndr, ''), NULLIF(d.msg_type, ''), NULLIF(d.msg_styp, ''),
 				NULLIF(d.seqn, ''), NULLIF(d.error_class, ''), NULLIF(d.reason, ''), NULLIF(d.last_error, ''), d.n, d.updated_at,
-				d.routed_at, d.backfill_next_at, d.replay_gen, d.received_at, d.enqueued_at, d.updated_at, d.inbox_partition, d.inbox_offset
+				d.routed_at, d.backfill_next_at, d.replay_gen, d.received_at, d.enqueued_at, d.updated_at, d.inbox_partition, d.inbox_offset,
+				d.flight_plan
 			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
 				$10::text[], $11::int[], $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::bigint[],
-				$16::timestamptz[], $17::timestamptz[], $18::int[], $19::bigint[])
+				$16::timestamptz[], $17::timestamptz[], $18::int[], $19::bigint[], $20::jsonb[])
 				AS d(msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, error_class, reason, last_error, n,
-					updated_at, routed_at, backfill_next_at, replay_gen, received_at, enqueued_at, inbox_partition, inbox_offset)`,
+					updated_at, routed_at, backfill_next_at, replay_gen, received_at, enqueued_at, inbox_partition, inbox_offset,
+					flight_plan)`,
 			c.ids, c.states, c.idents, c.sndrs, c.types, c.styps, c.seqns, c.classes, c.reasons, c.lastErrs, c.ns, c.updated,
-			c.routedAt, c.backfill, c.gens, c.received, c.enqueued, c.parts, c.offs)
+			c.routedAt, c.backfill, c.gens, c.received, c.enqueued, c.parts, c.offs, c.plans)
 	}
 	if len(index) > 0 {
-		flids, days, firsts := make([]string, len(index)), make([]*time.Time, len(index)), make([]int64, len(index))
-		for i, f := range index {
-			flids[i], days[i], firsts[i] = f.FLID, f.Day, f.FirstMsgID
-		}
+		ix := indexColumnsOf(index)
 		// An entry that exists keeps its first message, and its day unless
-		// it had none, as QueueDecision does.
-		b.Queue(`INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at)
-			SELECT f.flid, f.day, f.first_msg_id, $4 FROM unnest($1::text[], $2::date[], $3::bigint[]) AS f(flid, day, first_msg_id)
-			ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day)`,
-			flids, days, firsts, now)
+		// it had none, as QueueDecision does; it takes the batch's link.
+		b.Queue(`INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at, state, maid, flno)
+			SELECT f.flid, f.day, f.first_msg_id, $4, NULLIF(f.state, ''), NULLIF(f.maid, ''), NULLIF(f.flno, '')
+			FROM unnest($1::text[], $2::date[], $3::bigint[], $5::text[], $6::text[], $7::text[]) AS f(flid, day, first_msg_id, state, maid, flno)
+			ON CONFLICT (flid) DO UPDATE SET `+indexUpdateSet,
+			ix.flids, ix.days, ix.firsts, now, ix.states, ix.maids, ix.flnos)
 	}
 	if len(keys) > 0 {
 		rtypes, tags, msgs := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys))
@@ -249,6 +241,7 @@ type decisionColumns struct {
 	states, idents, sndrs, types, styps, seqns, classes, reasons, lastErrs []string
 	updated, enqueued                                                      []time.Time
 	routedAt, backfill, received                                           []*time.Time
+	plans                                                                  [][]byte
 }
 
 // columnsOf lays ds out by column; fresh, when given, supplies the
@@ -260,11 +253,11 @@ func columnsOf(ds []Decision, fresh map[int64]Delivery) decisionColumns {
 		styps: make([]string, n), seqns: make([]string, n), classes: make([]string, n), reasons: make([]string, n),
 		lastErrs: make([]string, n), updated: make([]time.Time, n), enqueued: make([]time.Time, n),
 		routedAt: make([]*time.Time, n), backfill: make([]*time.Time, n), received: make([]*time.Time, n),
-		parts: make([]int32, n), offs: make([]int64, n)}
+		parts: make([]int32, n), offs: make([]int64, n), plans: make([][]byte, n)}
 	for i, d := range ds {
 		c.ids[i], c.ns[i], c.gens[i], c.loaded[i] = d.MsgID, int32(d.N), d.ReplayGen, d.LoadedGen
 		c.states[i], c.idents[i], c.sndrs[i], c.types[i], c.styps[i], c.seqns[i] = d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN
-		c.classes[i], c.reasons[i], c.lastErrs[i] = d.ErrorClass, d.Reason, d.LastError
+		c.classes[i], c.reasons[i], c.lastErrs[i], c.plans[i] = d.ErrorClass, d.Reason, d.LastError, d.FlightPlan
 		c.updated[i] = d.Now
 		// As QueueDecision: a terminal state carries its backfill intent.
 		if message.IsTerminal(d.State) {
@@ -279,4 +272,89 @@ func columnsOf(ds []Decision, fresh map[int64]Delivery) decisionColumns {
 		}
 	}
 	return c
+}
+
+// PendingPurge is a purge the router started handing to the flights
+// processor (purge_pending, migration 0028).
+type PendingPurge struct {
+	FLID   string
+	Before time.Time
+}
+
+// StartPurges records, inside tx, the purges of flids before the day before
+// as pending and returns the flight_index entries of those flights.
+func StartPurges(ctx context.Context, tx pgx.Tx, flids []string, before, now time.Time) (map[string]message.FlightDay, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO purge_pending (flid, purge_before, created_at)
+		SELECT f, $2, $3 FROM unnest($1::text[]) AS f ON CONFLICT (flid) DO NOTHING`, flids, before, now); err != nil {
+		return nil, fmt.Errorf("recording %d purges: %w", len(flids), err)
+	}
+	return indexEntries(ctx, tx, flids)
+}
+
+// PendingPurges reads, inside tx, the purges started and not finished, with
+// the flight_index entries of their flights.
+func PendingPurges(ctx context.Context, tx pgx.Tx) ([]PendingPurge, map[string]message.FlightDay, error) {
+	rows, err := tx.Query(ctx, `SELECT flid, purge_before FROM purge_pending ORDER BY purge_before, flid`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the pending purges: %w", err)
+	}
+	var out []PendingPurge
+	var flids []string
+	for rows.Next() {
+		var p PendingPurge
+		if err := rows.Scan(&p.FLID, &p.Before); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("reading the pending purges: %w", err)
+		}
+		out = append(out, p)
+		flids = append(flids, p.FLID)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("reading the pending purges: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil, nil
+	}
+	entries, err := indexEntries(ctx, tx, flids)
+	return out, entries, err
+}
+
+// FinishPurges writes, inside tx, the flight_index entries the purges of
+// flids left and forgets the purges.
+func FinishPurges(ctx context.Context, tx pgx.Tx, flids []string, index []message.FlightDay, now time.Time) error {
+	b := &pgx.Batch{}
+	if len(index) > 0 {
+		ix := indexColumnsOf(index)
+		b.Queue(`UPDATE flight_index i SET state = NULLIF(f.state, ''), maid = NULLIF(f.maid, ''), flno = NULLIF(f.flno, '')
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS f(flid, state, maid, flno) WHERE i.flid = f.flid`,
+			ix.flids, ix.states, ix.maids, ix.flnos)
+	}
+	b.Queue(`DELETE FROM purge_pending WHERE flid = ANY($1)`, flids)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("finishing %d purges: %w", len(flids), err)
+	}
+	return nil
+}
+
+func indexEntries(ctx context.Context, tx pgx.Tx, flids []string) (map[string]message.FlightDay, error) {
+	rows, err := tx.Query(ctx, indexLookupSQL, flids, []time.Time{}, []string{})
+	if err != nil {
+		return nil, fmt.Errorf("reading %d flight index entries: %w", len(flids), err)
+	}
+	defer rows.Close()
+	out := map[string]message.FlightDay{}
+	if err := scanIndex(rows, func(d message.FlightDay) { out[d.FLID] = d }); err != nil {
+		return nil, fmt.Errorf("reading %d flight index entries: %w", len(flids), err)
+	}
+	return out, nil
+}
+
+// truncated is t cut to PostgreSQL's precision (nil stays nil).
+func truncated(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.Truncate(time.Microsecond)
+	return &u
 }

@@ -40,6 +40,10 @@ type Message struct {
 	// Inbox is the msgx.inbox record the router first read the message
 	// from (migration 0026); nil for a row of an earlier version.
 	Inbox *InboxPosition `json:"inbox,omitempty"`
+	// FlightPlan is what re-routing a ROUTED message needs beyond its own
+	// records (router.FlightPlan, migration 0028); nil for most messages,
+	// and once the message is SUCCEEDED.
+	FlightPlan []byte `json:"-"`
 }
 
 // InboxPosition is a record's place in msgx.inbox.
@@ -50,7 +54,7 @@ type InboxPosition struct {
 
 const messageColumns = `msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, attempts, next_attempt_at,
 	error_class, reason, last_error, received_at, enqueued_at, updated_at, routed_at, n_transitions, n_applied, backfill_at,
-	replay_gen, inbox_partition, inbox_offset`
+	replay_gen, inbox_partition, inbox_offset, flight_plan`
 
 func scanMessage(row pgx.Row) (Message, error) {
 	var m Message
@@ -58,7 +62,7 @@ func scanMessage(row pgx.Row) (Message, error) {
 	var off *int64
 	err := row.Scan(&m.MsgID, &m.State, &m.IdentityKey, &m.SNDR, &m.Type, &m.STYP, &m.SEQN, &m.Attempts, &m.NextAttempt,
 		&m.ErrorClass, &m.Reason, &m.LastError, &m.ReceivedAt, &m.EnqueuedAt, &m.UpdatedAt, &m.RoutedAt, &m.NTransitions,
-		&m.NApplied, &m.BackfillAt, &m.ReplayGen, &part, &off)
+		&m.NApplied, &m.BackfillAt, &m.ReplayGen, &part, &off, &m.FlightPlan)
 	if part != nil && off != nil {
 		m.Inbox = &InboxPosition{Partition: *part, Offset: *off}
 	}
@@ -206,16 +210,14 @@ func queueLookups(b *pgx.Batch, msgID int64, q message.Query) *message.Lookups {
 			return err
 		})
 	}
-	if flids := q.FLIDs; len(flids) > 0 {
-		b.Queue(`SELECT flid, operation_day, first_msg_id FROM flight_index WHERE flid = ANY($1)`, flids).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var d message.FlightDay
-				if err := rows.Scan(&d.FLID, &d.Day, &d.FirstMsgID); err != nil {
-					return err
-				}
+	if len(q.FLIDs) > 0 || len(q.Days) > 0 || len(q.Cascade) > 0 {
+		b.Queue(indexLookupSQL, orEmpty(q.FLIDs), orEmpty(q.Days), orEmpty(q.Cascade)).Query(func(rows pgx.Rows) error {
+			return scanIndex(rows, func(d message.FlightDay) {
+				// The flights of the days that are newer than the message
+				// are not candidates of its absent-flight deletion, nor
+				// their descendants; an entry read without need is harmless.
 				out.Days[d.FLID] = d
-			}
-			return rows.Err()
+			})
 		})
 	}
 	if days := q.Days; len(days) > 0 {
@@ -250,10 +252,14 @@ type Decision struct {
 	LastError   string
 	// N is the number of transitions the router emits (ROUTED only).
 	N int
-	// Index are flight_index entries to create (or whose unknown day to set).
+	// Index are the flight_index entries the decision writes, whole: an
+	// entry that exists keeps its first message and its day (once set).
 	Index []message.FlightDay
 	// RefKey is the refdata_key_index entry to set (nil: none).
 	RefKey *message.RefKey
+	// FlightPlan is stored with a ROUTED decision (router.FlightPlan; nil:
+	// none).
+	FlightPlan []byte
 	// ReplayGen is the replay generation the message was decided under
 	// (router.Plan.Replay), stored so that a re-routed message emits the
 	// same transitions. LoadedGen is the message's replay_gen when the
@@ -299,40 +305,40 @@ func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 	if d.State == message.StateRouted {
 		routedAt = &d.Now
 	}
-	flids := make([]string, len(d.Index))
-	days := make([]*time.Time, len(d.Index))
-	for i, f := range d.Index {
-		flids[i], days[i] = f.FLID, f.Day
-	}
+	ix := indexColumnsOf(d.Index)
 	var refType, keyTag string
 	if d.RefKey != nil {
 		refType, keyTag = d.RefKey.RType, d.RefKey.KeyTag
 	}
 	// The index entries are written only if the decision was: the INSERTs
-	// read the UPDATE's result. A flight entry that exists keeps its day
-	// unless it had none (an ADFT without SODT), as the router only ever
-	// adds a day; a key-tag entry takes the latest routed message's tag.
+	// read the UPDATE's result. A flight entry that exists keeps its first
+	// message and its day unless it had none (an ADFT without SODT), as the
+	// router only ever adds a day, and takes the decision's link; a key-tag
+	// entry takes the latest routed message's tag.
 	q := &QueuedDecision{}
 	b.Queue(`WITH u AS (
 			UPDATE proc_state SET state = $2, identity_key = COALESCE(identity_key, NULLIF($3, '')),
 				sndr = NULLIF($4, ''), msg_type = NULLIF($5, ''), msg_styp = NULLIF($6, ''), seqn = NULLIF($7, ''),
 				error_class = NULLIF($8, ''), reason = NULLIF($9, ''), last_error = COALESCE(NULLIF($10, ''), last_error),
 				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14,
-				replay_gen = $19, decided_at = $12
+				replay_gen = $19, decided_at = $12, flight_plan = $25
 			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') AND replay_gen = $20
 			RETURNING msg_id),
 		ix AS (
-			INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at)
-			SELECT f.flid, f.day, $1, $12 FROM unnest($15::text[], $16::date[]) AS f(flid, day)
+			INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at, state, maid, flno)
+			SELECT f.flid, f.day, f.first_msg_id, $12, NULLIF(f.state, ''), NULLIF(f.maid, ''), NULLIF(f.flno, '')
+			FROM unnest($15::text[], $16::date[], $21::bigint[], $22::text[], $23::text[], $24::text[])
+				AS f(flid, day, first_msg_id, state, maid, flno)
 			WHERE EXISTS (SELECT 1 FROM u)
-			ON CONFLICT (flid) DO UPDATE SET operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day)),
+			ON CONFLICT (flid) DO UPDATE SET `+indexUpdateSet+`),
 		rk AS (
 			INSERT INTO refdata_key_index (rtype, key_tag, msg_id)
 			SELECT $17, $18, $1 WHERE $17 <> '' AND EXISTS (SELECT 1 FROM u)
 			ON CONFLICT (rtype) DO UPDATE SET key_tag = EXCLUDED.key_tag, msg_id = EXCLUDED.msg_id)
 		SELECT COUNT(*) FROM u`,
 		d.MsgID, d.State, d.IdentityKey, d.SNDR, d.Type, d.STYP, d.SEQN, d.ErrorClass, d.Reason, d.LastError,
-		d.N, d.Now, routedAt, backfill, flids, days, refType, keyTag, d.ReplayGen, d.LoadedGen).QueryRow(func(row pgx.Row) error {
+		d.N, d.Now, routedAt, backfill, ix.flids, ix.days, refType, keyTag, d.ReplayGen, d.LoadedGen, ix.firsts, ix.states, ix.maids, ix.flnos,
+		d.FlightPlan).QueryRow(func(row pgx.Row) error {
 		var decided int
 		err := row.Scan(&decided)
 		q.recorded = decided == 1
@@ -391,6 +397,7 @@ const markAppliedSQL = `WITH ins AS (
 	UPDATE proc_state SET n_applied = n_applied + 1,
 		state = CASE WHEN n_applied + 1 >= n_transitions THEN 'SUCCEEDED' ELSE state END,
 		backfill_next_at = CASE WHEN n_applied + 1 >= n_transitions THEN $4 ELSE backfill_next_at END,
+		flight_plan = CASE WHEN n_applied + 1 >= n_transitions THEN NULL ELSE flight_plan END,
 		updated_at = $4
 	WHERE msg_id = $1 AND state = 'ROUTED' AND EXISTS (SELECT 1 FROM ins)
 	RETURNING state`
@@ -440,6 +447,7 @@ const marksAppliedSQL = `WITH v AS (
 	UPDATE proc_state p SET n_applied = p.n_applied + n.n,
 		state = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN 'SUCCEEDED' ELSE p.state END,
 		backfill_next_at = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN $6 ELSE p.backfill_next_at END,
+		flight_plan = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN NULL ELSE p.flight_plan END,
 		updated_at = $6
 	FROM n WHERE p.msg_id = n.msg_id AND p.state = 'ROUTED'
 	RETURNING p.msg_id, p.state`
@@ -485,4 +493,65 @@ func QueueMarksApplied(b *pgx.Batch, marks []Mark, now time.Time) *QueuedMarks {
 		return nil
 	})
 	return q
+}
+
+// indexLookupSQL reads the flight_index entries of the FLIDs $1, of the
+// flights of the operation days $2 and of the live descendants (children,
+// their children, …) of the FLIDs $3, of those flights and — when there is
+// a deletion — of $1: everything the decisions of messages that name $1,
+// delete flights absent from packages of the days $2 and delete $3 may
+// touch (flight.Expand). A flight of $1 may be linked under a flight the
+// same messages delete, and take its descendants along in the cascade.
+// UNION ends the walk on a cycle of masters.
+const indexLookupSQL = `WITH RECURSIVE d(flid) AS (
+		SELECT flid FROM flight_index WHERE flid = ANY($3) OR operation_day = ANY($2::date[])
+			OR (cardinality($3::text[]) > 0 OR cardinality($2::date[]) > 0) AND flid = ANY($1)
+		UNION
+		SELECT c.flid FROM flight_index c JOIN d ON c.maid = d.flid WHERE c.state = 'ACTIVE' AND c.maid IS NOT NULL
+	)
+	SELECT flid, operation_day, first_msg_id, COALESCE(state, ''), COALESCE(maid, ''), COALESCE(flno, '')
+	FROM flight_index WHERE flid = ANY($1) OR flid IN (SELECT flid FROM d)`
+
+// indexUpdateSet is how an index entry that exists takes a decision's:
+// its first message stays, its day once set, the link is the decision's.
+const indexUpdateSet = `operation_day = COALESCE(flight_index.operation_day, EXCLUDED.operation_day),
+	state = EXCLUDED.state, maid = EXCLUDED.maid, flno = EXCLUDED.flno`
+
+// scanIndex scans indexLookupSQL's rows into fn.
+func scanIndex(rows pgx.Rows, fn func(message.FlightDay)) error {
+	for rows.Next() {
+		var d message.FlightDay
+		if err := rows.Scan(&d.FLID, &d.Day, &d.FirstMsgID, &d.Link.State, &d.Link.MAID, &d.Link.FLNO); err != nil {
+			return err
+		}
+		fn(d)
+	}
+	return rows.Err()
+}
+
+// orEmpty is s, or an empty slice for nil: unnest and ANY take an empty
+// array, not NULL.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// indexColumns are index entries as one array per column, for unnest.
+type indexColumns struct {
+	flids, states, maids, flnos []string
+	days                        []*time.Time
+	firsts                      []int64
+}
+
+func indexColumnsOf(index []message.FlightDay) indexColumns {
+	n := len(index)
+	c := indexColumns{flids: make([]string, n), states: make([]string, n), maids: make([]string, n), flnos: make([]string, n),
+		days: make([]*time.Time, n), firsts: make([]int64, n)}
+	for i, f := range index {
+		c.flids[i], c.days[i], c.firsts[i] = f.FLID, f.Day, f.FirstMsgID
+		c.states[i], c.maids[i], c.flnos[i] = f.Link.State, f.Link.MAID, f.Link.FLNO
+	}
+	return c
 }

@@ -20,7 +20,7 @@ func DerivedTables() []string {
 	// every version the rebuild makes again, msg_event with every event of
 	// those versions the publisher produces again.
 	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "refdata_key_index", "ref_master", "ref_table_state", "schd_snap_log",
-		"flight_hist", "flight_change", "msg_event"}
+		"flight_hist", "flight_change", "msg_event", "flight_placeholder", "purge_pending"}
 	return append(t, FlightTables...)
 }
 

@@ -148,31 +148,3 @@ func decodeTableState(flid string, raw []byte) (*flight.State, error) {
 	}
 	return s, nil
 }
-
-// ChildStates reads the table values of the flights that name master as
-// theirs (flight_schd.maid), from which flight.Placeholders derives the
-// placeholder a master that is not a flight has in the table.
-func ChildStates(ctx context.Context, pool *pgxpool.Pool, master string) ([]*flight.State, error) {
-	rows, err := pool.Query(ctx, `SELECT table_state FROM flight_schd
-		WHERE `+ident(FlightColumn("MAID"))+` = $1 AND flid <> $1 AND table_state IS NOT NULL ORDER BY flid`, master)
-	if err != nil {
-		return nil, fmt.Errorf("reading the children of flight %s: %w", master, err)
-	}
-	defer rows.Close()
-	var out []*flight.State
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("reading the children of flight %s: %w", master, err)
-		}
-		s := &flight.State{}
-		if err := json.Unmarshal(raw, s); err != nil {
-			return nil, fmt.Errorf("decoding a child of flight %s: %w", master, err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading the children of flight %s: %w", master, err)
-	}
-	return out, nil
-}

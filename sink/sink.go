@@ -20,6 +20,7 @@ import (
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers the pgx5:// scheme
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/migrations"
@@ -29,9 +30,14 @@ import (
 type Config struct {
 	// PGDSN is msgx's own PostgreSQL (state, read model). URL or key=value form.
 	PGDSN string `env:"MSGX_PG_DSN" envDefault:"postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable"`
-	// MySQLDSN is the shared legacy inbox (go-sql-driver DSN). parseTime and the
-	// airport time zone are forced by OpenMySQL.
+	// MySQLDSN is the shared legacy inbox (go-sql-driver DSN). parseTime and
+	// the inbox zone (InboxTZ) are forced by OpenMySQL; a loc parameter is
+	// ignored.
 	MySQLDSN string `env:"MSGX_MYSQL_DSN" envDefault:"root@tcp(127.0.0.1:3306)/aodbinterface"`
+	// InboxTZ is the zone of the inbox's DATETIME columns: an IANA name
+	// (Asia/Shanghai) or an offset (+08:00). Empty (the default): the
+	// MySQL session's zone, asked from the server (InboxZone).
+	InboxTZ string `env:"MSGX_INBOX_TZ"`
 	// Timeout bounds every single database call (seconds-scale duration).
 	Timeout time.Duration `env:"MSGX_DB_TIMEOUT" envDefault:"10s"`
 	// PGMaxConns is the size of the PostgreSQL pool.
@@ -50,6 +56,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
 		return fmt.Errorf("MSGX_MYSQL_DSN: %w", err)
+	}
+	if c.InboxTZ != "" {
+		if _, err := ParseZone(c.InboxTZ); err != nil {
+			return fmt.Errorf("MSGX_INBOX_TZ=%q: %w", c.InboxTZ, err)
+		}
 	}
 	if c.Timeout <= 0 {
 		return errors.New("MSGX_DB_TIMEOUT: must be positive")
@@ -94,13 +105,19 @@ func (driverLogger) Print(v ...any) {
 }
 
 // OpenMySQL opens the shared inbox database. DATETIME columns are read and
-// written in loc, the airport's time zone, because the legacy inbox stores
-// local wall-clock times without a zone. sessionVars are set on every
-// connection (e.g. innodb_lock_wait_timeout for the hole probe).
-func OpenMySQL(c Config, loc *time.Location, sessionVars map[string]string) (*sql.DB, error) {
+// written in zone, the inbox's zone (the legacy inbox stores wall-clock
+// times without a zone); nil means NewInboxZone(c, nil). Connections that
+// share a zone learn it once. sessionVars are set on every connection (e.g.
+// innodb_lock_wait_timeout for the hole probe).
+func OpenMySQL(c Config, zone *InboxZone, sessionVars map[string]string) (*sql.DB, error) {
 	mc, err := mysql.ParseDSN(c.MySQLDSN)
 	if err != nil {
 		return nil, fmt.Errorf("parsing MSGX_MYSQL_DSN: %w", err)
+	}
+	if zone == nil {
+		if zone, err = NewInboxZone(c, nil); err != nil {
+			return nil, err
+		}
 	}
 	for k, v := range sessionVars {
 		if mc.Params == nil {
@@ -109,15 +126,10 @@ func OpenMySQL(c Config, loc *time.Location, sessionVars map[string]string) (*sq
 		mc.Params[k] = v
 	}
 	mc.ParseTime = true
-	mc.Loc = loc
 	if mc.Timeout == 0 {
 		mc.Timeout = c.Timeout
 	}
-	connector, err := mysql.NewConnector(mc)
-	if err != nil {
-		return nil, fmt.Errorf("opening mysql: %w", err)
-	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(&zoneConnector{cfg: mc, zone: zone})
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxLifetime(30 * time.Minute)
@@ -155,6 +167,34 @@ func Migrate(c Config) error {
 	}
 	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrating postgres up: %w", err)
+	}
+	return fillAfterUpgrade(c)
+}
+
+// fillAfterUpgrade writes what rows of an earlier msgx lack
+// (fillTableStates), in one transaction.
+func fillAfterUpgrade(c Config) error {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.PGDSN)
+	if err != nil {
+		return fmt.Errorf("connecting to postgres: %w", err)
+	}
+	defer conn.Close(context.Background())
+	// A one-time fill at start-up, before any component and its clock run:
+	// the rows it writes are stamped with the database's clock.
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		return fillTableStates(ctx, tx, now)
+	}); err != nil {
+		return fmt.Errorf("filling in the table states of an earlier version's rows: %w", err)
 	}
 	return nil
 }

@@ -2,18 +2,24 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"msgx/cmd/msgx/metric"
 	"msgx/internal/clock"
+	"msgx/internal/health"
 	"msgx/internal/kafka"
+	"msgx/internal/web"
 	"msgx/sink"
 )
 
@@ -30,16 +36,54 @@ func bindingError(b sink.Binding, seen kafka.Identity, why string) error {
 		errBinding, why, b.Identity, b.BoundBy, b.BoundAt.UTC().Format(time.RFC3339), seen)
 }
 
+// refusedReason is what /readyz of a refusing process says: it is open to
+// orchestrators, so it names the refusal but prints neither identity (the
+// log and msgx status do).
+const refusedReason = "kafka binding mismatch: this process refuses to start (the log and msgx status say why)"
+
+// refuseToStart is a daemon whose start was refused by the binding check.
+// Rather than exit — under a service manager that restarts it, a loop that
+// only the log explains — it stays up and says so where monitoring looks:
+// GET /healthz 200, GET /readyz 503 with refusedReason, GET /metrics with
+// msgx_kafka_binding_refused 1 (behind MSGX_HTTP_READ_TOKEN as usual). It
+// holds no lock, no database connection and no Kafka client, and processes
+// nothing. When ctx ends (SIGTERM) it returns the refusal: the process
+// exits 1. Fixing the cause takes a restart (docs/operations.md 3.7).
+func refuseToStart(ctx context.Context, cfg Config, log *slog.Logger, refusal error) error {
+	log.Error("refusing to start; serving only /healthz, /readyz and /metrics until stopped", "component", "main", "err", refusal)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", health.Live)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(health.Result{Checks: map[string]string{}, Reasons: []string{refusedReason}})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metric.Refused(), promhttp.HandlerOpts{}))
+	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: clock.Real{}, Log: log})
+	if err != nil {
+		return errors.Join(refusal, err)
+	}
+	if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return errors.Join(refusal, err)
+	}
+	return refusal
+}
+
 // checkBinding runs before the topics are created: with a binding, Kafka
 // must be the bound cluster with the bound msgx.inbox (nothing is created
 // on a foreign cluster). It reports whether the database is bound.
 func checkBinding(ctx context.Context, cfg Config, brokers []string, pool *pgxpool.Pool) (bound bool, err error) {
-	seen, err := kafka.ReadIdentity(ctx, cfg.Kafka, brokers, cfg.Ingest.Topic)
-	if err != nil {
-		return false, err
-	}
+	// The binding first, the cluster second: two instances starting at once
+	// on a fresh database race, and the first records its binding only
+	// after it created msgx.inbox. Read the other way round, the second
+	// could see the cluster before the topic existed and the binding just
+	// after it was recorded, and refuse a cluster that matches.
 	b, ok, err := sink.LoadBinding(ctx, pool)
 	if err != nil || !ok {
+		return false, err
+	}
+	seen, err := kafka.ReadIdentity(ctx, cfg.Kafka, brokers, cfg.Ingest.Topic)
+	if err != nil {
 		return false, err
 	}
 	if why := b.Mismatch(seen); why != "" {

@@ -56,16 +56,39 @@ func otherInstance(t *testing.T, cfg Config) Config {
 }
 
 // runBriefly runs the gateway and returns its error, or nil when it was
-// still running after d (then it is stopped).
+// still running after d (then it is stopped). A gateway that refuses to start
+// on the binding stays up saying so (refuseToStart): runBriefly stops it as
+// soon as its /readyz and /metrics say it refuses, and returns the refusal.
 func runBriefly(t *testing.T, cfg Config, d time.Duration) error {
 	t.Helper()
+	if strings.HasSuffix(cfg.HTTPAddr, ":0") {
+		cfg.HTTPAddr = freeAddr(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	err := runGateway(ctx, cfg, testenv.Logger(t), roleAll)
-	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return nil
+	done := make(chan error, 1)
+	go func() { done <- runGateway(ctx, cfg, testenv.Logger(t), roleAll) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+				return nil
+			}
+			return err
+		case <-tick.C:
+			code, body := get(t, "http://"+cfg.HTTPAddr+"/readyz")
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, refusedReason) {
+				continue
+			}
+			if _, m := get(t, "http://"+cfg.HTTPAddr+"/metrics"); metricValue(m, "msgx_kafka_binding_refused", "") != 1 {
+				t.Errorf("a refusing instance's /metrics without msgx_kafka_binding_refused 1:\n%s", m)
+			}
+			cancel()
+			return <-done
+		}
 	}
-	return err
 }
 
 func msgState(t *testing.T, pool *pgxpool.Pool, id int64) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"msgx/internal/testenv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +59,21 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 			}
 		}
 	}
-	if code, out, errOut := cli(t, environ); code != 2 || out != "" || !strings.Contains(errOut, "Usage: msgx <command>") {
+	if code, out, errOut := cli(t, environ); code != 2 || out != "" || !strings.HasPrefix(errOut, "msgx: no command given\n\n") ||
+		!strings.Contains(errOut, "Usage: msgx <command>") {
 		t.Errorf("msgx alone: status %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for typo, want := range map[string]string{"stauts": "status", "trcae": "trace", "replya": "replay", "reb": "rebuild", "Status": "status",
+		"statsu": "status", "re": "", "xyzzy": ""} {
+		code, _, errOut := cli(t, environ, typo)
+		first, _, _ := strings.Cut(errOut, "\n")
+		line := fmt.Sprintf("msgx: unknown command %q", typo)
+		if want != "" {
+			line += " (did you mean " + want + "?)"
+		}
+		if code != 2 || first != line {
+			t.Errorf("msgx %s: status %d, first line %q, want %q", typo, code, first, line)
+		}
 	}
 	if code, out, errOut := cli(t, environ, "frobnicate"); code != 2 || out != "" ||
 		!strings.HasPrefix(errOut, "msgx: unknown command \"frobnicate\"\n") || !strings.Contains(errOut, "Usage: msgx <command>") {
@@ -78,8 +92,19 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 			}
 		}
 	}
-	if _, out, _ := cli(t, environ, "replay", "--help"); !strings.Contains(out, "-dry-run") || !strings.Contains(out, "-reason-prefix") {
+	// Flags are listed as the usage lines and the README write them.
+	if _, out, _ := cli(t, environ, "replay", "--help"); !strings.Contains(out, "\n  --dry-run\n") || !strings.Contains(out, "\n  --reason-prefix string\n") ||
+		!strings.Contains(out, "\n  --force\n") {
 		t.Errorf("replay --help lists no flags:\n%s", out)
+	}
+	for _, c := range commands() {
+		_, out, _ := cli(t, environ, c.name, "--help")
+		if _, flags, ok := strings.Cut(out, "\nFlags:\n"); ok && regexp.MustCompile(`(?m)^  -[a-z]`).MatchString(flags) {
+			t.Errorf("msgx %s --help lists a flag with one dash:\n%s", c.name, out)
+		}
+	}
+	if _, out, _ := cli(t, environ, "trace", "--help"); !strings.Contains(out, "\n  --limit int\n") || !strings.Contains(out, "(default 200)") {
+		t.Errorf("trace --help:\n%s", out)
 	}
 	// --help anywhere on the line, even after a wrong argument.
 	if code, out, _ := cli(t, environ, "table", "get", "messages", "--help"); code != 0 || !strings.HasPrefix(out, "Usage: msgx table") {
@@ -90,11 +115,15 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 		args []string
 		line string // stderr's first line
 	}{
-		{[]string{"status", "--bogus"}, "msgx status: flag provided but not defined: -bogus"},
+		{[]string{"status", "--bogus"}, "msgx status: flag provided but not defined: --bogus"},
+		{[]string{"trace", "--limit", "x", "--flid", "1"}, `msgx trace: invalid value "x" for flag --limit: parse error`},
 		{[]string{"status", "now"}, `msgx status: unexpected argument "now"`},
 		{[]string{"run", "fast"}, `msgx run: unexpected argument "fast"`},
-		{[]string{"table"}, "msgx table: want get or list, a table (flights|messages|refdata) and a key"},
-		{[]string{"table", "get", "messages"}, "msgx table: want get or list, a table (flights|messages|refdata) and a key"},
+		{[]string{"table"}, "msgx table: want get <table> <key> or list <table>, a table being flights|messages|refdata"},
+		{[]string{"table", "get", "messages"}, "msgx table: get messages takes one key"},
+		{[]string{"table", "list", "flights", "15"}, "msgx table: list flights takes no key (get flights <key> reads one)"},
+		{[]string{"table", "list", "refdata", "AIRL", "CITY"}, "msgx table: list refdata takes at most one RTYPE"},
+		{[]string{"table", "list", "messages", "--limit", "0"}, "msgx table: --limit 0: must be positive"},
 		{[]string{"table", "get", "passengers", "1"}, `msgx table: unknown table "passengers" (want flights|messages|refdata)`},
 		{[]string{"backfill"}, "msgx backfill: want abandoned or reopen"},
 		{[]string{"backfill", "reopen"}, "msgx backfill: reopen needs at least one MSG_ID"},
@@ -104,14 +133,15 @@ func TestCLIHelpAndUsageErrors(t *testing.T) {
 		{[]string{"request", "refdata"}, "msgx request: refdata needs at least one RTYPE"},
 		{[]string{"request", "refdata", "AIRL", "--from", "2026-11-30T08:00"}, "msgx request: --from and --to are for request flights"},
 		{[]string{"request", "flights", "--from", "2026-11-30T08:00"}, `msgx request: --to: "" is not a time (want 2006-01-02T15:04 airport local, or RFC 3339)`},
-		{[]string{"request", "flights", "--from"}, "msgx request: flag needs an argument: -from"},
-		{[]string{"replay"}, "msgx replay: replay: give exactly one of class, reason prefix, IDs or pending-replayed"},
+		{[]string{"request", "flights", "--from"}, "msgx request: flag needs an argument: --from"},
+		{[]string{"replay"}, "msgx replay: give exactly one of --class, --reason-prefix, --ids or --pending"},
+		{[]string{"replay", "--class", "INFRA", "--ids", "3"}, "msgx replay: give exactly one of --class, --reason-prefix, --ids or --pending"},
 		{[]string{"replay", "--ids", "1,x"}, `msgx replay: --ids: "x" is not a MSG_ID`},
 		{[]string{"replay", "--class", "MALFORMED"}, "msgx replay: replay class MALFORMED: "},
 		{[]string{"rebuild", "--yes", "now"}, `msgx rebuild: unexpected argument "now"`},
 		{[]string{"migrate", "sideways"}, `msgx migrate: unknown action "sideways" (want up, down [N] or version)`},
 		{[]string{"migrate", "down", "x"}, `msgx migrate: "x" is not a step count`},
-		{[]string{"version", "--short"}, "msgx version: flag provided but not defined: -short"},
+		{[]string{"version", "--short"}, "msgx version: flag provided but not defined: --short"},
 	} {
 		code, out, errOut := cli(t, environ, tc.args...)
 		first, rest, _ := strings.Cut(errOut, "\n")
@@ -201,7 +231,6 @@ func TestStatusExitCode(t *testing.T) {
 	my := testenv.OpenMySQL(t, myDSN)
 	testenv.InsertInbox(t, my, `<MSG><META><SNDR>AODB</SNDR><SEQN>1</SEQN><DTTM>20261130080000</DTTM><TYPE>LDM</TYPE><STYP>LDM</STYP></META><LDM><FLID>1</FLID></LDM></MSG>`)
 	stop := start(t, cfg)
-	defer stop()
 	var code int
 	var out, errOut string
 	waitFor(t, "status --exit-code 0 once the gateway is up", time.Minute, func() bool {
@@ -211,15 +240,27 @@ func TestStatusExitCode(t *testing.T) {
 	if !strings.Contains(out, "ALERTS: none") || errOut != "" {
 		t.Fatalf("status without alerts: stdout %q, stderr %q", out, errOut)
 	}
-	testenv.InsertInbox(t, my, "<MSG/>")
+	testenv.InsertInbox(t, my, "not XML at all")
 	waitFor(t, "status --exit-code 1 with the DEAD message", time.Minute, func() bool {
 		code, out, errOut = cli(t, environ, "status", "--exit-code")
 		return code == 1
 	})
-	if !strings.Contains(out, "ALERTS (") || !strings.Contains(out, "DEAD") || errOut != "" {
+	if !strings.Contains(out, "ALERTS (") || !strings.Contains(out, "latest #2 MALFORMED: not XML") || errOut != "" {
 		t.Fatalf("status --exit-code with an alert: stdout %q, stderr %q", out, errOut)
+	}
+	if strings.Contains(out, "MALFORMED: MALFORMED") || !strings.Contains(out, "COMPONENTS\n  NAME ") {
+		t.Errorf("status from the daemon repeats the class or lacks the components:\n%s", out)
 	}
 	if code, out, _ := cli(t, environ, "status", "--json"); code != 0 || !strings.Contains(out, `"alerts": [`) {
 		t.Fatalf("status --json without --exit-code: status %d\n%s", code, out)
+	}
+
+	// Without the daemon the report is read directly; its components are
+	// known only to a daemon, which the report says instead of leaving
+	// the section out.
+	stop()
+	code, out, errOut = cli(t, environ, "status")
+	if code != 0 || !strings.Contains(out, "COMPONENTS\n  not reached: no msgx daemon answered at http://"+cfg.HTTPAddr+"/status") {
+		t.Errorf("status without the daemon: %d\n%s\n%s", code, out, errOut)
 	}
 }

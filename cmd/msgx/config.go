@@ -29,7 +29,7 @@ import (
 
 // Config is the whole daemon's configuration: one struct per component plus
 // the process-wide settings. Every field comes from a MSGX_* variable
-// documented in the README.
+// documented in docs/operations.md (chapter 14).
 type Config struct {
 	// Env names the deployment ("development", "production").
 	Env string `env:"MSGX_ENV" envDefault:"development"`
@@ -40,8 +40,10 @@ type Config struct {
 	// HTTPAddr is where health, metrics, inspection and the compatibility
 	// endpoint listen.
 	HTTPAddr string `env:"MSGX_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
-	// AirportTZ is the airport's time zone: SIS times and inbox DATETIMEs are
-	// local wall-clock times in it.
+	// AirportTZ is the airport's time zone: SIS message times (DTTM, SODT,
+	// ESTT, …) are local wall-clock times in it. The inbox's DATETIME
+	// columns are in the MySQL server's zone instead (MSGX_INBOX_TZ,
+	// sink.InboxZone).
 	AirportTZ string `env:"MSGX_AIRPORT_TZ" envDefault:"Asia/Shanghai"`
 	// ShutdownTimeout bounds a graceful stop.
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
@@ -64,6 +66,9 @@ type Config struct {
 	Page      page.Config
 
 	loc *time.Location
+	// instanceIDDefault: MSGX_KAFKA_INSTANCE_ID was not set, Kafka.InstanceID
+	// is kafka.DefaultInstanceID's.
+	instanceIDDefault bool
 }
 
 // Location returns the parsed airport time zone.
@@ -83,6 +88,11 @@ func (c *Config) Validate() error {
 	}
 	if strings.TrimSpace(c.StateDir) == "" {
 		errs = append(errs, errors.New("MSGX_STATE_DIR: empty"))
+	} else if c.Kafka.InstanceID == "" {
+		// Unique per instance, stable across its restarts: instances on one
+		// host have their own state directories.
+		c.Kafka.InstanceID = kafka.DefaultInstanceID(c.StateDir)
+		c.instanceIDDefault = true
 	}
 	if !strings.Contains(c.HTTPAddr, ":") {
 		errs = append(errs, fmt.Errorf("MSGX_HTTP_ADDR=%q: want host:port", c.HTTPAddr))
@@ -122,7 +132,8 @@ func envDefault[T any](field string) string {
 }
 
 // productionChecks refuses, with MSGX_ENV=production, what is only meant for
-// development: the embedded Kafka and the built-in local DSNs.
+// development: the embedded Kafka, the built-in local DSNs, HTTP tokens in
+// clear on the network or too short.
 func (c *Config) productionChecks() []error {
 	if !strings.EqualFold(c.Env, "production") {
 		return nil
@@ -132,6 +143,7 @@ func (c *Config) productionChecks() []error {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_KAFKA_BROKERS is empty, but the embedded Kafka is for development; point it at the cluster"))
 	}
 	errs = append(errs, c.Kafka.ProductionErrors()...)
+	errs = append(errs, c.Web.ProductionErrors(c.HTTPAddr, c.HTTP.Token)...)
 	// The development defaults a production deployment must not run on.
 	if c.DB.PGDSN == envDefault[sink.Config]("PGDSN") {
 		errs = append(errs, errors.New("MSGX_ENV=production: MSGX_PG_DSN is the development default; set the production database"))

@@ -115,7 +115,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	_ = pool.QueryRow(context.Background(), "SELECT state_version FROM flight_schd WHERE flid = '15'").Scan(&v15)
 
 	// msg: every version of every flight, read by an independent client.
-	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions", flights.Config{}.LoopTopic()}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
 	events := map[string]bool{}
 	var tombstone16 bool
 	for _, r := range testenv.ReadTopic(t, brokers, "msgx.msg", 1<<20, 3*time.Second) {
@@ -169,7 +169,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	dupes := testenv.ReadTopic(t, brokers, "msgx.inbox", n, 10*time.Second)
 	produce(t, brokers, dupes)
 	testenv.WaitCaughtUp(t, brokers, router.BaseGroup, []string{"msgx.inbox"}, time.Minute)
-	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions", flights.Config{}.LoopTopic()}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
 	if after := snapshot(t, pool); after != before {
 		t.Fatalf("re-delivering the inbox changed state:\nbefore %s\nafter  %s", before, after)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -29,9 +30,9 @@ func commands() []command {
 			summary: "the embedded Kafka alone, on MSGX_EMBEDDED_KAFKA_ADDR"},
 		{name: "status", synopsis: "[--json] [--exit-code]", define: statusCommand,
 			summary: "is it keeping up, is anything stuck, what must a human look at"},
-		{name: "table", synopsis: "get|list messages|flights|refdata <KEY>", define: tableCommand,
-			summary: "a message, a flight or a reference category from the goka tables (JSON)"},
-		{name: "replay", synopsis: "(--class C | --reason-prefix P | --ids 1,2 | --pending) [--dry-run] [--who NAME]", define: replayCommand,
+		{name: "table", synopsis: "get messages|flights|refdata <KEY> | list messages|flights|refdata [<RTYPE>] [--limit N]", define: tableCommand,
+			summary: "a message, a flight or a reference category from the goka tables, or a list of them (JSON)"},
+		{name: "replay", synopsis: "(--class C | --reason-prefix P | --ids 1,2 | --pending) [--dry-run] [--force] [--who NAME]", define: replayCommand,
 			summary: "re-inject replayable messages (CODEC_ERROR, INFRA, EXHAUSTED, unsupported:)"},
 		{name: "trace", synopsis: "[--json] <MSG_ID> | [--json] [--limit N] --flid <FLID>", define: traceCommand,
 			summary: "one message's whole path and where it is stuck, or a flight's history version by version"},
@@ -45,6 +46,8 @@ func commands() []command {
 			summary: "show the Kafka cluster the database is bound to; --force binds it to the one reached now"},
 		{name: "reseed", synopsis: "[--yes]", define: reseedCommand,
 			summary: "write the goka flights and refdata tables of a new, empty Kafka cluster from PostgreSQL"},
+		{name: "samples", synopsis: "[--dir DIR]", define: samplesCommand,
+			summary: "insert every SIS sample of testdata/sis-samples into a development inbox, each with its own SEQN"},
 		{name: "migrate", synopsis: "[up | down [N] | version]", define: migrateCommand,
 			summary: "PostgreSQL schema migrations (msgx run applies them itself)"},
 		{name: "version", bare: true, define: versionCommand,
@@ -117,6 +120,7 @@ func main() {
 func realMain(args []string, environ map[string]string, stdout, stderr io.Writer) int {
 	cmds := commands()
 	if len(args) == 0 {
+		fmt.Fprint(stderr, "msgx: no command given\n\n")
 		printUsage(stderr, cmds)
 		return 2
 	}
@@ -136,7 +140,7 @@ func realMain(args []string, environ map[string]string, stdout, stderr io.Writer
 		}
 	}
 	if c == nil {
-		fmt.Fprintf(stderr, "msgx: unknown command %q\n\n", name)
+		fmt.Fprintf(stderr, "msgx: unknown command %q%s\n\n", name, didYouMean(name, cmds))
 		printUsage(stderr, cmds)
 		return 2
 	}
@@ -146,7 +150,7 @@ func realMain(args []string, environ map[string]string, stdout, stderr io.Writer
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "msgx %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "msgx %s: %s\n", c.name, twoDashes(err.Error()))
 		c.printUsage(stderr, fs)
 		return 2
 	}
@@ -258,7 +262,7 @@ func printUsage(w io.Writer, cmds []command) {
 	}
 	tw.Flush()
 	fmt.Fprint(w, "\n`msgx <command> --help` shows a command's arguments and flags.\n"+
-		"Configuration comes from MSGX_* environment variables; see the README.\n"+
+		"Configuration comes from MSGX_* environment variables; see docs/operations.md, chapter 14.\n"+
 		"Exit status: 0 done, 1 the command failed, 2 a wrong command line or configuration.\n")
 }
 
@@ -272,10 +276,90 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(*flag.Flag) { has = true })
 	if has {
 		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		printFlags(w, fs)
 	}
+}
+
+// printFlags lists fs's flags as the usage lines and the README write them,
+// with two dashes (the flag package accepts both; its own listing uses
+// one).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch {
+		case f.DefValue == "" || f.DefValue == "false" || f.DefValue == "0":
+		case name == "string":
+			line += fmt.Sprintf(" (default %q)", f.DefValue)
+		default:
+			line += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// flagName is a flag as the flag package's errors name it ("-limit").
+var flagName = regexp.MustCompile(`(^|[\s:])-([A-Za-z][\w-]*)`)
+
+// twoDashes rewrites the flag package's error messages ("flag provided but
+// not defined: -bogus") with the flags written as everywhere else
+// ("--bogus").
+func twoDashes(msg string) string { return flagName.ReplaceAllString(msg, "$1--$2") }
+
+// didYouMean suggests the command a misspelt one most likely meant
+// (" (did you mean status?)"): the only command it is the start of, else
+// the closest one at most two edits away (one for a word of three letters
+// or fewer); nothing when none is close.
+func didYouMean(name string, cmds []command) string {
+	name = strings.ToLower(name)
+	var prefixed []string
+	best, bestD := "", min(2, len(name)/2)+1
+	for _, c := range cmds {
+		if strings.HasPrefix(c.name, name) {
+			prefixed = append(prefixed, c.name)
+		}
+		if d := editDistance(name, c.name); d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	if len(prefixed) == 1 && len(name) >= 2 {
+		best = prefixed[0]
+	}
+	if best == "" {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
+}
+
+// editDistance is the Levenshtein distance of a and b, where swapping two
+// neighbours counts as one edit ("stauts" is one from "status").
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 func splitErrors(err error) []string {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -128,7 +129,7 @@ func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 	if err := runCommand(context.Background(), cfg, "table", []string{"get", "messages", "1"}, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), `"state": "DEAD"`) || !strings.Contains(out.String(), `"errorClass": "MALFORMED"`) {
+	if !strings.Contains(out.String(), `"state": "DEAD"`) || !strings.Contains(out.String(), `"decision": "DEAD"`) || !strings.Contains(out.String(), `"errorClass": "MALFORMED"`) {
 		t.Fatalf("table get messages 1:\n%s", out.String())
 	}
 	if err := pg.QueryRow(context.Background(), "SELECT updated_at FROM proc_state WHERE msg_id = 1").Scan(&again); err != nil || !again.Equal(first) {
@@ -226,19 +227,79 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 	}
 }
 
-func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// Every variable has its row in the configuration table of the operator's
+// manual (chapter 14, which the README points to).
+func TestManualDocumentsEveryVariable(t *testing.T) {
+	manual, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(manual), `<a id="configuration"></a>`)
+	if !ok {
+		t.Fatal("docs/operations.md has no configuration chapter")
 	}
 	keys := map[string][]string{}
 	collectKeys(reflect.TypeOf(Config{}), keys)
 	for _, names := range keys {
 		for _, name := range names {
-			if !strings.Contains(string(readme), "| `"+name+"` |") {
-				t.Errorf("README does not document %s", name)
+			if !strings.Contains(table, "| `"+name+"` |") {
+				t.Errorf("the manual's configuration table does not document %s", name)
 			}
 		}
+	}
+}
+
+// The README starts with exactly the two set-up commands, and the links
+// from the README and the manuals into each other's sections lead to an
+// anchor that exists.
+func TestREADMEAndManualLinks(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile("../../" + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	readme := read("README.md")
+	if !strings.HasPrefix(readme, "# msgx — airport message gateway\n\n```sh\nmake run    #") ||
+		!strings.Contains(readme, "\nmake test   #") || strings.Count(strings.SplitN(readme, "```", 3)[1], "\nmake ") != 2 {
+		t.Errorf("the README does not start with the two set-up commands:\n%.300s", readme)
+	}
+	docs := map[string]string{"README.md": readme, "docs/design.md": read("docs/design.md"), "docs/operations.md": read("docs/operations.md")}
+	// Anchors: explicit <a id>, and GitHub's for headings.
+	anchors := map[string]map[string]bool{}
+	heading := regexp.MustCompile(`(?m)^#+ (.+)$`)
+	for name, text := range docs {
+		anchors[name] = map[string]bool{}
+		for _, m := range regexp.MustCompile(`<a id="([^"]+)">`).FindAllStringSubmatch(text, -1) {
+			anchors[name][m[1]] = true
+		}
+		for _, m := range heading.FindAllStringSubmatch(text, -1) {
+			a := strings.ToLower(m[1])
+			a = regexp.MustCompile("[^a-z0-9 _-]").ReplaceAllString(a, "")
+			anchors[name][strings.ReplaceAll(a, " ", "-")] = true
+		}
+	}
+	link := regexp.MustCompile(`\]\(((?:\.\./|docs/)?(?:README\.md|design\.md|operations\.md|docs/design\.md|docs/operations\.md))?#([^)]+)\)`)
+	for name, text := range docs {
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := name
+			switch p := m[1]; {
+			case p == "":
+			case strings.HasSuffix(p, "README.md"):
+				target = "README.md"
+			case strings.HasSuffix(p, "design.md"):
+				target = "docs/design.md"
+			default:
+				target = "docs/operations.md"
+			}
+			if !anchors[target][m[2]] {
+				t.Errorf("%s links to %s#%s, which has no such anchor", name, target, m[2])
+			}
+		}
+	}
+	if n := strings.Count(readme, "\n"); n > 200 {
+		t.Errorf("the README has %d lines: keep it to the first ten minutes, the reference goes to docs/operations.md", n)
 	}
 }
 

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"database/sql"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -33,7 +39,7 @@ func collect(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 // statusDeps are the sources of the status report.
 func statusDeps(cfg Config, d *deps) status.Deps {
 	return status.Deps{
-		PG: d.pool, MySQL: d.mysql, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
+		PG: d.pool, MySQL: d.mysql, Zone: d.zone, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
 		Groups: processorGroups(cfg),
 	}
 }
@@ -43,7 +49,7 @@ func statusDeps(cfg Config, d *deps) status.Deps {
 func processorGroups(cfg Config) []kafka.Group {
 	return []kafka.Group{
 		{Group: string(cfg.Router.Group()), Topics: []string{cfg.Ingest.Topic}},
-		{Group: string(cfg.Flights.Group()), Topics: []string{cfg.Router.FlightTopic, cfg.Flights.LoopTopic()}},
+		{Group: string(cfg.Flights.Group()), Topics: []string{cfg.Router.FlightTopic}},
 		{Group: string(cfg.Refdata.Group()), Topics: []string{cfg.Router.RefdataTopic}},
 	}
 }
@@ -153,10 +159,15 @@ func statusCommand(fs *flag.FlagSet) runFunc {
 		rep, err := statusFromDaemon(ctx, x.cfg)
 		if err != nil {
 			x.log.Debug("daemon /status not reachable; collecting directly", "err", err)
+			daemonErr := err
 			rep, err = statusDirect(ctx, x.cfg, x.log)
 			if err != nil {
 				return err
 			}
+			// Only a running daemon knows its components: say why there
+			// are none instead of leaving the section out.
+			rep.ComponentsError = fmt.Sprintf("no msgx daemon answered at http://%s/status (%s); this report was read from "+
+				"PostgreSQL, MySQL and Kafka directly", x.cfg.HTTPAddr, oneLine(daemonErr))
 		}
 		if *asJSON {
 			enc := json.NewEncoder(x.stdout)
@@ -176,14 +187,22 @@ func statusFromDaemon(ctx context.Context, cfg Config) (status.Report, error) {
 	var rep status.Report
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.HTTPAddr+"/status", nil)
+	client, scheme := http.DefaultClient, "http://"
+	if cfg.Web.TLS() {
+		pinned, err := pinnedClient(cfg.Web.TLSCert)
+		if err != nil {
+			return rep, err
+		}
+		client, scheme = pinned, "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+cfg.HTTPAddr+"/status", nil)
 	if err != nil {
 		return rep, err
 	}
 	if cfg.Web.ReadToken != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.Web.ReadToken)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return rep, err
 	}
@@ -195,13 +214,42 @@ func statusFromDaemon(ctx context.Context, cfg Config) (status.Report, error) {
 	return rep, err
 }
 
+// pinnedClient reaches the daemon on this host over its TLS listener,
+// trusting exactly the certificate of certFile (MSGX_HTTP_TLS_CERT, the one
+// the daemon serves): MSGX_HTTP_ADDR may name an address the certificate
+// does not (0.0.0.0), and its CA need not be in the system's roots. Right
+// after a renewal the daemon may serve the previous one for a few seconds;
+// the status is then collected directly.
+func pinnedClient(certFile string) (*http.Client, error) {
+	pemBytes, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("MSGX_HTTP_TLS_CERT: %w", err)
+	}
+	block, _ := pem.Decode(pemBytes)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("MSGX_HTTP_TLS_CERT=%s: no PEM certificate", certFile)
+	}
+	want := block.Bytes
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// The pin replaces the chain and name checks.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
+				return errors.New("the daemon serves another certificate than MSGX_HTTP_TLS_CERT")
+			}
+			return nil
+		},
+	}}}, nil
+}
+
 func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Report, error) {
 	pool, err := sink.OpenPG(ctx, cfg.DB)
 	if err != nil {
 		return status.Report{}, err
 	}
 	defer pool.Close()
-	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	my, zone, err := openInbox(cfg)
 	if err != nil {
 		return status.Report{}, err
 	}
@@ -210,7 +258,7 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 	if cfg.Kafka.Embedded() {
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
-	d := &deps{pool: pool, mysql: my, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
+	d := &deps{pool: pool, mysql: my, zone: zone, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
 	rep, err := collect(ctx, cfg, d)
 	if err != nil {
 		return rep, err
@@ -222,4 +270,15 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		rep.Alerts = append([]string{berr.Error()}, rep.Alerts...)
 	}
 	return rep, nil
+}
+
+// openInbox opens the shared inbox for an operator command; the zone of its
+// DATETIMEs is asked from the server on first use (or MSGX_INBOX_TZ).
+func openInbox(cfg Config) (*sql.DB, *sink.InboxZone, error) {
+	zone, err := sink.NewInboxZone(cfg.DB, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := sink.OpenMySQL(cfg.DB, zone, nil)
+	return db, zone, err
 }

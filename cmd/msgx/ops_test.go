@@ -153,7 +153,10 @@ func TestOperability(t *testing.T) {
 // not, and `msgx status` reads the daemon with it.
 func TestReadTokenOnTheGateway(t *testing.T) {
 	httpAddr := freeAddr(t)
-	cfg, _ := testConfig(t, map[string]string{"MSGX_HTTP_ADDR": httpAddr, "MSGX_HTTP_READ_TOKEN": "r3ad", "MSGX_HTTP_TOKEN": "s3nd"})
+	// It presents wrong tokens on purpose, more than the login throttle
+	// lets one address try (TestHTTPSurfaceOverTLS tests that).
+	cfg, _ := testConfig(t, map[string]string{"MSGX_HTTP_ADDR": httpAddr, "MSGX_HTTP_READ_TOKEN": "r3ad", "MSGX_HTTP_TOKEN": "s3nd",
+		"MSGX_HTTP_THROTTLE_FAILURES": "100"})
 	base := "http://" + httpAddr
 	stop := start(t, cfg)
 	defer stop()

@@ -84,7 +84,7 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 		if end := testenv.EndOffset(t, brokers, d.prefix+"msgx.inbox"); end != int64(n) {
 			t.Errorf("%smsgx.inbox has %d records, want %d", d.prefix, end, n)
 		}
-		testenv.WaitCaughtUp(t, brokers, d.prefix+"msgx-flights", []string{d.prefix + "msgx.flight-transitions", d.prefix + "msgx-flights-loop"}, time.Minute)
+		testenv.WaitCaughtUp(t, brokers, d.prefix+"msgx-flights", []string{d.prefix + "msgx.flight-transitions"}, time.Minute)
 		if evs := testenv.ReadTopic(t, brokers, d.prefix+"msgx.msg", 1<<20, 3*time.Second); len(evs) == 0 {
 			t.Errorf("%smsgx.msg is empty", d.prefix)
 		}
@@ -98,7 +98,7 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 		if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if len(rep.Groups) != 4 || rep.GroupsError != "" {
+		if len(rep.Groups) != 3 || rep.GroupsError != "" {
 			t.Errorf("%s status groups %+v (%s)", d.prefix, rep.Groups, rep.GroupsError)
 		}
 		for _, g := range rep.Groups {
@@ -134,7 +134,7 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 	}
 	for _, p := range []string{"a.", "b-"} {
 		for _, n := range []string{"msgx.inbox", "msgx.flight-transitions", "msgx.refdata-transitions", "msgx.msg", "msgx.schd",
-			"msgx-router", "msgx-router-table", "msgx-flights", "msgx-flights-table", "msgx-flights-loop", "msgx-refdata", "msgx-refdata-table",
+			"msgx-router", "msgx-router-table", "msgx-flights", "msgx-flights-table", "msgx-refdata", "msgx-refdata-table",
 			"msgx.publisher-position"} {
 			if !names[p+n] {
 				t.Errorf("%s%s is not on the cluster (%v)", p, n, names)
@@ -160,7 +160,7 @@ func TestKafkaPrefixNames(t *testing.T) {
 			out = append(out, string(tv.table))
 		}
 		return append(out, c.Ingest.Topic, c.Router.InboxTopic, c.Router.FlightTopic, c.Router.RefdataTopic,
-			c.Flights.TransitionTopic, c.Flights.MsgTopic, c.Flights.SchdTopic, c.History.TransitionTopic,
+			c.Flights.TransitionTopic, c.Flights.MsgTopic, c.Flights.SchdTopic,
 			c.Refdata.TransitionTopic, c.Schd.Topic, c.Publisher.PositionTopic, c.Publisher.TransactionalID)
 	}
 	plain, err := loadConfig(map[string]string{})

@@ -110,8 +110,7 @@ func runRebuild(ctx context.Context, cfg Config, yes bool, out io.Writer, log *s
 	if err := kafka.ResetGroups(brokers, cfg.Kafka, []string{string(cfg.Router.Group()), string(cfg.Flights.Group()), string(cfg.Refdata.Group())}); err != nil {
 		return err
 	}
-	internal := append(cfg.Router.TopicSpecs(), kafka.TopicSpec{Name: cfg.Flights.LoopTopic(), Partitions: cfg.Router.Partitions})
-	internal = append(internal, tableTopics(cfg)...)
+	internal := append(cfg.Router.TopicSpecs(), tableTopics(cfg)...)
 	if err := kafka.RecreateTopics(ctx, clk, brokers, cfg.Kafka, internal, log); err != nil {
 		return err
 	}

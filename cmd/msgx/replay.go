@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
@@ -31,13 +35,23 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 	ids := fs.String("ids", "", "comma-separated MSG_IDs")
 	pending := fs.Bool("pending", false, "re-produce messages a previous replay reset but could not produce")
 	dry := fs.Bool("dry-run", false, "list what would move; change nothing")
+	force := fs.Bool("force", false, "replay also the messages the router would decide DEAD again now (the dry run's verdict)")
 	who := fs.String("who", os.Getenv("USER"), "who asks (recorded in the audit row)")
 	return func(ctx context.Context, x *invocation, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
 		}
+		n := 0
+		for _, set := range []bool{*class != "", *prefix != "", *ids != "", *pending} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return usagef("give exactly one of --class, --reason-prefix, --ids or --pending")
+		}
 		cfg, out, log := x.cfg, x.stdout, x.log
-		sel := replay.Selector{Class: strings.ToUpper(*class), ReasonPrefix: *prefix, PendingReplayed: *pending}
+		sel := replay.Selector{Class: strings.ToUpper(*class), ReasonPrefix: *prefix, PendingReplayed: *pending, Force: *force}
 		if *ids != "" {
 			for _, s := range strings.Split(*ids, ",") {
 				id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
@@ -61,7 +75,7 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		now := clock.Real{}.Now()
-		my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+		my, _, err := openInbox(cfg)
 		if err != nil {
 			return err
 		}
@@ -70,10 +84,7 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		if cfg.Kafka.Embedded() {
 			brokers = []string{cfg.Kafka.EmbeddedAddr}
 		}
-		settings := cfg.Router.Settings(cfg.Location())
-		deps := replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
-			Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
-			Decide: replayDecider(settings), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
+		deps := replayDeps(cfg, pool, my, brokers, log)
 		if *dry {
 			plan, err := replay.DryRun(ctx, pool, sel, 0)
 			if err != nil {
@@ -97,8 +108,30 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		if err != nil && len(res.Unproduced) > 0 {
 			err = errors.Join(err, fmt.Errorf("%d messages were reset but not produced: run `msgx replay --pending` (or the same --ids) again", len(res.Unproduced)))
 		}
+		if err == nil {
+			// Messages that would die again were left as they are: the
+			// operator asked for them, so the command says it did not.
+			var dead []int64
+			for _, f := range res.Refused {
+				if f.Verdict == message.StateDead {
+					dead = append(dead, f.MsgID)
+				}
+			}
+			if len(dead) > 0 {
+				err = fmt.Errorf("%d messages not replayed (%s): the router would decide them DEAD again now (see \"refused\"); "+
+					"fix the cause first, or replay them with --force", len(dead), sink.IDList(dead))
+			}
+		}
 		return err
 	}
+}
+
+// replayDeps are what a replay and its dry run work with: the databases,
+// the cluster, and the router's settings to work out each message's effect.
+func replayDeps(cfg Config, pool *pgxpool.Pool, my *sql.DB, brokers []string, log *slog.Logger) replay.Deps {
+	return replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
+		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
+		Decide: replayDecider(cfg.Router.Settings(cfg.Location())), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
 }
 
 // replayDecider lets a replay's dry run decide a message as the router

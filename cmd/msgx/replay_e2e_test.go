@@ -183,7 +183,7 @@ func TestReplayAppliesToCurrentState(t *testing.T) {
 	for _, id := range []int64{m2, m4, m6} {
 		waitState(id, "SUCCEEDED")
 	}
-	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions", flights.Config{}.LoopTopic()}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
 
 	// Both FLOPs applied, in MSG_ID order, over the newer state; lastMsgId
 	// did not go back.
@@ -274,7 +274,7 @@ func TestReplayAppliesToCurrentState(t *testing.T) {
 	}
 	produce(t, brokers, again)
 	testenv.WaitCaughtUp(t, brokers, router.BaseGroup, []string{"msgx.inbox"}, time.Minute)
-	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions", flights.Config{}.LoopTopic()}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
 	testenv.WaitCaughtUp(t, brokers, refdataproc.BaseGroup, []string{"msgx.refdata-transitions"}, time.Minute)
 	if after := snapshot(t, pool); after != before {
 		t.Fatalf("a redelivery of the replay changed state:\nbefore %s\nafter  %s", before, after)

@@ -53,7 +53,7 @@ func requestCommand(fs *flag.FlagSet) runFunc {
 		if err := sink.Migrate(cfg.DB); err != nil {
 			return err
 		}
-		my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+		my, _, err := openInbox(cfg)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,10 @@ func runReseed(ctx context.Context, cfg Config, yes bool, out io.Writer, log *sl
 	if err != nil {
 		return err
 	}
-	placeholders := flight.Placeholders(states)
+	placeholders, err := sink.PlaceholderStates(ctx, pool)
+	if err != nil {
+		return err
+	}
 	seen, err := kafka.ReadIdentity(ctx, cfg.Kafka, brokers, cfg.Ingest.Topic)
 	if err != nil {
 		return err

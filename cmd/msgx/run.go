@@ -61,6 +61,7 @@ type deps struct {
 	pool    *pgxpool.Pool
 	mysql   *sql.DB
 	probe   *sql.DB
+	zone    *sink.InboxZone
 	closers []func()
 }
 
@@ -98,7 +99,7 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 			// kfake keeps no transaction log: restarted after a crash it
 			// aborts the transactions that were open without writing their
 			// markers, which read_committed consumers rely on.
-			log.Warn("exactly-once msg events need a Kafka that outlives msgx: the embedded Kafka runs inside this process, and after a crash (kill -9) read_committed consumers may miss or repeat the events of transactions that were open; run `msgx broker` as its own process or use a cluster (docs/operations.md 3.9)",
+			log.Warn("exactly-once msg events need a Kafka that outlives msgx: the embedded Kafka runs inside this process, and after a crash (kill -9) read_committed consumers may miss or repeat the events of transactions that were open; run `msgx broker` as its own process or use a cluster (docs/operations.md 3.10)",
 				"component", "kafka")
 		}
 	}
@@ -108,13 +109,19 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	}
 	d.closers = append(d.closers, pool.Close)
 	d.pool = pool
-	my, err := sink.OpenMySQL(cfg.DB, cfg.Location(), nil)
+	// The inbox's DATETIMEs are in the MySQL server's zone, not the
+	// airport's (docs/design.md#inbox-zone): learnt on the first
+	// connection, logged once, shared by both connection pools.
+	if d.zone, err = sink.NewInboxZone(cfg.DB, log); err != nil {
+		return nil, err
+	}
+	my, err := sink.OpenMySQL(cfg.DB, d.zone, nil)
 	if err != nil {
 		return nil, err
 	}
 	d.closers = append(d.closers, func() { my.Close() })
 	d.mysql = my
-	probe, err := sink.OpenMySQL(cfg.DB, cfg.Location(), map[string]string{
+	probe, err := sink.OpenMySQL(cfg.DB, d.zone, map[string]string{
 		"innodb_lock_wait_timeout": strconv.Itoa(int(cfg.Ingest.HoleProbeTimeout / time.Second)),
 	})
 	if err != nil {
@@ -122,6 +129,13 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	}
 	d.closers = append(d.closers, func() { probe.Close() })
 	d.probe = probe
+	// Learnt now when MySQL answers, so that the zone is in the start-up
+	// log; otherwise on the first connection that succeeds.
+	zctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
+	if _, err := d.zone.Location(zctx); err != nil {
+		log.Warn("MySQL not reachable at start: the inbox's time zone is asked on the first connection", "component", "mysql", "err", err)
+	}
+	cancel()
 
 	waitFor := func(what string, fn func(context.Context) error) error {
 		return retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
@@ -131,6 +145,9 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	// An unreachable database or broker is waited for; anything else (a
 	// dirty migration, a topic with the wrong partition count) stops
 	// start-up with its reason.
+	if err := waitFor("checking the upgrade", func(ctx context.Context) error { return upgradeCheck(ctx, cfg, d.brokers) }); err != nil {
+		return nil, err
+	}
 	if err := waitFor("migrating postgres", func(context.Context) error { return sink.Migrate(cfg.DB) }); err != nil {
 		return nil, err
 	}
@@ -158,6 +175,31 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	}
 	ok = true
 	return d, nil
+}
+
+// upgradeCheck refuses to upgrade a database of a version before the router
+// derived the codeshare transitions while its pipeline is not drained
+// (sink.UpgradeCheck): unfinished messages, or derived transitions still on
+// that version's loop topic, which nothing reads any more.
+func upgradeCheck(ctx context.Context, cfg Config, brokers []string) error {
+	if err := sink.UpgradeCheck(ctx, cfg.DB); err != nil {
+		return err
+	}
+	v, _, err := sink.MigrationVersion(cfg.DB)
+	if err != nil || v == 0 || v >= sink.LinksVersion {
+		return err
+	}
+	lags, err := kafka.Lags(ctx, cfg.Kafka, brokers, []kafka.Group{{Group: string(cfg.Flights.Group()), Topics: []string{cfg.Flights.LoopTopic()}}})
+	if err != nil {
+		return err
+	}
+	for _, l := range lags {
+		if l.Error == "" && l.Lag > 0 {
+			return fmt.Errorf("upgrading the database from schema %d needs a drained pipeline, and %s holds %d records %s has not applied: "+
+				"run the earlier msgx version until msgx status shows no lag there, then start this one", v, l.Topic, l.Lag, l.Group)
+		}
+	}
+	return nil
 }
 
 // topics lists every topic msgx needs, created at start-up.
@@ -190,30 +232,39 @@ func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
 
 // runGateway runs the roles of r until ctx ends.
 func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error {
-	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded())
+	source := "MSGX_KAFKA_INSTANCE_ID"
+	if cfg.instanceIDDefault {
+		source = "default (host name and a hash of MSGX_STATE_DIR)"
+	}
+	log.Info("msgx starting", "component", "main", "env", cfg.Env, "embedded_kafka", cfg.Kafka.Embedded(),
+		"kafka_instance_id", cfg.Kafka.InstanceID, "kafka_instance_id_from", source)
 	if cfg.Backfill.Shadow {
 		log.Warn("shadow mode: msgx never writes to MySQL (no processed marks, no compat inserts, no outbound requests)", "component", "main")
 	}
+	// The HTTP server first: TLS files that do not load stop start-up at
+	// once, not after the databases were waited for.
+	mux := http.NewServeMux()
+	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: clock.Real{}, Log: log})
+	if err != nil {
+		return err
+	}
 	d, err := connect(ctx, cfg, log, r)
+	if errors.Is(err, errBinding) {
+		return refuseToStart(ctx, cfg, log, err)
+	}
 	if err != nil {
 		return err
 	}
 	defer d.close()
 
-	mux := http.NewServeMux()
 	m := metric.New()
 	registerOps(mux, cfg, d, m)
 	hist, err := statusPage(cfg, d, m, mux)
 	if err != nil {
 		return err
 	}
-	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second,
+	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second, HTTP: srv.Stats, Thresholds: &cfg.Status,
 		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d, m.Sources().Publisher) }}
-	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: d.clock, Log: log})
-	if err != nil {
-		return err
-	}
-	src.HTTP = srv.Stats
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })
@@ -483,7 +534,7 @@ func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*p
 		return nil, err
 	}
 	p.bf, err = backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
-		Location: cfg.Location(), Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
+		Zone: d.zone, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -581,8 +632,8 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		return err
 	}
 	supervise("maintenance", jobs.Run)
-	hist, err := flights.NewHistory(cfg.History, flights.HistoryDeps{Pool: d.pool, Timeout: cfg.DB.Timeout, Brokers: d.brokers,
-		Kafka: cfg.Kafka, Clock: d.clock, Location: cfg.Location(), Log: log})
+	hist, err := flights.NewHistory(cfg.History, flights.HistoryDeps{Pool: d.pool, Timeout: cfg.DB.Timeout, Purge: rt.Purge,
+		Clock: d.clock, Location: cfg.Location(), Log: log})
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"msgx/internal/contract"
 	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/tables/flight"
@@ -32,36 +32,18 @@ func TestEverySampleEndToEnd(t *testing.T) {
 		t.Fatalf("%d samples, want 172", len(samples))
 	}
 
-	// The order of insertion: the SCHD sample creates flights 15 and 16, a
-	// DNLD of our own the two other flights the FLOP samples name; then
-	// every sample in file order, except that FDEL (flight 15) comes last
-	// so that the FLOPs on 15 find it live.
-	var first, rest []sample.Sample
-	var fdel sample.Sample
-	for _, s := range samples {
-		switch {
-		case s.File == "INSERT_CMINMSGS_SCHD.sql" && s.Index == 0:
-			first = append(first, s)
-		case s.File == "INSERT_CMINMSGS_FDEL.sql":
-			fdel = s
-		default:
-			rest = append(rest, s)
-		}
+	// Inserted as `msgx samples` does: in sample.Ordered's order, each
+	// with its own SEQN.
+	order := sample.Ordered(samples)
+	ids, err := insertSamples(context.Background(), my, "cminmsgs", order, 700000)
+	if err != nil {
+		t.Fatal(err)
 	}
-	create := sample.Sample{File: "created-by-the-test", Label: "DNLD", XML: `<?xml version="1.0" encoding="UTF-8"?><MSG><META>` +
-		`<SNDR>AODB</SNDR><SEQN>1</SEQN><DTTM>20180810080000</DTTM><TYPE>SCHD</TYPE><STYP>DNLD</STYP></META><SCHD><RECS>2</RECS>` +
-		`<FLTR><FLID>121112312</FLID><ALCD>CA</ALCD><FLNO>CA101</FLNO><SODT>10AUG181850</SODT></FLTR>` +
-		`<FLTR><FLID>7610151</FLID><ALCD>CA</ALCD><FLNO>CA9001</FLNO><SODT>15DEC201200</SODT></FLTR></SCHD></MSG>`}
-	order := append(append(append(first, create), rest...), fdel)
-
-	seqn := regexp.MustCompile(`<SEQN>[^<]*</SEQN>`)
 	byID := map[int64]sample.Sample{}
 	idOf := map[string]int64{}
 	for i, s := range order {
-		raw := seqn.ReplaceAllString(s.XML, fmt.Sprintf("<SEQN>%d</SEQN>", 700000+i))
-		id := testenv.InsertInbox(t, my, raw)
-		byID[id] = s
-		idOf[s.Name()] = id
+		byID[ids[i]] = s
+		idOf[s.Name()] = ids[i]
 	}
 	stop := start(t, cfg)
 	defer stop()
@@ -211,6 +193,13 @@ func TestEverySampleEndToEnd(t *testing.T) {
 			t.Errorf("%s: event flight %s = %v, want %d entries", tc.sample, tc.coll, ev.Flight.Collections[tc.coll], tc.n)
 		}
 	}
+	// Every record the samples produced is what deploy/schemas promises.
+	contracts, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateTopics(t, contracts, []string{cfg.Kafka.EmbeddedAddr})
+
 	// The second FLAB clear changes nothing: SUCCEEDED, no event.
 	if evs := events[idOf["INSERT_CMINMSGS_FLAB.sql#2(UPD)"]]; len(evs) != 0 {
 		t.Errorf("a repeated FLAB clear emitted %+v", evs)
@@ -238,5 +227,30 @@ func TestEverySampleEndToEnd(t *testing.T) {
 	}
 	if fltr, _ := seasons[0].Attrs["FLTR"].([]any); len(fltr) != 2 {
 		t.Fatalf("season Winter in the table: %v", seasons[0].Attrs)
+	}
+}
+
+// msgx samples inserts every sample, each with its own SEQN, and says where
+// they went; it refuses a production deployment.
+func TestSamplesCommand(t *testing.T) {
+	cfg, myDSN := testConfig(t, nil)
+	ctx := context.Background()
+	var out strings.Builder
+	if err := runCommand(ctx, cfg, "samples", nil, &out, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	my := testenv.OpenMySQL(t, myDSN)
+	var rows, seqns int
+	if err := my.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT REGEXP_SUBSTR(CMINMSGS_CLOB_MSG, '<SEQN>[0-9]+</SEQN>')) FROM cminmsgs`).
+		Scan(&rows, &seqns); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 173 || seqns != 173 || !strings.HasPrefix(out.String(), "inserted 173 sample messages from ") ||
+		!strings.Contains(out.String(), "as inbox rows 1-173") || !strings.Contains(out.String(), "msgx trace <MSG_ID>") {
+		t.Errorf("%d rows, %d SEQNs; output:\n%s", rows, seqns, out.String())
+	}
+	cfg.Env = "production"
+	if err := runCommand(ctx, cfg, "samples", nil, &out, testenv.Logger(t)); err == nil || !strings.Contains(err.Error(), "development inboxes only") {
+		t.Errorf("msgx samples in production: %v", err)
 	}
 }

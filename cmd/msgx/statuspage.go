@@ -12,8 +12,14 @@ import (
 )
 
 // dryRunRows bounds the rows GET /replay/dry-run lists (the total is
-// always given).
-const dryRunRows = 100
+// always given), dryRunExplained how many of them it works the effect out
+// for: each costs two PostgreSQL round trips and the message's text read
+// from the inbox (unexplained counts the rest; the CLI's dry run explains
+// up to replay.MaxExplained).
+const (
+	dryRunRows      = 100
+	dryRunExplained = 20
+)
 
 // statusPage builds the status page's history, which observes the
 // latencies of m (so it must run before the components start), and
@@ -31,7 +37,7 @@ func statusPage(cfg Config, d *deps, m *metric.Metrics, mux *http.ServeMux) (*pa
 	}
 	m.Also(hist)
 	page.Handlers{Login: cfg.Web.ReadToken != "", History: hist}.Register(mux)
-	mux.HandleFunc("GET /replay/dry-run", func(w http.ResponseWriter, r *http.Request) { dryRun(w, r, d) })
+	mux.HandleFunc("GET /replay/dry-run", func(w http.ResponseWriter, r *http.Request) { dryRun(w, r, cfg, d) })
 	return hist, nil
 }
 
@@ -62,16 +68,25 @@ func counters(src metric.Sources) page.Counters {
 }
 
 // dryRun answers GET /replay/dry-run?class=C: what `msgx replay --class C`
-// would move (at most dryRunRows listed, and the total), read-only. Unlike
-// `msgx replay --dry-run` it records no audit row: it is a look from the
-// status page, which any reader may take.
-func dryRun(w http.ResponseWriter, r *http.Request, d *deps) {
+// would move (at most dryRunRows listed, and the total) and, for the first
+// dryRunExplained of them, what each would do now — the router's verdict
+// and what it overwrites (replay.Explain, as the CLI's dry run shows it) —
+// read-only. Unlike `msgx replay --dry-run` it records no audit row: it is
+// a look from the status page, which any reader may take.
+func dryRun(w http.ResponseWriter, r *http.Request, cfg Config, d *deps) {
 	sel := replay.Selector{Class: r.URL.Query().Get("class")}
 	if err := sel.Check(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	plan, err := replay.DryRun(r.Context(), d.pool, sel, dryRunRows)
+	if err == nil {
+		explained := plan
+		explained.Rows = plan.Rows[:min(len(plan.Rows), dryRunExplained)]
+		if err = replay.Explain(r.Context(), replayDeps(cfg, d.pool, d.mysql, d.brokers, d.log), &explained); err == nil {
+			plan.Effects, plan.Unexplained = explained.Effects, len(plan.Rows)-len(explained.Effects)
+		}
+	}
 	if err != nil {
 		code := http.StatusInternalServerError
 		if retry.IsOutage(err) {

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"msgx/cmd/msgx/page"
+	"msgx/ingest/replay"
 	"msgx/internal/browser"
 	"msgx/internal/testenv"
 	"msgx/sink/status"
@@ -83,6 +84,8 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	my := testenv.OpenMySQL(t, myDSN)
+	// A message the codec rejects: DEAD(CODEC_ERROR), replayable.
+	codecID := testenv.InsertInbox(t, my, replayFLOP(900, "31NOV210600"))
 	var maxID int64
 	if err := my.QueryRow("SELECT MAX(CMINMSGS_ID) FROM cminmsgs").Scan(&maxID); err != nil {
 		t.Fatal(err)
@@ -90,7 +93,8 @@ func TestStatusPageInChromium(t *testing.T) {
 	var rep status.Report
 	waitFor(t, "the demo day decided", 60*time.Second, func() bool {
 		rep, _ = statusJSON(t, base, "")
-		return rep.Inbox.Watermark == maxID && rep.Messages.Backlog == 0 && rep.Messages.DeadByClass["MALFORMED"] > 0
+		return rep.Inbox.Watermark == maxID && rep.Messages.Backlog == 0 && rep.Messages.DeadByClass["MALFORMED"] > 0 &&
+			rep.Messages.DeadByClass["CODEC_ERROR"] == 1
 	})
 	hole := maxID + 1
 	if _, err := my.Exec(`INSERT INTO cminmsgs (CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS)
@@ -110,6 +114,13 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatalf("the demo's MALFORMED message: %v %q", err, reason)
 	}
 
+	// The page quotes the reason without the class the row names already.
+	shown := strings.TrimPrefix(reason, "MALFORMED: ")
+	// The browser is at the airport: every time the page shows names its
+	// zone; the inbox's zone (the MySQL server's, UTC here) is named apart.
+	if err := b.Timezone("Asia/Shanghai"); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Do(30*time.Second, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +132,10 @@ func TestStatusPageInChromium(t *testing.T) {
 		"#next-unread": {fmt.Sprintf("#%d received", hole+1)},
 		"#hole":        {fmt.Sprintf("W=%d", maxID)},
 		`#dead tr[data-class="MALFORMED"]`: {fmt.Sprint(rep.Messages.DeadByClass["MALFORMED"]), fmt.Sprintf("#%d", deadID),
-			reason[:min(len(reason), 80)], "msgx replay --class MALFORMED --dry-run"},
+			shown[:min(len(shown), 80)], "not replayable: the message itself is wrong. Tell the sender"},
+		`#dead tr[data-class="CODEC_ERROR"]`:   {fmt.Sprintf("#%d", codecID), "dry run", "msgx replay --class CODEC_ERROR --dry-run"},
+		"#inbox-zone":                          {"MySQL session time_zone"},
+		"#zone-note":                           {"in this browser's zone (UTC+08:00)"},
 		`#messages tr[data-state="SUCCEEDED"]`: {fmt.Sprint(rep.Messages.ByState["SUCCEEDED"])},
 		"#alerts":                              {"to decide on (replay or accept)"},
 	}
@@ -150,12 +164,36 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Error("the demo day has no SUCCEEDED message")
 	}
 
+	// Replay is offered only where it can work.
+	for sel, want := range map[string]int{
+		`#dead tr[data-class="MALFORMED"] a[href^="/replay/"]`: 0, `#dead tr[data-class="CODEC_ERROR"] a[href="/replay/dry-run?class=CODEC_ERROR"]`: 1,
+		`#dead tr[data-class="MALFORMED"] a[href="/trace/` + fmt.Sprint(deadID) + `?format=html"]`: 1,
+	} {
+		if n, err := browser.Eval[int](b, `document.querySelectorAll(`+jsString(sel)+`).length`); err != nil || n != want {
+			t.Errorf("%s: %d elements (%v), want %d", sel, n, err, want)
+		}
+	}
+	if got, _ := b.Text(`#dead tr[data-class="MALFORMED"]`); strings.Contains(got, "msgx replay") {
+		t.Errorf("the MALFORMED row offers a replay: %q", got)
+	}
+	// Times name the browser's zone.
+	if got, _ := b.Text("#hole"); !strings.Contains(got, " UTC+08:00)") {
+		t.Errorf("#hole shows %q: its time does not name the zone", got)
+	}
+
 	b.WaitFor(t, "the charts", `document.querySelector('#chart-lag polyline[data-series="inbox"]').getAttribute("data-points") >= 3 &&
 		document.querySelector('#chart-rate [data-series="decisions/s"]') !== null`, 30*time.Second)
 
-	// The replay dry-run links answer from the page.
+	// The replay dry-run links answer from the page, with the verdict and
+	// effects the CLI's dry run shows: the codec still rejects the message.
 	if c := fetchStatus(t, b, "/replay/dry-run?class=EXHAUSTED"); c != 200 {
 		t.Errorf("dry run of EXHAUSTED: %d", c)
+	}
+	var codecPlan replay.Plan
+	if c, body := get(t, base+"/replay/dry-run?class=CODEC_ERROR"); c != 200 || json.Unmarshal([]byte(body), &codecPlan) != nil ||
+		codecPlan.Total != 1 || len(codecPlan.Effects) != 1 || codecPlan.Effects[0].MsgID != codecID || codecPlan.Effects[0].Verdict != "DEAD" ||
+		codecPlan.Effects[0].ErrorClass != "CODEC_ERROR" || !strings.Contains(body, `"verdict": "DEAD"`) {
+		t.Errorf("dry run of CODEC_ERROR: %d %s", c, body)
 	}
 	if c, body := get(t, base+"/replay/dry-run?class=MALFORMED"); c != 400 || !strings.Contains(body, "not replayable") {
 		t.Errorf("dry run of MALFORMED: %d %s", c, body)
@@ -201,8 +239,56 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Errorf("history: %d samples every %vs", len(hist.Samples), hist.IntervalSeconds)
 	}
 	b.WaitFor(t, "the latency drawn", `document.querySelector('#chart-latency [data-series="end-to-end p99"]') !== null`, 30*time.Second)
+	// The search box opens a message's and a flight's trace as a page, and
+	// says what is wrong with what it was given.
+	search := func(kind, id string) {
+		t.Helper()
+		if err := b.Do(20*time.Second,
+			chromedp.SetValue(chromedp.CSS("#search-kind"), kind),
+			chromedp.SetValue(chromedp.CSS("#search-id"), id),
+			chromedp.Click(chromedp.CSS("#search button")),
+		); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search("message", fmt.Sprint(deadID))
+	b.WaitFor(t, "the message's trace page", `location.pathname === "/trace/`+fmt.Sprint(deadID)+`" &&
+		document.querySelector("#trace") !== null`, 20*time.Second)
+	if got, _ := b.Text("#trace"); !strings.Contains(got, fmt.Sprintf("message %d (times in UTC)", deadID)) || !strings.Contains(got, "DEAD (MALFORMED)") {
+		t.Errorf("trace page of %d:\n%s", deadID, got)
+	}
+	search("flight", "15")
+	b.WaitFor(t, "the flight's trace page", `location.pathname === "/trace/flights/15" && document.querySelector("#trace") !== null`, 20*time.Second)
+	if got, _ := b.Text("#trace"); !strings.Contains(got, "flight 15 (times in UTC)") || !strings.Contains(got, "SCHD-DNLD") {
+		t.Errorf("trace page of flight 15:\n%s", got)
+	}
+	// From the flight to one of its messages.
+	if err := b.Do(20*time.Second, chromedp.Click(chromedp.CSS(`nav a[href^="/trace/"]`))); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitFor(t, "a message of flight 15", `/^\/trace\/\d+$/.test(location.pathname) && document.querySelector("#trace") !== null`, 20*time.Second)
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Errorf("browser errors: %q", errs)
+	}
+	// (The two answers below are errors on purpose: the browser logs them.)
+	search("message", "15x")
+	b.WaitFor(t, "the search's error", `document.querySelector("#trace-error") !== null`, 20*time.Second)
+	if got, _ := b.Text("#trace-error"); !strings.Contains(got, `"15x" is not a message ID`) {
+		t.Errorf("search for 15x: %q", got)
+	}
+	search("flight", "99999")
+	b.WaitFor(t, "an unknown flight", `document.querySelector("#trace-error") !== null && location.pathname === "/trace/flights/99999"`, 20*time.Second)
+	if got, _ := b.Text("#trace-error"); !strings.Contains(got, "not found") {
+		t.Errorf("search for flight 99999: %q", got)
+	}
+	if err := b.Do(20*time.Second, chromedp.Click(chromedp.CSS("#back"))); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitFor(t, "back on the status page", `location.pathname === "/" && document.body.dataset.refreshes >= 1`, 30*time.Second)
+	for _, e := range b.Errors() {
+		if !strings.Contains(e, "status of 400") && !strings.Contains(e, "status of 404") {
+			t.Errorf("browser error: %q", e)
+		}
 	}
 }
 
@@ -232,7 +318,11 @@ func TestStatusPageBehindTheReadToken(t *testing.T) {
 		}
 		return strings.TrimPrefix(l, base)
 	}
-	// /healthz is open: from it, the page's requests without a session.
+	// /healthz is open: from it, the page's requests without a session
+	// (its Content-Security-Policy forbids fetches: ignored for these).
+	if err := b.BypassCSP(true); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Do(30*time.Second, chromedp.Navigate(base+"/healthz")); err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +330,9 @@ func TestStatusPageBehindTheReadToken(t *testing.T) {
 		if c := fetchStatus(t, b, p); c != 401 {
 			t.Errorf("fetch %s without logging in: %d, want 401", p, c)
 		}
+	}
+	if err := b.BypassCSP(false); err != nil {
+		t.Fatal(err)
 	}
 	if err := b.Do(30*time.Second, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatal(err)

@@ -234,6 +234,44 @@ func TestTraceScenario(t *testing.T) {
 		t.Errorf("trace of %d: transitions %s, where %+v", m8, transitions(t8), t8.Where)
 	}
 
+	// A message the codec rejects is DEAD(CODEC_ERROR) and replayable: its
+	// trace offers the dry run; a replay refuses it while the router would
+	// decide it DEAD again (the codec is not fixed), and --force replays it
+	// anyway: it dies again, the inbox row keeps its first mark.
+	m9 := testenv.InsertInbox(t, my, replayFLOP(9, "31NOV210600"))
+	waitFor(t, "the codec error DEAD and marked", time.Minute, func() bool {
+		return strings.HasPrefix(state(m9), "DEAD FLOP-ESTT (FLID 100)") &&
+			count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND backfill_at IS NOT NULL`, m9) == 1
+	})
+	t9, text9 := message(m9)
+	firstMark := t9.Inbox.ProcessedAt
+	hint := fmt.Sprintf("replayable: msgx replay --ids %d --dry-run", m9)
+	if len(t9.Where) != 1 || !strings.Contains(t9.Where[0].Why, hint) || strings.Contains(text9, "FLOP-ESTT, attempts") {
+		t.Errorf("trace of %d: where %+v\n%s", m9, t9.Where, text9)
+	}
+	out.Reset()
+	err := runCommand(ctx, cfg, "replay", []string{"--ids", fmt.Sprint(m9), "--who", "ops@trace"}, &out, log)
+	var res9 replay.Result
+	if err == nil || !strings.Contains(err.Error(), "the router would decide them DEAD again now") || !strings.Contains(err.Error(), "--force") ||
+		json.Unmarshal([]byte(out.String()), &res9) != nil || len(res9.Replayed) != 0 || len(res9.Refused) != 1 || res9.Refused[0].Verdict != "DEAD" {
+		t.Fatalf("replay of a message that would die again: %v\n%s", err, out.String())
+	}
+	if st := state(m9); !strings.HasPrefix(st, "DEAD FLOP-ESTT") || count(t, pool, `SELECT count(*) FROM replay_audit_msg WHERE msg_id = $1`, m9) != 0 {
+		t.Fatalf("message %d after the refused replay: %s", m9, st)
+	}
+	out.Reset()
+	if err := runCommand(ctx, cfg, "replay", []string{"--ids", fmt.Sprint(m9), "--force", "--who", "ops@trace"}, &out, log); err != nil {
+		t.Fatalf("replay --force: %v\n%s", err, out.String())
+	}
+	waitFor(t, "the forced replay decided and marked", time.Minute, func() bool {
+		return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND state = 'DEAD' AND replay_gen > 0 AND backfill_at IS NOT NULL`, m9) == 1
+	})
+	t9, text9 = message(m9)
+	if len(t9.Replays) != 1 || t9.Inbox.ProcessedAt == nil || !t9.Inbox.ProcessedAt.Equal(*firstMark) || len(t9.Where) != 1 ||
+		strings.Contains(text9, "not written yet") {
+		t.Errorf("trace of %d after the forced replay:\n%s", m9, text9)
+	}
+
 	// An ID the bridge released: where it went missing.
 	t5, text5 := message(m4 + 1)
 	if t5.Decision != nil || t5.Inbox != nil || len(t5.Where) != 1 || t5.Where[0].Step != "ingest" || !strings.Contains(t5.Where[0].Why, "permanent hole") {
@@ -300,5 +338,58 @@ func TestTraceScenario(t *testing.T) {
 	}
 	if _, body := get("/trace/flights/100?format=text", "r3ad"); !strings.Contains(body, "flight 100") || !strings.Contains(body, "FLOP-ESTT") {
 		t.Errorf("GET /trace/flights/100?format=text:\n%s", body)
+	}
+	// The goka tables through msgx table: the router's table keeps the
+	// decision (ROUTED) and shows the message's state now beside it; list
+	// lists (the newest messages, the flights, the categories).
+	table := func(args ...string) string {
+		t.Helper()
+		var b strings.Builder
+		if err := runCommand(ctx, cfg, "table", args, &b, log); err != nil {
+			t.Fatalf("msgx table %v: %v", args, err)
+		}
+		return b.String()
+	}
+	var entry struct{ State, Decision string }
+	if js := table("get", "messages", fmt.Sprint(m1)); json.Unmarshal([]byte(js), &entry) != nil || entry.Decision != "ROUTED" || entry.State != "SUCCEEDED" {
+		t.Errorf("table get messages %d:\n%s", m1, js)
+	}
+	var entries []struct {
+		MsgID           int64
+		State, Decision string
+	}
+	if js := table("list", "messages", "--limit", "2"); json.Unmarshal([]byte(js), &entries) != nil || len(entries) != 2 ||
+		entries[0].MsgID != m8 || entries[1].MsgID != m9 || entries[1].State != "DEAD" || entries[0].Decision != "ROUTED" {
+		t.Errorf("table list messages --limit 2:\n%s", js)
+	}
+	var fls []struct{ FLID, State string }
+	if js := table("list", "flights"); json.Unmarshal([]byte(js), &fls) != nil || len(fls) != 2 || fls[0].FLID != "100" || fls[1].FLID != "200" {
+		t.Errorf("table list flights:\n%s", js)
+	}
+	var cats []struct {
+		RType   string
+		Records int
+	}
+	if js := table("list", "refdata"); json.Unmarshal([]byte(js), &cats) != nil || len(cats) != 1 || cats[0].RType != "AIRL" || cats[0].Records != 1 {
+		t.Errorf("table list refdata:\n%s", js)
+	}
+	if js := table("list", "refdata", "AIRL"); !strings.Contains(js, `"key": "CA"`) {
+		t.Errorf("table list refdata AIRL:\n%s", js)
+	}
+
+	// As a page (the status page's search box): the text escaped in a
+	// <pre>, links to the flights it touched; the search redirects there.
+	if c, body := get(fmt.Sprintf("/trace?kind=message&id=%d", m1), "r3ad"); c != 200 || !strings.Contains(body, `<pre id="trace">message `+fmt.Sprint(m1)) ||
+		!strings.Contains(body, `href="/trace/flights/100?format=html"`) || !strings.Contains(body, `href="/trace/flights/200?format=html"`) {
+		t.Errorf("GET /trace?kind=message&id=%d: %d\n%s", m1, c, body)
+	}
+	if c, body := get(fmt.Sprintf("/trace/%d?format=html", m2), "r3ad"); c != 200 || !strings.Contains(body, "DEAD (MALFORMED)") {
+		t.Errorf("GET /trace/%d?format=html: %d\n%s", m2, c, body)
+	}
+	if c, body := get("/trace?kind=flight&id=999", "r3ad"); c != 404 || !strings.Contains(body, `id="trace-error"`) {
+		t.Errorf("GET /trace?kind=flight&id=999: %d\n%s", c, body)
+	}
+	if c, _ := get("/trace?kind=message&id=1", ""); c != 401 {
+		t.Errorf("the search without the read token: %d", c)
 	}
 }

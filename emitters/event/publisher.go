@@ -257,6 +257,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.mu.Unlock()
 		case n == 0:
 			failures = 0
+			// The outbox was read: PostgreSQL answers again. Without
+			// this, a publisher that failed during an outage stayed
+			// "paused" (and /readyz 503) until the next event.
+			p.mu.Lock()
+			p.stats.LastError = ""
+			p.mu.Unlock()
 			// Nothing due: wait for a commit to announce events, or poll.
 			select {
 			case <-ctx.Done():

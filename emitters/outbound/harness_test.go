@@ -50,14 +50,14 @@ func newEnv(t *testing.T, mut func(*Config)) *env {
 	e.pg = pool
 
 	myDSN := testenv.NewMySQL(t)
-	e.raw = testenv.OpenMySQL(t, myDSN)
+	e.raw = testenv.OpenMySQLIn(t, myDSN, testenv.ShanghaiInbox)
 	mc, err := mysql.ParseDSN(myDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.proxy = testenv.NewProxy(t, mc.Addr)
 	mc.Addr = e.proxy.Addr()
-	e.my, err = sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, testenv.Shanghai, nil)
+	e.my, err = sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func (s *Requests) insertOutbox(ctx context.Context, payload string, insertedAt 
 	defer cancel()
 	res, err := s.my.ExecContext(ctx,
 		"INSERT INTO "+s.cfg.OutboxTable+" (COUTMSGS_CLOB_MSG, COUTMSGS_DATE_INSERTED, ROUTINGID) VALUES (?, ?, ?)",
-		payload, insertedAt.In(s.loc), s.cfg.RoutingID)
+		payload, insertedAt, s.cfg.RoutingID) // the driver writes it in the inbox's zone
 	if err != nil {
 		return 0, fmt.Errorf("inserting into %s: %w", s.cfg.OutboxTable, err)
 	}

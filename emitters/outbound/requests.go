@@ -32,15 +32,15 @@ var ErrShadow = errors.New("shadow mode (MSGX_SHADOW=true): msgx never writes to
 type Deps struct {
 	// PG is msgx's PostgreSQL (req_track).
 	PG *pgxpool.Pool
-	// MySQL is the shared outbox database, opened with sink.OpenMySQL in
-	// the airport time zone (COUTMSGS_DATE_INSERTED is a local DATETIME).
-	// It may be nil in shadow mode.
+	// MySQL is the shared outbox database, opened with sink.OpenMySQL: its
+	// DATETIMEs (COUTMSGS_DATE_INSERTED) are read and written in the inbox's
+	// zone (docs/design.md#inbox-zone). It may be nil in shadow mode.
 	MySQL *sql.DB
 	// Clock is the only source of time.
 	Clock clock.Clock
 	// Log receives the component's logs (component=requests is added).
 	Log *slog.Logger
-	// Location is the airport time zone (SIS times, DATETIMEs, RefdataAt).
+	// Location is the airport time zone (SIS times, RefdataAt).
 	Location *time.Location
 	// DBTimeout bounds every single database call (MSGX_DB_TIMEOUT).
 	DBTimeout time.Duration

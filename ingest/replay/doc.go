@@ -46,6 +46,11 @@
 // list (replay_audit.effects); Run, given the router settings, records it
 // per message with the before-image (replay_audit_msg.effect).
 //
+// A message whose verdict now is DEAD (the codec still rejects it, the
+// package is still invalid) would only die again: Run, given the router
+// settings, refuses it with the reason, unless the selector says Force. A
+// message an earlier replay reset but could not re-inject is never refused.
+//
 // The processed mark: a DEAD or SKIPPED message was terminal, so the inbox
 // row may already carry CMINMSGS_DATE_PROCESSED. The mark is monotonic and
 // stays; the replay clears the backfill columns, and once the message is

@@ -154,7 +154,7 @@ func Explain(ctx context.Context, d Deps, plan *Plan) error {
 func (d Deps) validateExplain() error {
 	errs := d.validateInbox()
 	if d.Decide == nil {
-		errs = append(errs, errors.New("replay: no router settings (a message's effect is the router's decision on it)"))
+		errs = append(errs, errors.New("no router settings (a message's effect is the router's decision on it)"))
 	}
 	return errors.Join(errs...)
 }

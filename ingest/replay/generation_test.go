@@ -106,7 +106,21 @@ func TestReplayRecordsEffects(t *testing.T) {
 		t.Fatalf("audited effects %s (%v)", doc, err)
 	}
 
+	// Their verdict is DEAD: a replay refuses them, saying why, and
+	// changes nothing; forced, it replays them.
 	res := e.replay(sel)
+	if len(res.Replayed) != 0 || len(res.Refused) != 2 || res.Refused[0].MsgID != 1 || res.Refused[1].MsgID != 2 ||
+		!strings.Contains(res.Refused[0].Why, "the router would decide it DEAD again now (MALFORMED: ") ||
+		!strings.Contains(res.Refused[0].Why, "--force") || res.Refused[0].State != message.StateDead {
+		t.Fatalf("replay of messages that would die again: %+v", res)
+	}
+	for _, id := range []int64{1, 2} {
+		if m := e.get(id); m.State != message.StateDead || m.Attempts != 5 {
+			t.Fatalf("message %d after a refused replay: %+v", id, m)
+		}
+	}
+	sel.Force = true
+	res = e.replay(sel)
 	wantIDs(t, "replayed", rowIDs(res.Replayed), 1, 2)
 	rows, err := e.pg.Query(ctx, `SELECT effect FROM replay_audit_msg WHERE audit_id = $1 ORDER BY msg_id`, res.AuditID)
 	if err != nil {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -96,6 +97,12 @@ type Selector struct {
 	// never confirmed re-injecting (crash or Kafka failure between reset and
 	// produce; see the package comment): the recovery run.
 	PendingReplayed bool
+
+	// Force also replays the selected messages that the router would
+	// decide DEAD again now (their dry-run verdict: the cause is not
+	// fixed). Without it Run refuses them, when Deps.Decide lets it know.
+	// It is not a selector of its own.
+	Force bool
 }
 
 // Check reports what is wrong with the selector (the error DryRun and Run
@@ -116,7 +123,7 @@ func (s Selector) normalized() (Selector, error) {
 		}
 	}
 	if n != 1 {
-		return s, errors.New("replay: give exactly one of class, reason prefix, IDs or pending-replayed")
+		return s, errors.New("give exactly one selector: a class, a reason prefix, IDs or pending-replayed")
 	}
 	switch s.Class {
 	case "", message.ClassExhausted, message.ClassCodecError, message.ClassInfra, ClassUnsupported:
@@ -130,7 +137,7 @@ func (s Selector) normalized() (Selector, error) {
 		slices.Sort(ids)
 		s.IDs = slices.Compact(ids)
 		if s.IDs[0] <= 0 {
-			return s, fmt.Errorf("replay: message ID %d is not a CMINMSGS_ID", s.IDs[0])
+			return s, fmt.Errorf("message ID %d is not a CMINMSGS_ID", s.IDs[0])
 		}
 	}
 	return s, nil
@@ -223,6 +230,9 @@ type Refusal struct {
 	State string `json:"state,omitempty"`
 	// Why says why, e.g. "DEAD MALFORMED: never replayable".
 	Why string `json:"why"`
+	// Verdict is set when the message was refused for the router's
+	// verdict on it now (DEAD: it would die again; see Selector.Force).
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // refusal explains why a row the IDs selector named is not replayable.
@@ -467,7 +477,7 @@ func (d Deps) maxBytes() int {
 func (d Deps) validate() error {
 	errs := d.validateInbox()
 	if len(d.Brokers) == 0 {
-		errs = append(errs, errors.New("replay: no Kafka brokers"))
+		errs = append(errs, errors.New("no Kafka brokers to re-inject into"))
 	}
 	if d.Topic == "" {
 		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
@@ -480,10 +490,10 @@ func (d Deps) validate() error {
 func (d Deps) validateInbox() []error {
 	var errs []error
 	if d.PG == nil {
-		errs = append(errs, errors.New("replay: no PostgreSQL pool"))
+		errs = append(errs, errors.New("no PostgreSQL pool"))
 	}
 	if d.MySQL == nil {
-		errs = append(errs, errors.New("replay: no MySQL connection (the raw messages are read from the inbox)"))
+		errs = append(errs, errors.New("no MySQL connection (the raw messages are read from the inbox)"))
 	}
 	if err := sink.CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
 		errs = append(errs, err)
@@ -543,7 +553,7 @@ func Run(ctx context.Context, d Deps, sel Selector, who string, now time.Time) (
 		return Result{}, err
 	}
 	if strings.TrimSpace(who) == "" {
-		return Result{}, errors.New("replay: who is empty (the audit records who replayed)")
+		return Result{}, errors.New("who is empty (the audit records who replayed)")
 	}
 	log := d.Log
 	if log == nil {
@@ -560,10 +570,10 @@ func Run(ctx context.Context, d Deps, sel Selector, who string, now time.Time) (
 	// redelivery (docs/design.md#replay).
 	release, ok, err := sink.TryPoolLock(ctx, d.PG, sink.LockReplay, d.Timeout)
 	if err != nil {
-		return res, fmt.Errorf("replay: %w", err)
+		return res, fmt.Errorf("taking the replay lock: %w", err)
 	}
 	if !ok {
-		return res, fmt.Errorf("replay: %w (it holds %s); nothing was changed, run the replay again once it is done", ErrReplayBusy, sink.LockReplay)
+		return res, fmt.Errorf("%w (it holds %s); nothing was changed, run the replay again once it is done", ErrReplayBusy, sink.LockReplay)
 	}
 	defer release()
 
@@ -721,16 +731,19 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 			b.missing = append(b.missing, id)
 		}
 	}
-	if len(present) > 0 {
+	var effects map[int64]Effect
+	if len(present) > 0 && r.d.Decide != nil {
 		// What each message will overwrite, recorded with its before-image
 		// (read before the reset: a reset message decides nothing yet).
-		var effects map[int64]Effect
-		if r.d.Decide != nil {
-			effects = make(map[int64]Effect, len(present))
-			if err := effectsOf(ctx, r.d, tx, present, b.inbox, effects); err != nil {
-				return b, err
-			}
+		effects = make(map[int64]Effect, len(present))
+		if err := effectsOf(ctx, r.d, tx, present, b.inbox, effects); err != nil {
+			return b, err
 		}
+		if !r.sel.Force {
+			present = refuseDead(&b, cands, present, effects)
+		}
+	}
+	if len(present) > 0 {
 		b.reset, err = r.reset(ctx, tx, b.auditID, present, effects)
 		if err != nil {
 			return b, err
@@ -746,6 +759,41 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 		}
 	}
 	return b, r.commit(ctx, tx, &b)
+}
+
+// refuseDead takes out of present the messages whose verdict now is DEAD
+// again — replaying them would only make them die once more — and refuses
+// them in b, saying why.
+func refuseDead(b *batchResult, cands []Row, present []int64, effects map[int64]Effect) []int64 {
+	rows := make(map[int64]Row, len(cands))
+	for _, c := range cands {
+		rows[c.MsgID] = c
+	}
+	kept := present[:0]
+	for _, id := range present {
+		// A PENDING message was reset by an earlier replay that could not
+		// re-inject it: it must go out now, whatever its verdict.
+		e := effects[id]
+		if e.Verdict != message.StateDead || rows[id].State == message.StatePending {
+			kept = append(kept, id)
+			continue
+		}
+		why := "the router would decide it DEAD again now"
+		if e.ErrorClass != "" {
+			why += " (" + e.ErrorClass + ": " + orNone(e.Reason) + ")"
+		}
+		b.refused = append(b.refused, Refusal{MsgID: id, State: rows[id].State, Verdict: e.Verdict,
+			Why: why + ": fix the cause first, or force the replay (msgx replay --force)"})
+	}
+	slices.SortFunc(b.refused, func(x, y Refusal) int { return cmp.Compare(x.MsgID, y.MsgID) })
+	return kept
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no reason recorded"
+	}
+	return s
 }
 
 // fit shortens cands (MSG_ID order) to the messages whose inbox texts fit
@@ -959,7 +1007,7 @@ func (r *replayer) lock(ctx context.Context, tx pgx.Tx) error {
 		return nil
 	}
 	if ctx.Err() == nil && lctx.Err() != nil {
-		return fmt.Errorf("replay: %w: a backfill pass held it for more than %s; nothing was changed, run the replay again: %w",
+		return fmt.Errorf("%w: a backfill pass held it for more than %s; nothing was changed, run the replay again: %w",
 			ErrBackfillBusy, wait, err)
 	}
 	return err
@@ -1001,21 +1049,21 @@ func newReplayProducer(d Deps) (sarama.SyncProducer, func(), error) {
 	sc.Metadata.AllowAutoTopicCreation = false
 	client, err := sarama.NewClient(d.Brokers, sc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("replay: connecting to kafka: %w", err)
+		return nil, nil, fmt.Errorf("connecting to kafka: %w", err)
 	}
 	parts, err := client.Partitions(d.Topic)
 	if err != nil {
 		client.Close()
-		return nil, nil, fmt.Errorf("replay: topic %s: %w", d.Topic, err)
+		return nil, nil, fmt.Errorf("topic %s: %w", d.Topic, err)
 	}
 	if len(parts) != 1 {
 		client.Close()
-		return nil, nil, fmt.Errorf("replay: topic %s has %d partitions; msgx.inbox must have exactly 1", d.Topic, len(parts))
+		return nil, nil, fmt.Errorf("topic %s has %d partitions; msgx.inbox must have exactly 1", d.Topic, len(parts))
 	}
 	prod, err := sarama.NewSyncProducerFromClient(client)
 	if err != nil {
 		client.Close()
-		return nil, nil, fmt.Errorf("replay: creating kafka producer: %w", err)
+		return nil, nil, fmt.Errorf("creating the replay producer: %w", err)
 	}
 	return prod, func() {
 		_ = prod.Close()

@@ -58,7 +58,7 @@ func newRP(t *testing.T) *rpEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	e := &rpEnv{t: t, pg: pool, my: testenv.OpenMySQL(t, testenv.NewMySQL(t))}
+	e := &rpEnv{t: t, pg: pool, my: testenv.OpenMySQLIn(t, testenv.NewMySQL(t), testenv.ShanghaiInbox)}
 	e.brokers = rpBroker(t, testenv.NewBroker(t))
 	e.deps = replay.Deps{PG: pool, MySQL: e.my, Table: "cminmsgs", Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
 		Topic: rpTopic, Timeout: 5 * time.Second, Log: testenv.Logger(t)}
@@ -944,7 +944,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	clk := clock.NewFake(rpT0)
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
+		backfill.Deps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1153,7 +1153,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	sweepClock := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
+		backfill.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

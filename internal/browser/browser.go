@@ -11,10 +11,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -42,10 +46,20 @@ func Path() (string, error) {
 		"install it with `make browser` (apt-get install -y chromium), as .ci/run does")
 }
 
+// TrustSPKI makes Chromium accept, for this run only, certificates whose
+// public key has one of the hashes (base64 SHA-256 of the
+// SubjectPublicKeyInfo): a test's own CA is trusted without touching the
+// machine's NSS database. Chromium honours the flag only with its own
+// profile directory, which New always gives it.
+func TrustSPKI(hashes ...string) chromedp.ExecAllocatorOption {
+	return chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(hashes, ","))
+}
+
 // New starts Chromium for t (closed when t ends) with a fresh profile and
-// everything that would reach the network switched off. Uncaught script
-// errors and console errors of the page are collected (Errors).
-func New(t testing.TB) *Browser {
+// everything that would reach the network switched off, plus the options
+// extra (TrustSPKI). Uncaught script errors and console errors of the page
+// are collected (Errors).
+func New(t testing.TB, extra ...chromedp.ExecAllocatorOption) *Browser {
 	t.Helper()
 	path, err := Path()
 	if err != nil {
@@ -67,6 +81,7 @@ func New(t testing.TB) *Browser {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.WindowSize(1280, 1600),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	b := &Browser{Ctx: ctx}
@@ -127,6 +142,15 @@ func (b *Browser) Do(timeout time.Duration, actions ...chromedp.Action[chromedp.
 	return chromedp.Do(ctx, actions...)
 }
 
+// Timezone makes the tab's scripts see zone (an IANA name) as the
+// browser's time zone, whatever the machine's.
+func (b *Browser) Timezone(zone string) error {
+	return b.Do(10*time.Second, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: zone})
+		return err
+	}))
+}
+
 // Text is the text content of the first element matching the CSS selector
 // sel, once it exists.
 func (b *Browser) Text(sel string) (string, error) {
@@ -157,4 +181,16 @@ func (b *Browser) WaitFor(t testing.TB, what, cond string, timeout time.Duration
 	}
 	body, _ := Eval[string](b, "document.body ? document.body.innerText : ''")
 	t.Fatalf("waiting for %s (%s): not true after %s (last error %v; script errors %q)\npage text:\n%s", what, cond, timeout, last, b.Errors(), body)
+}
+
+// BypassCSP makes the tab ignore (on) or obey (off) the pages'
+// Content-Security-Policy: a test that runs fetches of its own from a page
+// whose policy forbids them (msgx's probes and errors forbid everything)
+// turns it on for those, and off again before it looks at the status page,
+// whose own policy is part of what it tests.
+func (b *Browser) BypassCSP(on bool) error {
+	ctx, cancel := context.WithTimeout(b.Ctx, 10*time.Second)
+	defer cancel()
+	_, err := chromedp.Call(ctx, page.SetBypassCSP, page.SetBypassCSPParams{Enabled: on})
+	return err
 }

@@ -307,6 +307,20 @@ func (g *Group[T]) gather(ctx context.Context) ([]entry[T], *entry[T], error) {
 				return b, bar, nil
 			}
 		case <-deadline:
+			// What is queued by the deadline joins the batch: select
+			// picks at random among ready cases, and an input that came
+			// within the linger must not wait for the next batch.
+			for len(b) < g.cfg.size() {
+				select {
+				case e := <-g.in:
+					if bar := take(e); bar != nil {
+						return b, bar, nil
+					}
+					continue
+				default:
+				}
+				break
+			}
 			return b, nil, nil
 		case <-ctx.Done():
 			return b, nil, ctx.Err()

@@ -24,7 +24,7 @@ type Config struct {
 	// Version is the Kafka protocol version the clients speak.
 	Version string `env:"MSGX_KAFKA_VERSION" envDefault:"3.6.0"`
 	// Prefix goes before the name of every consumer group and topic msgx
-	// uses (the goka groups, their table and loop topics, and the default
+	// uses (the goka groups, their table topics, and the default
 	// MSGX_TOPIC_* names), so that deployments with different prefixes
 	// share a cluster without meeting; empty (the default) keeps the plain
 	// names. Letters, digits, '.', '_' and '-' only.
@@ -53,8 +53,10 @@ type Config struct {
 	MaxMessageBytes int `env:"MSGX_KAFKA_MAX_MESSAGE_BYTES" envDefault:"1000000"`
 	// InstanceID makes this process a static member of its consumer groups
 	// (KIP-345): a restarted process takes its partitions back at once
-	// instead of waiting for a rebalance. Empty uses the host name; set a
-	// distinct value for each instance that runs on the same host.
+	// instead of waiting for a rebalance. It must be unique per instance:
+	// the daemon fills an empty one with DefaultInstanceID(MSGX_STATE_DIR)
+	// (the host name and a hash of the state directory); a Config used
+	// without it takes "msgx-<host>".
 	InstanceID string `env:"MSGX_KAFKA_INSTANCE_ID"`
 
 	// TLS makes every client msgx builds connect to the brokers over TLS;

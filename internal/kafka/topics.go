@@ -13,6 +13,7 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	"msgx/internal/clock"
+	"msgx/internal/retry"
 )
 
 // TableRecordBytes is the largest goka table record msgx writes: one value
@@ -116,12 +117,30 @@ func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logge
 			ConfigEntries:     s.configEntries(),
 		}, false)
 		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-			return fmt.Errorf("creating kafka topic %s: %w", s.Name, err)
+			return createError(s.Name, c.Replication, err)
 		}
 		log.Info("created kafka topic", "component", "kafka", "topic", s.Name,
 			"partitions", s.Partitions, "compact", s.Compact, "replication", c.Replication)
 	}
 	return nil
+}
+
+// createError is the error of creating topic name. A cluster that answers
+// INVALID_REPLICATION_FACTOR has fewer brokers up than the replication asks
+// for — a broker restarting, or a replication the cluster can never give —
+// and one that answers NOT_CONTROLLER is electing its controller: both are
+// waited for as outages (the caller retries and says so), never a reason to
+// exit.
+func createError(name string, replication int, err error) error {
+	err = fmt.Errorf("creating kafka topic %s: %w", name, err)
+	switch {
+	case errors.Is(err, sarama.ErrInvalidReplicationFactor):
+		return retry.Outage("kafka", fmt.Errorf("%w (fewer brokers up than MSGX_KAFKA_REPLICATION=%d: a broker away, or a replication the cluster cannot give)",
+			err, replication))
+	case errors.Is(err, sarama.ErrNotController):
+		return retry.Outage("kafka", err)
+	}
+	return err
 }
 
 func newAdmin(brokers []string, c Config) (sarama.ClusterAdmin, error) {
@@ -140,7 +159,9 @@ const InputBuffer = 16
 // GokaOptions returns the options every msgx goka processor is built with: the
 // producer of docs/design.md#kafka-settings, consumers from the oldest offset,
 // topic replication from the configuration (goka's default of 2 fails on a
-// one-broker cluster), the given local storage, and logs through slog.
+// one-broker cluster), the given local storage, logs through slog, and
+// consumer groups that stop for good when a duplicate static member ID
+// fences them (ErrDuplicateInstance).
 func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.ProcessorOption {
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = c.Replication
@@ -154,7 +175,7 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 	group := c.Sarama("msgx-consumer")
 	group.ChannelBufferSize = InputBuffer
 	return []goka.ProcessorOption{
-		goka.WithConsumerGroupBuilder(goka.ConsumerGroupBuilderWithConfig(group)),
+		goka.WithConsumerGroupBuilder(fenceAware(goka.ConsumerGroupBuilderWithConfig(group), group.Consumer.Group.InstanceId)),
 		goka.WithConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(c.Sarama("msgx-consumer"))),
 		goka.WithProducerBuilder(goka.ProducerBuilderWithConfig(producer)),
 		goka.WithTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-topics"), tmc)),

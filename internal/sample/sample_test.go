@@ -110,3 +110,21 @@ func TestLoadNoDir(t *testing.T) {
 		t.Fatal("Load(\"\") succeeded")
 	}
 }
+
+// Ordered starts with the flights the others change and ends with the
+// FDEL; Renumbered gives a message its own SEQN.
+func TestOrderedAndRenumbered(t *testing.T) {
+	samples, err := Load(Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Ordered(samples)
+	if len(o) != len(samples)+1 || o[0].Name() != "INSERT_CMINMSGS_SCHD.sql#0(DNLD)" || o[1].File != Creating.File ||
+		o[len(o)-1].File != "INSERT_CMINMSGS_FDEL.sql" {
+		t.Fatalf("order: %s, %s, …, %s (%d)", o[0].Name(), o[1].Name(), o[len(o)-1].Name(), len(o))
+	}
+	got := Renumbered("<MSG><META><SEQN>1243</SEQN></META></MSG>", 700001)
+	if got != "<MSG><META><SEQN>700001</SEQN></META></MSG>" {
+		t.Errorf("Renumbered: %s", got)
+	}
+}

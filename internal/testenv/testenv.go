@@ -30,6 +30,10 @@ var InboxSchema string
 // Shanghai is the default airport time zone.
 var Shanghai = mustLoad("Asia/Shanghai")
 
+// ShanghaiInbox is an inbox zone fixed to Shanghai (as MSGX_INBOX_TZ=Asia/Shanghai
+// sets it), for tests whose inbox times are written by msgx itself.
+var ShanghaiInbox = sink.FixedInboxZone(Shanghai, "MSGX_INBOX_TZ")
+
 func mustLoad(name string) *time.Location {
 	loc, err := time.LoadLocation(name)
 	if err != nil {
@@ -147,10 +151,17 @@ func NewMySQL(t testing.TB) string {
 	return dsn
 }
 
-// OpenMySQL opens dsn the way msgx does (airport time zone).
+// OpenMySQL opens dsn the way msgx does by default: DATETIMEs in the MySQL
+// session's zone.
 func OpenMySQL(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 10 * time.Second}, Shanghai, nil)
+	return OpenMySQLIn(t, dsn, nil)
+}
+
+// OpenMySQLIn opens dsn with its DATETIMEs in zone (nil: the session's).
+func OpenMySQLIn(t testing.TB, dsn string, zone *sink.InboxZone) *sql.DB {
+	t.Helper()
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 10 * time.Second}, zone, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,14 @@ func WaitCaughtUp(t testing.TB, brokers []string, group string, topics []string,
 	}
 }
 
+// ReadAll reads every record of a topic, all partitions, up to the end
+// offsets it has when called: ReadToEnd as a read_uncommitted consumer
+// (records of aborted transactions included).
+func ReadAll(t testing.TB, brokers []string, topic string, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	return ReadToEnd(t, brokers, topic, false, timeout)
+}
+
 // ReadToEnd reads every partition of topic from its start to its end as
 // of the call — the last stable offset with committed (isolation.level=
 // read_committed), the high watermark without — and returns the data

@@ -1,14 +1,17 @@
 package web
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Open reports whether a request may pass without MSGX_HTTP_READ_TOKEN: the
@@ -38,11 +41,25 @@ func Bearer(r *http.Request) (string, bool) {
 }
 
 // Authorized reports whether r carries want as its bearer token (compared
-// in constant time).
+// in constant time). A request that reached the Server's handler chain and
+// presents any other Authorization counts against its client address
+// (throttle.go): every bearer check, the compatibility endpoint's
+// included, feeds the login throttle.
 func Authorized(r *http.Request, want string) bool {
-	got, ok := Bearer(r)
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+	if got, ok := Bearer(r); ok && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 {
+		return true
+	}
+	if r.Header.Get("Authorization") != "" {
+		if wrong, ok := r.Context().Value(wrongKey{}).(func()); ok {
+			wrong()
+		}
+	}
+	return false
 }
+
+// wrongKey carries, in a request's context, the function that counts a
+// wrong credential against its client address.
+type wrongKey struct{}
 
 // Unauthorized answers 401 with the bearer challenge.
 func Unauthorized(w http.ResponseWriter) {
@@ -50,18 +67,44 @@ func Unauthorized(w http.ResponseWriter) {
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
 }
 
-// Handler is the server's handler chain around Deps.Handler: the bound on
-// concurrent requests (/healthz exempt, so a flood never makes the process
-// look dead), then the read token — a bearer header, or the session cookie
-// of the login form (login.go), which the server serves itself — then the
-// routes. A browser navigation refused for want of the token is sent to the
-// form instead of a bare 401. Every request body reports a read cut off by
-// the read timeout, so the slow client is counted whichever handler was
-// reading.
+// defaultCSP is the Content-Security-Policy of every response that does
+// not set its own (JSON, text, errors, redirects): nothing may load, and
+// no other site may frame it. The status page and the login form set
+// theirs, with frame-ancestors 'none' as well.
+const defaultCSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+
+// hsts is the Strict-Transport-Security of a response over HTTPS: browsers
+// that saw it use HTTPS for this host name for a year.
+const hsts = "max-age=31536000"
+
+// Handler is the server's handler chain around Deps.Handler:
+//
+//  1. Security headers on every response (nosniff, no referrer, a CSP
+//     that handlers rendering a page replace with theirs; HSTS over HTTPS).
+//  2. The bound on concurrent requests (/healthz exempt, so a flood never
+//     makes the process look dead).
+//  3. The login throttle: a client address that presented too many wrong
+//     credentials gets 429 for its next ones, before they are compared.
+//  4. With MSGX_HTTP_TLS_CLIENT_CA, /cminmsgs/send only with a verified
+//     client certificate (403 without).
+//  5. The read token — a bearer header, or the session cookie of the
+//     login form (login.go), which the server serves itself. A browser
+//     navigation refused for want of it is sent to the form instead of a
+//     bare 401.
+//  6. The routes. Every request body reports a read cut off by the read
+//     timeout, so the slow client is counted whichever handler was
+//     reading.
 func (s *Server) Handler() http.Handler {
 	slots := make(chan struct{}, s.cfg.MaxConcurrent)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.reached(r)
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", defaultCSP)
+		if s.secure(r) {
+			h.Set("Strict-Transport-Security", hsts)
+		}
 		if r.URL.Path != "/healthz" {
 			select {
 			case slots <- struct{}{}:
@@ -72,6 +115,20 @@ func (s *Server) Handler() http.Handler {
 				http.Error(w, "busy: too many requests at once, retry", http.StatusServiceUnavailable)
 				return
 			}
+		}
+		client := clientKey(r, s.cfg.BehindTLSProxy)
+		r = r.WithContext(context.WithValue(r.Context(), wrongKey{}, func() { s.throttle.fail(client) }))
+		login := r.URL.Path == "/login" || r.URL.Path == "/logout"
+		if presentsCredential(r) {
+			if wait := s.throttle.wait(client); wait > 0 {
+				s.tooMany(w, r, wait)
+				return
+			}
+		}
+		if s.cfg.TLSClientCA != "" && r.URL.Path == "/cminmsgs/send" && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+			s.noClientCert.Add(1)
+			http.Error(w, "client certificate required: /cminmsgs/send needs one signed by MSGX_HTTP_TLS_CLIENT_CA", http.StatusForbidden)
+			return
 		}
 		if s.cfg.ReadToken != "" && !Open(r) && !Authorized(r, s.cfg.ReadToken) &&
 			!validSession(r, s.cfg.ReadToken, s.d.Clock.Now()) {
@@ -86,8 +143,8 @@ func (s *Server) Handler() http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &timedBody{ReadCloser: r.Body, slow: &s.slow}
 		}
-		if r.URL.Path == "/login" || r.URL.Path == "/logout" {
-			s.serveLogin(w, r)
+		if login {
+			s.serveLogin(w, r, client)
 			return
 		}
 		if s.cfg.Pprof && strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
@@ -96,6 +153,33 @@ func (s *Server) Handler() http.Handler {
 		}
 		s.d.Handler.ServeHTTP(w, r)
 	})
+}
+
+// presentsCredential reports whether r asks for a credential to be
+// compared: an Authorization header, or the login form's token. The
+// probes compare nothing.
+func presentsCredential(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz":
+		return false
+	case "/login":
+		if r.Method == http.MethodPost {
+			return true
+		}
+	}
+	return r.Header.Get("Authorization") != ""
+}
+
+// tooMany answers a throttled client 429 with Retry-After: the login form
+// with the reason for a browser's login, plain text for the others.
+func (s *Server) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	w.Header().Set("Retry-After", retryAfter(wait))
+	msg := fmt.Sprintf("Too many wrong tokens from your address: try again in %s s.", retryAfter(wait))
+	if r.URL.Path == "/login" && s.cfg.ReadToken != "" {
+		s.loginForm(w, http.StatusTooManyRequests, localPath(r.URL.Query().Get("next")), msg)
+		return
+	}
+	http.Error(w, msg, http.StatusTooManyRequests)
 }
 
 // timedBody counts, once, a body read that failed because the client did

@@ -32,7 +32,9 @@ import (
 // that expiry keyed with the token, so it ends after MSGX_HTTP_LOGIN_TTL,
 // and changing the token ends every session at once. It is HttpOnly (page
 // scripts cannot read it), SameSite=Strict (another site's page cannot
-// make the browser send it) and Secure when the request came over HTTPS.
+// make the browser send it) and Secure whenever the request came over
+// HTTPS: always on a TLS listener, and behind MSGX_HTTP_BEHIND_TLS_PROXY
+// when the proxy says https.
 
 // CookieName is the read-session cookie set by POST /login.
 const CookieName = "msgx_read"
@@ -104,14 +106,16 @@ func localPath(next string) string {
 	return next
 }
 
-// secure reports whether the browser reached us over HTTPS (directly or
-// through a proxy that says so).
-func secure(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+// secure reports whether the browser reached us over HTTPS: directly, or
+// through the TLS proxy of MSGX_HTTP_BEHIND_TLS_PROXY, whose
+// X-Forwarded-Proto is believed only then (anyone else can write one).
+func (s *Server) secure(r *http.Request) bool {
+	return r.TLS != nil || (s.cfg.BehindTLSProxy && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"))
 }
 
-// serveLogin serves /login and /logout.
-func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
+// serveLogin serves /login and /logout; a wrong token counts against
+// client (throttle.go).
+func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request, client string) {
 	token := s.cfg.ReadToken
 	if token == "" {
 		// Nothing to log in to.
@@ -121,7 +125,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/logout" && r.Method == http.MethodPost:
 		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-			SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+			SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	case r.URL.Path == "/login" && r.Method == http.MethodGet:
 		s.loginForm(w, http.StatusOK, localPath(r.URL.Query().Get("next")), "")
@@ -132,14 +136,22 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		next := localPath(r.PostForm.Get("next"))
+		// Checked again right before the comparison: the chain's check
+		// came before the body, which a client may send slowly on many
+		// connections at once.
+		if wait := s.throttle.wait(client); wait > 0 {
+			s.tooMany(w, r, wait)
+			return
+		}
 		if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(r.PostForm.Get("token"))), []byte(token)) != 1 {
 			s.unauthorized.Add(1)
+			s.throttle.fail(client)
 			s.loginForm(w, http.StatusUnauthorized, next, "That is not the read token (MSGX_HTTP_READ_TOKEN).")
 			return
 		}
 		expiry := s.d.Clock.Now().Add(s.cfg.LoginTTL)
 		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sessionValue(token, expiry), Path: "/",
-			MaxAge: int(s.cfg.LoginTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+			MaxAge: int(s.cfg.LoginTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
 		http.Redirect(w, r, next, http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")

@@ -12,6 +12,8 @@ import (
 // allocs, block, mutex, threadcreate). A CPU profile or trace longer than
 // MSGX_HTTP_WRITE_TIMEOUT is cut off.
 func servePprof(w http.ResponseWriter, r *http.Request) {
+	// The index page has an inline style.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'")
 	switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
 	case "cmdline":
 		pprof.Cmdline(w, r)

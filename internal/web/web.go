@@ -2,11 +2,14 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,7 +45,31 @@ type Config struct {
 	// the read token, which it requires: a profile shows the process's
 	// internals (docs/operations.md).
 	Pprof bool `env:"MSGX_PPROF" envDefault:"false"`
+	// TLSCert and TLSKey, both set, make the listener HTTPS (TLS 1.2 at
+	// least): PEM files of the certificate (intermediates after it) and
+	// its private key, read again when they change on disk, so a renewed
+	// certificate is served without a restart (within 10 s).
+	TLSCert string `env:"MSGX_HTTP_TLS_CERT"`
+	TLSKey  string `env:"MSGX_HTTP_TLS_KEY"`
+	// TLSClientCA, a PEM file of CA certificates, makes POST
+	// /cminmsgs/send require a client certificate signed by one of them
+	// (the AODB's); the other endpoints accept a connection without one. A
+	// presented certificate that does not verify fails the handshake.
+	TLSClientCA string `env:"MSGX_HTTP_TLS_CLIENT_CA"`
+	// BehindTLSProxy says a reverse proxy in front of a plain-HTTP
+	// listener terminates TLS: only then are its X-Forwarded-Proto (the
+	// cookie's Secure, HSTS) and X-Forwarded-For (the client address the
+	// login throttle counts) believed.
+	BehindTLSProxy bool `env:"MSGX_HTTP_BEHIND_TLS_PROXY" envDefault:"false"`
+	// ThrottleFailures is how many wrong credentials (read token at
+	// /login, bearer tokens) a client address may present per
+	// ThrottlePeriod; its next attempts in the period get 429.
+	ThrottleFailures int           `env:"MSGX_HTTP_THROTTLE_FAILURES" envDefault:"5"`
+	ThrottlePeriod   time.Duration `env:"MSGX_HTTP_THROTTLE_PERIOD" envDefault:"1m"`
 }
+
+// TLS reports whether the listener itself speaks HTTPS.
+func (c Config) TLS() bool { return c.TLSCert != "" }
 
 // Validate checks the values; errors name the variable.
 func (c Config) Validate() error {
@@ -65,7 +92,62 @@ func (c Config) Validate() error {
 	if c.BindTimeout < 0 {
 		errs = append(errs, errors.New("MSGX_HTTP_BIND_TIMEOUT: must not be negative"))
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("MSGX_HTTP_TLS_CERT and MSGX_HTTP_TLS_KEY: set both (HTTPS) or neither"))
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		errs = append(errs, errors.New("MSGX_HTTP_TLS_CLIENT_CA needs MSGX_HTTP_TLS_CERT and MSGX_HTTP_TLS_KEY: client certificates are checked on msgx's own TLS listener"))
+	}
+	if c.ThrottleFailures < 1 {
+		errs = append(errs, fmt.Errorf("MSGX_HTTP_THROTTLE_FAILURES=%d: must be at least 1", c.ThrottleFailures))
+	}
+	if c.ThrottlePeriod < time.Second {
+		errs = append(errs, errors.New("MSGX_HTTP_THROTTLE_PERIOD: must be at least 1s"))
+	}
 	return errors.Join(errs...)
+}
+
+// minProductionToken is the shortest token production accepts, in bytes.
+const minProductionToken = 16
+
+// ProductionErrors refuses, for MSGX_ENV=production, tokens that would
+// cross the network in clear — a plain-HTTP listener on addr (MSGX_HTTP_ADDR)
+// that is not loopback, with no TLS proxy in front — and tokens too short
+// to resist guessing. sendToken is MSGX_HTTP_TOKEN. Each refusal is one
+// line naming the variables; no token is printed.
+func (c Config) ProductionErrors(addr, sendToken string) []error {
+	var errs []error
+	var set []string
+	for _, t := range []struct{ name, value string }{{"MSGX_HTTP_TOKEN", sendToken}, {"MSGX_HTTP_READ_TOKEN", c.ReadToken}} {
+		if t.value == "" {
+			continue
+		}
+		set = append(set, t.name)
+		if len(t.value) < minProductionToken {
+			errs = append(errs, fmt.Errorf("MSGX_ENV=production: %s is %d bytes, shorter than %d; use a random one (openssl rand -hex 32)",
+				t.name, len(t.value), minProductionToken))
+		}
+	}
+	if len(set) > 0 && !c.TLS() && !c.BehindTLSProxy && !loopback(addr) {
+		errs = append(errs, fmt.Errorf("MSGX_ENV=production: %s would cross the network in clear on the plain-HTTP MSGX_HTTP_ADDR=%s; "+
+			"set MSGX_HTTP_TLS_CERT and MSGX_HTTP_TLS_KEY, or MSGX_HTTP_BEHIND_TLS_PROXY=true when a proxy in front terminates TLS",
+			strings.Join(set, " and "), addr))
+	}
+	return errs
+}
+
+// loopback reports whether host:port addr listens on the loopback
+// interface only. A host name other than localhost is not assumed to be.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 // Deps are the server's collaborators.
@@ -93,6 +175,22 @@ type Stats struct {
 	// or wrong MSGX_HTTP_READ_TOKEN (401, or a browser sent to the login
 	// form), and logins with a wrong token.
 	Unauthorized int64
+	// WrongCredentials are wrong tokens presented: logins with a wrong
+	// read token and wrong bearer tokens on any endpoint (what the
+	// throttle counts).
+	WrongCredentials int64
+	// Throttled are requests answered 429 because their client address
+	// presented MSGX_HTTP_THROTTLE_FAILURES wrong credentials within
+	// MSGX_HTTP_THROTTLE_PERIOD; ThrottledClients the addresses refused
+	// now.
+	Throttled        int64
+	ThrottledClients int
+	// NoClientCert are requests to /cminmsgs/send refused (403) for want
+	// of a client certificate (MSGX_HTTP_TLS_CLIENT_CA).
+	NoClientCert int64
+	// TLSNotAfter is when the certificate being served expires (zero
+	// without TLS).
+	TLSNotAfter time.Time
 }
 
 // bindRetry is the pause between attempts to bind a busy address.
@@ -107,7 +205,9 @@ type Server struct {
 	d   Deps
 	log *slog.Logger
 
-	slow, busy, unauthorized atomic.Int64
+	slow, busy, unauthorized, noClientCert atomic.Int64
+	throttle                               *throttle
+	certs                                  *certs // nil: plain HTTP
 
 	mu     sync.Mutex
 	opened map[net.Conn]time.Time // connections that have not sent a whole header yet
@@ -122,12 +222,26 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Handler == nil || d.Clock == nil || d.Log == nil {
 		return nil, errors.New("web: handler, clock and log are required")
 	}
-	return &Server{cfg: cfg, d: d, log: d.Log.With("component", "http"), opened: map[net.Conn]time.Time{}}, nil
+	s := &Server{cfg: cfg, d: d, log: d.Log.With("component", "http"), opened: map[net.Conn]time.Time{}}
+	s.throttle = newThrottle(cfg.ThrottleFailures, cfg.ThrottlePeriod, throttleClients, d.Clock, s.log)
+	if cfg.TLS() {
+		cs, err := loadCerts(cfg, d.Clock, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.certs = cs
+	}
+	return s, nil
 }
 
 // Stats returns a snapshot of the running figures.
 func (s *Server) Stats() Stats {
-	return Stats{SlowClients: s.slow.Load(), Busy: s.busy.Load(), Unauthorized: s.unauthorized.Load()}
+	st := Stats{SlowClients: s.slow.Load(), Busy: s.busy.Load(), Unauthorized: s.unauthorized.Load(), NoClientCert: s.noClientCert.Load()}
+	st.WrongCredentials, st.Throttled, st.ThrottledClients = s.throttle.counts()
+	if s.certs != nil {
+		st.TLSNotAfter = s.certs.notAfter()
+	}
+	return st
 }
 
 // Addr is the address the server listens on once Run has bound it ("" before).
@@ -161,7 +275,14 @@ func (s *Server) Run(ctx context.Context) error {
 		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	s.log.Info("http listening", "addr", ln.Addr().String())
+	if s.certs != nil {
+		srv.TLSConfig = s.certs.serverConfig()
+		// HTTP/1.1 only (see certs.build); an empty map keeps net/http
+		// from configuring HTTP/2 on its own.
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	s.log.Info("http listening", "addr", ln.Addr().String(), "tls", s.certs != nil, "client_ca", s.cfg.TLSClientCA != "")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -19,8 +19,12 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// testConfig is a valid configuration whose throttle does not get in the
+// way of the tests that present many wrong tokens (throttle_test.go sets
+// the default 5 a minute).
 func testConfig() Config {
-	return Config{ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, MaxConcurrent: 64, BindTimeout: time.Second, LoginTTL: time.Hour}
+	return Config{ReadTimeout: 10 * time.Second, WriteTimeout: time.Minute, MaxConcurrent: 64, BindTimeout: time.Second, LoginTTL: time.Hour,
+		ThrottleFailures: 1000, ThrottlePeriod: time.Minute}
 }
 
 // routes answers "ok" on the daemon's kinds of routes.

@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,10 +21,14 @@ type Options struct {
 	// Day is the operation day (default 2021-01-23).
 	Day time.Time
 	// SharedEvery makes one flight in SharedEvery a shared flight of an
-	// earlier one (MAID); 0 makes none. Shared flights bring derived
-	// transitions whose interleaving with the input is not deterministic,
-	// so tests that compare two runs exactly leave them out.
+	// earlier one of its package (MAID); 0 makes none.
 	SharedEvery int
+	// Codeshare makes a codeshare-heavy day instead (Codeshare): a third of
+	// the flights shared, children often before their masters, re-linked,
+	// unlinked, renamed and deleted, masters deleted and sent again,
+	// packages that mix masters and children, reference data beside it.
+	// SharedEvery is ignored.
+	Codeshare bool
 }
 
 var months = []string{"JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"}
@@ -79,6 +84,9 @@ func Day(o Options) []string {
 		o.Day = time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)
 	}
 	g := &gen{rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eed)), day: o.Day, sodt: map[int]time.Time{}, flno: map[int]string{}, nextF: 100000}
+	if o.Codeshare {
+		return g.codeshare(o)
+	}
 	var out []string
 	add := func(m string) { out = append(out, m); g.sent = append(g.sent, m) }
 
@@ -169,4 +177,173 @@ func (g *gen) flop(flid int) (styp, payload string) {
 	default:
 		return "TRML", fmt.Sprintf("<TRML>T%d</TRML>", 1+g.rng.IntN(3))
 	}
+}
+
+// codeshare is Day's codeshare-heavy day: the schedule in packages where a
+// third of the flights are shared, listed before or after their masters,
+// some naming masters that come only later; then operations, a good part of
+// which change the links: a child renamed (FLNO), moved to another master,
+// unlinked, linked again, deleted; a master deleted (its children go with
+// it) and sent again; a child created before its master; small packages
+// restating masters and children together; reference data; duplicates,
+// ignored and malformed messages.
+func (g *gen) codeshare(o Options) []string {
+	var out []string
+	add := func(m string) { out = append(out, m); g.sent = append(g.sent, m) }
+	master := map[int]int{} // child → its master (0: none)
+	deleted := map[int]bool{}
+	var masters []int
+	pick := func(list []int) int { return list[g.rng.IntN(len(list))] }
+	// A FLTR whose flight number is the flight's current one (fltr gives a
+	// fresh one otherwise).
+	fltr := func(flid, m int) string {
+		flno, known := g.flno[flid]
+		f := g.fltr(flid, m)
+		if known {
+			f = strings.Replace(f, "<FLNO>"+g.flno[flid]+"</FLNO>", "<FLNO>"+flno+"</FLNO>", 1)
+			g.flno[flid] = flno
+		}
+		return f
+	}
+	pkg := func(flids []int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "<SCHD><RECS>%d</RECS>", len(flids))
+		for _, f := range flids {
+			b.WriteString(fltr(f, master[f]))
+		}
+		b.WriteString("</SCHD>")
+		return b.String()
+	}
+	// The schedule: in each package a third are shared flights of a master
+	// of the package or of an earlier one, or of a flight that comes later;
+	// the package lists its flights shuffled, so a child often precedes its
+	// master.
+	future := g.nextF + o.Flights
+	for start := 0; start < o.Flights; start += o.PackageSize {
+		n := min(o.PackageSize, o.Flights-start)
+		flids := make([]int, n)
+		for i := range flids {
+			flids[i] = g.nextF
+			g.nextF++
+		}
+		for _, f := range flids {
+			switch {
+			case g.rng.IntN(3) == 0 && len(masters) > 0:
+				master[f] = pick(masters)
+			case g.rng.IntN(30) == 0:
+				master[f] = future + g.rng.IntN(20) // created later by an ADFT
+			default:
+				masters = append(masters, f)
+			}
+			g.live = append(g.live, f)
+		}
+		g.rng.Shuffle(len(flids), func(i, j int) { flids[i], flids[j] = flids[j], flids[i] })
+		add(wrap(g.meta("SCHD", "DNLD"), pkg(flids)))
+	}
+	g.nextF = future
+	children := func() []int {
+		var cs []int
+		for _, f := range g.live {
+			if master[f] != 0 {
+				cs = append(cs, f)
+			}
+		}
+		return cs
+	}
+	flop := func(flid int, styp, payload string) {
+		add(wrap(g.meta("FLOP", styp), fmt.Sprintf("<FLOP><FLID>%d</FLID>%s</FLOP>", flid, payload)))
+	}
+	for i := 0; i < o.Ops; i++ {
+		if len(g.live) < 10 {
+			break
+		}
+		cs := children()
+		switch r := g.rng.IntN(100); {
+		case r < 2 && len(g.sent) > 0: // a duplicate of an earlier message
+			out = append(out, g.sent[g.rng.IntN(len(g.sent))])
+		case r < 3:
+			add(wrap(g.meta("LDM", "LDM"), "<LDM/>"))
+		case r < 4:
+			out = append(out, fmt.Sprintf("garbage %d <<", i))
+		case r < 9 && len(cs) > 0: // a child renamed
+			c := pick(cs)
+			g.flno[c] = fmt.Sprintf("MU%04d", g.rng.IntN(10000))
+			flop(c, "FLNO", "<FLNO>"+g.flno[c]+"</FLNO>")
+		case r < 14 && len(cs) > 0: // a child moved to another master
+			c := pick(cs)
+			master[c] = pick(masters)
+			flop(c, "MAID", fmt.Sprintf("<MAID>%d</MAID>", master[c]))
+		case r < 17 && len(cs) > 0: // a child unlinked
+			c := pick(cs)
+			master[c] = 0
+			flop(c, "MAID", "<MAID></MAID>")
+		case r < 20: // a plain flight linked to a master
+			f := pick(g.live)
+			if m := pick(masters); m != f {
+				master[f] = m
+				flop(f, "MAID", fmt.Sprintf("<MAID>%d</MAID>", m))
+			}
+		case r < 23 && len(cs) > 0: // a child deleted
+			c := pick(cs)
+			deleted[c] = true
+			flop(c, "FDEL", "<FDEL></FDEL>")
+		case r < 26: // a master deleted: its children go with it
+			m := pick(masters)
+			deleted[m] = true
+			flop(m, "FDEL", "<FDEL></FDEL>")
+		case r < 29: // a deleted flight (a master, often) sent again
+			var dels []int
+			for f := range deleted {
+				dels = append(dels, f)
+			}
+			if len(dels) == 0 {
+				continue
+			}
+			slices.Sort(dels)
+			f := pick(dels)
+			delete(deleted, f)
+			add(wrap(g.meta("SCHD", "ADFT"), "<SCHD><RECS>1</RECS>"+fltr(f, master[f])+"</SCHD>"))
+		case r < 33: // a new flight, a third of them shared; some masters created late
+			f := g.nextF
+			g.nextF++
+			if g.rng.IntN(3) == 0 {
+				master[f] = pick(masters)
+			} else {
+				masters = append(masters, f)
+			}
+			g.live = append(g.live, f)
+			add(wrap(g.meta("SCHD", "ADFT"), "<SCHD><RECS>1</RECS>"+fltr(f, master[f])+"</SCHD>"))
+		case r < 36: // a package restating masters with their children
+			m := pick(masters)
+			flids := []int{m}
+			for _, c := range cs {
+				if master[c] == m && len(flids) < 6 {
+					flids = append(flids, c)
+				}
+			}
+			flids = append(flids, pick(g.live))
+			slices.Sort(flids)
+			flids = slices.Compact(flids)
+			g.rng.Shuffle(len(flids), func(i, j int) { flids[i], flids[j] = flids[j], flids[i] })
+			for _, f := range flids {
+				delete(deleted, f)
+			}
+			add(wrap(g.meta("SCHD", "DNLD"), pkg(flids)))
+		case r < 41: // reference data beside it
+			code := fmt.Sprintf("Z%d", g.rng.IntN(30))
+			switch g.rng.IntN(3) {
+			case 0:
+				add(wrap(g.meta("AIRL", "ADD"), fmt.Sprintf("<AIRL><ITOP>%s</ITOP><ANAM>Air %s</ANAM></AIRL>", code, code)))
+			case 1:
+				add(wrap(g.meta("AIRL", "UPD"), fmt.Sprintf("<AIRL><ITOP>%s</ITOP><ANAM>Air %s %d</ANAM></AIRL>", code, code, i)))
+			default:
+				add(wrap(g.meta("AIRL", "DEL"), fmt.Sprintf("<AIRL><ITOP>%s</ITOP></AIRL>", code)))
+			}
+		default:
+			f := pick(g.live)
+			styp, payload := g.flop(f)
+			flop(f, styp, payload)
+		}
+	}
+	return out
 }

@@ -5,7 +5,11 @@
 // event (into the outbox the publisher produces) in one transaction — all
 // before the offset is committed.
 //
+// Every transition comes from the router, in inbox order per flight: a
+// message's own change of a flight, its children's LINKs and its master's
+// cascade included (docs/design.md#codeshare).
+//
 // The package also holds the flight history sweep ([History]), which hands
-// old flights to the processor as PURGE transitions, and the read-only HTTP
+// old flights to the router to purge, and the read-only HTTP
 // endpoints GET /flights/{flid} and GET /flights?day=… ([Handler]).
 package flights

@@ -22,9 +22,7 @@ import (
 
 // BaseGroup is the processor's goka group name before MSGX_KAFKA_PREFIX:
 // Config.Group is the group a deployment runs; its table (key FLID) is
-// Config.Table and derived transitions (MAFL links, cascades) travel on its
-// loop topic Config.LoopTopic (msgx-flights-table and msgx-flights-loop
-// without a prefix).
+// Config.Table (msgx-flights-table without a prefix).
 const BaseGroup = "msgx-flights"
 
 // Config configures the flights processor.
@@ -56,9 +54,10 @@ func (c Config) Group() goka.Group { return goka.Group(c.KafkaPrefix + BaseGroup
 // Table is the flights table topic, named after the group.
 func (c Config) Table() goka.Table { return goka.GroupTable(c.Group()) }
 
-// LoopTopic is the group's loop topic: goka names it after the group
-// (goka.Loop), and msgx creates it, reports its lag and recreates it on
-// rebuild under this name.
+// LoopTopic is the loop topic of msgx versions before the router derived
+// the codeshare transitions (docs/design.md#codeshare): goka named it after
+// the group (goka.Loop). Nothing reads or writes it now; an upgrade checks
+// that the earlier version left it drained.
 func (c Config) LoopTopic() string { return string(c.Group()) + "-loop" }
 
 // Validate checks the configuration.
@@ -83,7 +82,6 @@ func (c Config) Validate() error {
 func (c Config) TopicSpecs(partitions int32) []kafka.TopicSpec {
 	return []kafka.TopicSpec{
 		{Name: c.MsgTopic, Partitions: partitions},
-		{Name: c.LoopTopic(), Partitions: partitions},
 	}
 }
 
@@ -182,12 +180,12 @@ func (p *Processor) Stats() Stats {
 	return p.stats
 }
 
-// Graph is the group graph: input transitions, loop for derived ones,
-// output msg events, table keyed by FLID.
+// Graph is the group graph: input transitions, table keyed by FLID. Every
+// transition comes from the router (the history sweep's through it), in
+// inbox order per flight (docs/design.md#codeshare).
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(p.cfg.Group(),
 		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[flight.Transition]{}, p.handle),
-		goka.Loop(kafka.JSON[flight.Transition]{}, p.handle),
 		goka.Persist(kafka.JSON[flight.State]{}),
 	)
 }
@@ -218,39 +216,34 @@ func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error 
 		Clock: p.d.Clock, Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
 }
 
-// handle applies one transition. The sequence, and what a crash at each
-// step leaves behind (docs/design.md#group-commits):
+// handle applies one transition: everything one message does to one flight
+// (its own change, the LINKs of its children, its master's cascade), or the
+// history sweep's purge. The sequence, and what a crash at each step leaves
+// behind (docs/design.md#group-commits):
 //
 //  1. Apply the transition to the table's state (pure).
 //  2. Hand its PostgreSQL writes to the group commit with goka's deferred
-//     commit: the flight row and its collections, the change history, and
-//     — for a transition the router counted — the (msg, FLID) applied mark,
-//     which makes the message SUCCEEDED with its backfill intent when it is
-//     the last one. The same transaction queues the change's msg event in
-//     the outbox (and a purged flight's schd tombstone), from which the
-//     publisher produces every version at least once.
-//  3. SetValue and the derived transitions (loop topic), at once: the next
-//     transition of the flight reads the new state while the write is
-//     still queued.
+//     commit: the flight row and its collections (or the placeholder's
+//     row), a change-history line and an outbox msg event per new version,
+//     and the (msg, FLID) applied mark, which makes the message SUCCEEDED
+//     with its backfill intent when it is the last of its n.
+//  3. SetValue (or Delete), at once: the flight's next transition reads the
+//     new state while the write is still queued.
 //  4. The group commits the transaction of many transitions, then their
 //     offsets, in order.
 //
 // A crash before 4's commit leaves the table (its topic) possibly ahead of
 // PostgreSQL, with the offsets not committed: the transitions are
-// delivered again, and the first one the table claims as applied is
-// checked against PostgreSQL (durable): when PostgreSQL's state of the
-// flight is not the table's, the transition is applied again to
-// PostgreSQL's, which regenerates every lost version, its row, history
-// line and event, and sets the table back on track. A crash after 4's
-// commit but before the offsets are committed re-delivers transitions
-// PostgreSQL has: Apply sees a redelivery, which queues the event that
-// state implies once more. Consumers dedupe by (FLID, stateVersion).
-//
-// A LINK for a master that is not a flight yet leaves a placeholder in the
-// table (flight.State.IsPlaceholder): it is only set as the table value,
-// never written to PostgreSQL and never announced, and it completes no
-// message (a LINK is not counted). A placeholder's last child leaving drops
-// it from the table (Result.Drop).
+// delivered again, and the first one the table claims as applied — or, a
+// table entry lost with a crash, finds no entry — is checked against
+// PostgreSQL's table value of the flight (durable, placeholder): when it is
+// not the table's, the transition is applied again to PostgreSQL's, which
+// regenerates every lost version, its row, history line and event, and
+// sets the table back on track. A crash after 4's commit but before the
+// offsets are committed re-delivers transitions PostgreSQL has: Apply sees
+// a redelivery and nothing is written but the mark, which is there already.
+// The history sweep's transitions carry no message to tell a redelivery
+// by: each is checked against PostgreSQL.
 func (p *Processor) handle(gctx goka.Context, msg any) {
 	t, ok := msg.(*flight.Transition)
 	if !ok {
@@ -261,11 +254,12 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		kafka.Abort(gctx, errors.New("flights: the processor runs without its group commit (RunProcessor)"))
 	}
 	log := p.log.With("msg_id", t.MsgID, "flid", t.FLID)
-	var cur *flight.State
+	var table *flight.State
 	if v := gctx.Value(); v != nil {
-		cur = v.(*flight.State)
+		table = v.(*flight.State)
 	}
-	if counted(t) && flight.Redelivered(cur, *t) {
+	cur := table
+	if !counted(t) || flight.Redelivered(cur, *t) {
 		var err error
 		if cur, err = p.durable(gctx.Context(), g, log, t, cur); err != nil {
 			kafka.Abort(gctx, err) // shutdown: delivered again after restart
@@ -276,19 +270,30 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 			kafka.Abort(gctx, err)
 		}
 	}
+	if cur == nil && counted(t) && !t.FirstSeen {
+		// No table entry: PostgreSQL may still hold the placeholder a
+		// crash took out of the table before its transaction deleted the
+		// row (the drop is delivered again now), which this transition
+		// must start from.
+		var err error
+		if cur, err = p.placeholder(gctx.Context(), g, log, t); err != nil {
+			kafka.Abort(gctx, err)
+		}
+	}
 	res, err := flight.Apply(cur, *t, p.opts)
 	if err != nil {
 		// The router validates everything Apply checks (whole package,
-		// DEAD with the reason): a transition it rejects is a bug. It is
-		// never counted as consumed — its message would end SUCCEEDED
-		// without its effect — so the processor halts on it.
+		// DEAD with the reason) and derives every codeshare step from an
+		// index that follows the table: a transition Apply rejects is a
+		// bug. It is never counted as consumed — its message would end
+		// SUCCEEDED without its effect — so the processor halts on it.
 		p.mu.Lock()
 		p.stats.Rejected++
 		p.mu.Unlock()
 		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for flight %s rejected (%v)", t.MsgID, t.FLID, err),
 			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
-	w, err := p.prepare(log, t, res)
+	w, err := p.prepare(log, t, cur, res)
 	if err != nil {
 		kafka.Abort(gctx, err)
 	}
@@ -298,13 +303,10 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		}
 	}
 	switch {
-	case res.Purge, res.Drop:
+	case res.Purge, res.State == nil && table != nil:
 		gctx.Delete()
-	case res.State != nil:
+	case res.State != nil && (!res.Replay || cur != table):
 		gctx.SetValue(res.State)
-	}
-	for _, d := range res.Derived {
-		gctx.Loopback(d.FLID, d)
 	}
 	p.mu.Lock()
 	if res.Replay {
@@ -312,30 +314,29 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	} else if res.Applied {
 		p.stats.Applied++
 	}
-	if res.Event != nil {
-		p.stats.Events++
-	}
+	p.stats.Events += int64(len(res.Versions))
 	p.mu.Unlock()
 	log.Debug("flight transition applied", "outcome", res.Outcome, "state_version", versionOf(res.State), "changed", res.Changed)
 }
 
 // durable returns the state t is to be applied to when the table claims t
-// applied already (a redelivery). Normally that is the table's state cur.
-// But the table may be ahead of PostgreSQL: goka writes the table at once,
-// the group commit writes PostgreSQL later, and a crash in between leaves
-// table versions whose rows, history and events were never committed. The
-// sequence that recovers them:
+// applied already (a redelivery), and for the history sweep's transitions,
+// whose redelivery no message id tells. Normally that is the table's state
+// cur. But the table may be ahead of PostgreSQL: goka writes the table at
+// once, the group commit writes PostgreSQL later, and a crash in between
+// leaves table versions whose rows, history and events were never
+// committed. The sequence that recovers them:
 //
 //  1. Sync: this process's own queued writes are committed first (a
 //     duplicate transition, from a router that re-routed a message after a
 //     crash, may follow the original while its write is still queued).
-//  2. Read PostgreSQL's table value of the flight (flight_schd.table_state).
+//  2. Read PostgreSQL's table value of the flight (flight_schd.table_state,
+//     or its flight_placeholder row).
 //  3. When it is not the table's (another version or lastMsgId), return it:
 //     t and the transitions redelivered after it apply to the state
 //     PostgreSQL committed, as in an undisturbed run, and the table is set
-//     back to it. No row: the flight was created in a lost transaction; it
-//     starts from nothing, or from the placeholder its children in
-//     PostgreSQL imply.
+//     back to it. No row: the flight (or placeholder) was created in a lost
+//     transaction; it starts from nothing.
 //
 // Another instance's writes cannot be pending here: goka revokes a
 // partition only after every deferred commit of its callbacks completed.
@@ -345,7 +346,6 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 	}
 	var pg *flight.State
 	var found bool
-	var children []*flight.State
 	err := retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
 		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
 		defer cancel()
@@ -353,27 +353,68 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 		if pg, found, err = sink.TableState(qctx, p.d.Pool, t.FLID); err != nil || found {
 			return err
 		}
-		children, err = sink.ChildStates(qctx, p.d.Pool, t.FLID)
+		pg, err = sink.Placeholder(qctx, p.d.Pool, t.FLID)
+		found = pg != nil
 		return err
 	})
 	switch {
 	case err != nil:
 		return nil, err
 	case found && pg == nil:
-		// A row written before its table value was kept: the table is
-		// all there is.
+		// A row written before its table value was kept (and not filled
+		// in at start-up, sink.Migrate): the table is all there is.
 		return cur, nil
-	case found && pg.StateVersion == cur.StateVersion && pg.LastMsgID == cur.LastMsgID:
+	case sameTableValue(pg, cur):
 		return cur, nil
-	case !found:
-		pg = flight.PlaceholderOf(t.FLID, children)
 	}
 	p.mu.Lock()
 	p.stats.Recovered++
 	p.mu.Unlock()
 	log.Warn("flights table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state",
-		"table_version", cur.StateVersion, "table_last_msg_id", cur.LastMsgID, "pg_version", versionOf(pg))
+		"table_version", versionOf(cur), "table_last_msg_id", lastMsgOf(cur), "pg_version", versionOf(pg), "pg_last_msg_id", lastMsgOf(pg))
 	return pg, nil
+}
+
+// placeholder returns the placeholder PostgreSQL holds for t's FLID, which
+// the table lacks (nil: none, the common case). The table lost it with a
+// crash between a group's table writes and its commit, and t is the
+// transition that dropped it, delivered again: t applies to it.
+func (p *Processor) placeholder(ctx context.Context, g *commit.Group[*txWrite], log *slog.Logger, t *flight.Transition) (*flight.State, error) {
+	var pg *flight.State
+	err := retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
+		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
+		defer cancel()
+		var err error
+		pg, err = sink.Placeholder(qctx, p.d.Pool, t.FLID)
+		return err
+	})
+	if err != nil || pg == nil {
+		return nil, err
+	}
+	// The row may be this process's own, queued and not committed yet
+	// when it read it: it is the recovery case only once everything queued
+	// is committed and it is still there.
+	if err := g.Sync(ctx); err != nil {
+		return nil, err
+	}
+	return p.durable(ctx, g, log, t, nil)
+}
+
+// sameTableValue reports whether PostgreSQL's table value pg is the table's
+// cur: the same flight version, placeholder or not, and lastMsgId (each
+// applied transition moves one of them).
+func sameTableValue(pg, cur *flight.State) bool {
+	if pg == nil || cur == nil {
+		return pg == nil && cur == nil
+	}
+	return pg.IsPlaceholder() == cur.IsPlaceholder() && pg.StateVersion == cur.StateVersion && pg.LastMsgID == cur.LastMsgID
+}
+
+func lastMsgOf(s *flight.State) int64 {
+	if s == nil {
+		return 0
+	}
+	return s.LastMsgID
 }
 
 // checkKnown halts the processor when the table lacks t's flight but
@@ -381,12 +422,12 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 // goka table is not the state PostgreSQL was built from (another Kafka
 // cluster, a wiped or re-created table topic), and applying t would answer
 // no-match — or create the flight anew — and mark its message applied.
-// Only transitions the router counted are checked: they complete messages.
-// A creation the router saw first (Transition.FirstSeen) is not: no older
-// message put its flight into PostgreSQL, and a backlog of new flights
-// needs no lookup each.
-// Derived ones (LINK, cascade, PURGE) arrive on the loop topic in another
-// order than their flight's own transitions, and complete none.
+// Every transition of a message is checked, a master's LINK and a child's
+// cascade too: they complete messages. A creation the router saw first
+// (Transition.FirstSeen) is not: no older message put its flight into
+// PostgreSQL, and a backlog of new flights needs no lookup each. The
+// history sweep's transitions complete no message; they are checked
+// against PostgreSQL's table value instead (durable).
 func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Transition) error {
 	var where string
 	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
@@ -417,11 +458,9 @@ func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo strin
 	})
 }
 
-// counted reports whether the router counted t in its message's n: derived
-// transitions (MAFL links, cascade deletes) are not.
-func counted(t *flight.Transition) bool {
-	return t.Kind != flight.KindLink && t.Kind != flight.KindPurge && !t.Cascade
-}
+// counted reports whether t is one of its message's n transitions: every
+// transition but the history sweep's, which carry no message.
+func counted(t *flight.Transition) bool { return t.MsgID > 0 }
 
 // txWrite is one transition's share of a group commit: what prepare
 // derived from the transition and its result, immutable, so that a
@@ -435,13 +474,21 @@ type txWrite struct {
 	// encoding is most of the write's CPU, and the callback runs beside the
 	// group commit worker while the worker is serial.
 	enc *sink.Encoded
-	now time.Time
+	// unplaced says the FLID's placeholder row goes: the transition turned
+	// the placeholder into the flight, or its last child left.
+	unplaced bool
+	now      time.Time
 }
 
 // row reports whether the write stores the flight: a placeholder is table
-// bookkeeping, not a flight, and a purge deletes instead.
+// bookkeeping (placed), and a purge deletes instead.
 func (w *txWrite) row() bool {
-	return !w.res.Purge && w.res.State != nil && !w.res.State.IsPlaceholder()
+	return !w.res.Purge && w.res.State != nil && !w.res.State.IsPlaceholder() && !w.res.Replay
+}
+
+// placed reports whether the write stores a placeholder.
+func (w *txWrite) placed() bool {
+	return w.res.State.IsPlaceholder() && !w.res.Replay
 }
 
 // size is what the write holds in memory, roughly: its events carry the
@@ -454,11 +501,10 @@ func (w *txWrite) size() int64 {
 	return n
 }
 
-// prepare returns the transition's write, nil when it has none (a
-// placeholder's bookkeeping, a derived transition that changed nothing).
-func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, res flight.Result) (*txWrite, error) {
-	// A purge keeps the flight's last state, to archive: it writes too.
-	if (res.State == nil || res.State.IsPlaceholder()) && res.Event == nil && !counted(t) {
+// prepare returns the transition's write, nil when it has none (a sweep's
+// transition that changed nothing). cur is the state t was applied to.
+func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, cur *flight.State, res flight.Result) (*txWrite, error) {
+	if !counted(t) && !res.Purge && len(res.Versions) == 0 && (res.State == nil || sameTableValue(res.State, cur)) {
 		return nil, nil
 	}
 	w := &txWrite{log: log, t: t, res: res, now: p.d.Clock.Now()}
@@ -471,6 +517,7 @@ func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, res flight.R
 			return nil, err
 		}
 	}
+	w.unplaced = cur.IsPlaceholder() && !res.Replay && !res.State.IsPlaceholder()
 	return w, nil
 }
 
@@ -495,16 +542,24 @@ func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) er
 }
 
 // writeRun writes ws in tx in one round trip: a statement each for all
-// their events, applied marks and history lines, and the incremental write
-// of the newest state of each flight (docs/design.md#group-commits); then
-// the full writes the incremental ones left to do, in one statement, a
-// purge, and the completion hook of the messages whose last transition was
-// among ws.
+// their events, applied marks and history lines, the incremental write of
+// the newest state of each flight (docs/design.md#group-commits) and the
+// placeholders; then the full writes the incremental ones left to do, in
+// one statement, a purge, and the completion hook of the messages whose
+// last transition was among ws.
 func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) error {
+	// The newest table value of each FLID among ws decides what its rows
+	// become: a flight row, a placeholder row, or neither.
 	newest := make(map[string]int, len(ws))
+	// placeholderSeen are the FLIDs a write of the run placed a
+	// placeholder of, or made a flight (or nothing) out of one.
+	placeholderSeen := map[string]bool{}
 	for i, w := range ws {
-		if w.row() {
+		if w.row() || w.placed() || w.unplaced {
 			newest[w.t.FLID] = i
+		}
+		if w.placed() || w.unplaced {
+			placeholderSeen[w.t.FLID] = true
 		}
 	}
 	now := ws[len(ws)-1].now
@@ -512,29 +567,46 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 	var marks []sink.Mark
 	var changes []sink.Change
 	var queued []*sink.QueuedFlightWrite
+	var placed []*flight.State
+	var unplaced []string
 	b := &pgx.Batch{}
 	for i, w := range ws {
 		events = append(events, w.events...)
 		if counted(w.t) {
 			// What the transition did goes with its mark (msgx trace).
 			m := sink.Mark{MsgID: w.t.MsgID, Kind: "flight", Key: w.t.FLID, Applied: sink.Applied{Outcome: w.res.Outcome}}
-			if w.res.Applied && w.res.State != nil {
-				m.StateVersion = w.res.State.StateVersion
+			if w.res.Applied {
+				m.StateVersion = w.res.Versions[len(w.res.Versions)-1].StateVersion
 			}
 			marks = append(marks, m)
 		}
 		// Every new version leaves its line in the change history, in the
 		// same transaction (docs/design.md#flight-change).
-		if w.res.Applied && w.res.State != nil {
-			changes = append(changes, sink.Change{State: w.res.State, Replay: w.t.Replay})
+		for _, v := range w.res.Versions {
+			changes = append(changes, sink.Change{State: v, Replay: w.t.Replay})
 		}
-		if w.row() && newest[w.t.FLID] == i {
+		if newest[w.t.FLID] != i {
+			continue
+		}
+		switch {
+		case w.row():
 			queued = append(queued, sink.QueueFlightWrite(b, w.enc))
+		case w.placed():
+			placed = append(placed, w.res.State)
+		}
+		// The placeholder row goes when the newest value is none, or a
+		// flight that a write of the run made out of a placeholder (its
+		// row committed before, or placed in this run).
+		if !w.placed() && placeholderSeen[w.t.FLID] {
+			unplaced = append(unplaced, w.t.FLID)
 		}
 	}
 	sink.BatchEvents(b, events, now)
 	done := sink.QueueMarksApplied(b, marks, now)
 	if err := sink.QueueFlightChanges(b, changes, now); err != nil {
+		return err
+	}
+	if err := sink.QueuePlaceholders(b, placed, unplaced, now); err != nil {
 		return err
 	}
 	if b.Len() > 0 {
@@ -600,22 +672,22 @@ func (p *Processor) committed(ws []*txWrite) {
 	}
 }
 
-// events are what the result announces: the msg event of a change (or the
-// one a replay implies) and, for a purged flight, the schd tombstone.
+// events are what the result announces: the msg event of each new
+// version and, for a purged flight, the schd tombstone.
 func (p *Processor) events(t *flight.Transition, res flight.Result) ([]sink.Event, error) {
 	var out []sink.Event
-	if res.Event != nil {
-		v, err := kafka.JSON[flight.Event]{}.Encode(res.Event)
+	for _, e := range res.Events() {
+		v, err := kafka.JSON[flight.Event]{}.Encode(e)
 		if err != nil {
-			return nil, fmt.Errorf("encoding the event of %s: %w", t.FLID, err)
+			return nil, fmt.Errorf("encoding the event of %s v%d: %w", t.FLID, e.StateVersion, err)
 		}
-		e := sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v, MsgID: res.Event.MsgID, StateVersion: res.Event.StateVersion}
-		if res.Applied {
-			// Only a first application measures end-to-end latency; a
-			// replay's event would be timed from long ago.
-			e.OriginAt = t.At
+		// Only a first application measures end-to-end latency; a sweep's
+		// tombstone is timed from nothing a message did.
+		ev := sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v, MsgID: e.MsgID, StateVersion: e.StateVersion}
+		if counted(t) {
+			ev.OriginAt = t.At
 		}
-		out = append(out, e)
+		out = append(out, ev)
 	}
 	if res.Purge {
 		out = append(out, sink.Event{Topic: p.cfg.SchdTopic, Key: t.FLID})

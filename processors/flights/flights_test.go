@@ -27,6 +27,9 @@ type rig struct {
 	msgs *sink.Messages
 	t0   time.Time
 	p    *Processor
+	// links is the router's flight index as the messages of send left it.
+	links map[string]message.FlightLink
+	dsn   string
 }
 
 func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
@@ -34,12 +37,14 @@ func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
 // newRigWith runs the processor on the graph graph builds (nil: its own).
 func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	dsn := testenv.NewPG(t)
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	rg := &rig{t: t, pool: pool, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	rg := &rig{t: t, pool: pool, dsn: dsn, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC),
+		links: map[string]message.FlightLink{}}
 	p, err := New(Config{TransitionTopic: "msgx.flight-transitions", MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"},
 		Deps{Pool: pool, Timeout: 10 * time.Second, Clock: clock.NewFake(rg.t0), Log: testenv.Logger(t)})
 	if err != nil {
@@ -73,6 +78,31 @@ func (rg *rig) routed(id int64, n int) {
 	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: id, State: message.StateRouted, N: n, Now: rg.t0}); err != nil || !ok {
 		rg.t.Fatalf("record %d: %v %v", id, ok, err)
 	}
+}
+
+// send routes message id as the router does: its own transitions own and
+// what they cause (flight.Expand against rg.links), recorded ROUTED with
+// their number, then applied. It returns the transitions.
+func (rg *rig) send(id int64, own ...flight.Transition) []flight.Transition {
+	rg.t.Helper()
+	for i := range own {
+		own[i].MsgID = id
+		if own[i].At.IsZero() {
+			own[i].At = rg.t0
+		}
+	}
+	out, changed, err := flight.Expand(own, rg.links, rg.p.opts)
+	if err != nil {
+		rg.t.Fatal(err)
+	}
+	for flid, l := range changed {
+		rg.links[flid] = l
+	}
+	rg.routed(id, len(out))
+	for _, t := range out {
+		rg.apply(t)
+	}
+	return out
 }
 
 func (rg *rig) apply(t flight.Transition) {
@@ -133,26 +163,21 @@ func (rg *rig) pgVersion(flid string) (int64, string) {
 
 func TestFlightsProcessor(t *testing.T) {
 	rg := newRig(t)
-	rg.routed(1, 2)
-	rg.routed(2, 1)
-	rg.routed(3, 1)
 	sched := func(flid string, fields map[string]string) flight.Transition {
-		return flight.Transition{MsgID: 1, Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: flid, OperationDay: "2021-01-23", Fields: fields,
+		return flight.Transition{Source: "SCHD-DNLD", Kind: flight.KindSchedule, FLID: flid, OperationDay: "2021-01-23", Fields: fields,
 			Collections: map[string][]flight.Element{"GTDT": {{"GTNO": "1", "GATE": "G28"}, {"GTNO": "2", "GATE": "G28"}}}}
 	}
-	rg.apply(sched("15", map[string]string{"FLNO": "YG9028", "SODT": "23JAN210535"}))
-	if rg.state(1) != message.StateRouted {
-		t.Fatal("message 1 completed after one of its two transitions")
-	}
-	rg.apply(sched("16", map[string]string{"FLNO": "YG9061", "SODT": "23JAN210325", "MAID": "15"}))
-	if rg.state(1) != message.StateSucceeded {
-		t.Fatalf("message 1 is %s after both transitions", rg.state(1))
+	out := rg.send(1, sched("15", map[string]string{"FLNO": "YG9028", "SODT": "23JAN210535"}),
+		sched("16", map[string]string{"FLNO": "YG9061", "SODT": "23JAN210325", "MAID": "15"}))
+	// Two transitions: the master's carries its SCHEDULE and the LINK of
+	// its child, both counted in the message's n.
+	if len(out) != 2 || len(out[0].Then) != 1 || rg.state(1) != message.StateSucceeded {
+		t.Fatalf("transitions %+v, message 1 %s", out, rg.state(1))
 	}
 	ev := rg.events_()
-	// 15 created, 16 created, then 15 again: the child's LINK (loop topic)
-	// put 16 into the master's MAFL.
-	if len(ev) != 3 || ev[0].FLID != "15" || ev[1].FLID != "16" || ev[2].FLID != "15" || ev[2].Source != flight.SourceLink ||
-		len(ev[2].Flight.MAFL) != 1 || ev[2].Flight.MAFL[0].FLID != "16" {
+	// 15 created, then 15 again with its child in MAFL, then 16 created.
+	if len(ev) != 3 || ev[0].FLID != "15" || ev[1].FLID != "15" || ev[1].Source != flight.SourceLink || ev[2].FLID != "16" ||
+		len(ev[1].Flight.MAFL) != 1 || ev[1].Flight.MAFL[0].FLID != "16" {
 		b, _ := json.Marshal(ev)
 		t.Fatalf("events %s", b)
 	}
@@ -164,21 +189,20 @@ func TestFlightsProcessor(t *testing.T) {
 		t.Fatalf("GTDT rows %d (%v): equal gate numbers are two allocations", gates, err)
 	}
 
-	esst := flight.Transition{MsgID: 2, Source: "FLOP-ESTT", Kind: flight.KindFLOP, STYP: "ESTT", FLID: "15", Fields: map[string]string{"ESTT": "23JAN210600"}}
-	rg.apply(esst)
+	esst := rg.send(2, flight.Transition{Source: "FLOP-ESTT", Kind: flight.KindFLOP, STYP: "ESTT", FLID: "15", Fields: map[string]string{"ESTT": "23JAN210600"}})
 	ev = rg.events_()
 	if len(ev) != 1 || ev[0].EventType != flight.EventUpsert || ev[0].StateVersion != 3 || ev[0].Changed[0] != "ESTT" || rg.state(2) != message.StateSucceeded {
 		t.Fatalf("FLOP event %+v, message 2 %s", ev, rg.state(2))
 	}
-	// A replay of the same transition changes nothing and re-emits the
-	// event of the current version.
-	rg.apply(esst)
+	// A redelivery of the same transition changes nothing and announces
+	// nothing again.
+	rg.apply(esst[0])
 	ev = rg.events_()
-	if v, _ := rg.pgVersion("15"); v != 3 || len(ev) != 1 || ev[0].StateVersion != 3 {
+	if v, _ := rg.pgVersion("15"); v != 3 || len(ev) != 0 {
 		t.Fatalf("replay: version %d, events %+v", v, ev)
 	}
 
-	rg.apply(flight.Transition{MsgID: 3, Source: "FLOP-FDEL", Kind: flight.KindDelete, FLID: "16"})
+	rg.send(3, flight.Transition{Source: "FLOP-FDEL", Kind: flight.KindDelete, FLID: "16"})
 	ev = rg.events_()
 	if len(ev) != 2 || ev[0].EventType != flight.EventTombstone || ev[0].FLID != "16" || ev[1].FLID != "15" || len(ev[1].Flight.MAFL) != 0 {
 		t.Fatalf("delete events %+v", ev)
@@ -241,9 +265,9 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_FLIGHT_TRANSITIONS") {
 		t.Errorf("New without an input topic: %v", err)
 	}
-	hcfg := HistoryConfig{TransitionTopic: "msgx.flight-transitions", SweepAt: "03:30", Retention: 720 * time.Hour, Batch: 10}
+	hcfg := HistoryConfig{SweepAt: "03:30", Retention: 720 * time.Hour, Batch: 10}
 	_, err = NewHistory(hcfg, HistoryDeps{})
-	for _, want := range []string{"history: no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no Kafka brokers", "no clock", "no logger", "no airport time zone"} {
+	for _, want := range []string{"history: no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no router to hand the purges to", "no clock", "no logger", "no airport time zone"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("NewHistory with empty deps: %v, want it to name %q", err, want)
 		}

@@ -7,21 +7,14 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
-	"msgx/internal/kafka"
-	"msgx/internal/retry"
 	"msgx/sink"
-	"msgx/tables/flight"
 )
 
 // HistoryConfig configures the flight history sweep.
 type HistoryConfig struct {
-	// TransitionTopic is where the sweep hands flights to the processor: its
-	// input (Config.TransitionTopic reads the same variable).
-	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.flight-transitions"`
 	// SweepAt is the daily time (HH:MM, airport time) of the sweep.
 	SweepAt string `env:"MSGX_HISTORY_SWEEP_AT" envDefault:"03:30"`
 	// Retention is how long after its operation day a flight stays in the
@@ -35,9 +28,6 @@ type HistoryConfig struct {
 // Validate checks the configuration.
 func (c HistoryConfig) Validate() error {
 	var errs []error
-	if c.TransitionTopic == "" {
-		errs = append(errs, errors.New("MSGX_TOPIC_FLIGHT_TRANSITIONS: empty"))
-	}
 	if _, err := time.Parse("15:04", c.SweepAt); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_HISTORY_SWEEP_AT=%q: want HH:MM", c.SweepAt))
 	}
@@ -53,15 +43,16 @@ func (c HistoryConfig) Validate() error {
 // History is the daily flight history sweep (docs/design.md#history-sweep):
 // flights whose operation day is older than the retention are archived to
 // flight_hist and removed. The sweep only decides *which* flights; it hands
-// each one to the flights processor as a PURGE transition on
-// msgx.flight-transitions, so a purge is serialised with every other change of
-// that FLID and never touches a flight the processor is updating. The processor
-// emits the tombstone of a flight that was never deleted before removing it.
+// them to the router (router.Router.Purge), which sends each to the flights
+// processor as a PURGE transition on msgx.flight-transitions, in order with
+// everything else the flight and its master receive, so a purge is
+// serialised with every other change of that FLID and never touches a
+// flight the processor is updating. The processor emits the tombstone of a
+// flight that was never deleted before removing it.
 type History struct {
 	cfg     HistoryConfig
 	pool    *pgxpool.Pool
-	brokers []string
-	kafka   kafka.Config
+	purge   func(ctx context.Context, flids []string, before time.Time) error
 	clock   clock.Clock
 	loc     *time.Location
 	timeout time.Duration
@@ -74,10 +65,9 @@ type HistoryDeps struct {
 	Pool *pgxpool.Pool
 	// Timeout bounds the candidates' query (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
-	// Brokers and Kafka are where the PURGE transitions are produced
-	// (required).
-	Brokers []string
-	Kafka   kafka.Config
+	// Purge hands flights to be purged before a day to the router
+	// (router.Router.Purge; required).
+	Purge func(ctx context.Context, flids []string, before time.Time) error
 	// Clock is the source of time (required).
 	Clock clock.Clock
 	// Location is the airport time zone of SweepAt and of the cut-off day
@@ -94,8 +84,8 @@ func NewHistory(cfg HistoryConfig, d HistoryDeps) (*History, error) {
 		return nil, err
 	}
 	errs := []error{checkDeps("history", d.Pool, d.Timeout, d.Clock, d.Log)}
-	if len(d.Brokers) == 0 {
-		errs = append(errs, errors.New("history: no Kafka brokers"))
+	if d.Purge == nil {
+		errs = append(errs, errors.New("history: no router to hand the purges to"))
 	}
 	if d.Location == nil {
 		errs = append(errs, errors.New("history: no airport time zone"))
@@ -103,7 +93,7 @@ func NewHistory(cfg HistoryConfig, d HistoryDeps) (*History, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &History{cfg: cfg, pool: d.Pool, brokers: d.Brokers, kafka: d.Kafka, clock: d.Clock, loc: d.Location, timeout: d.Timeout,
+	return &History{cfg: cfg, pool: d.Pool, purge: d.Purge, clock: d.Clock, loc: d.Location, timeout: d.Timeout,
 		log: d.Log.With("component", "history")}, nil
 }
 
@@ -150,24 +140,10 @@ func (h *History) Sweep(ctx context.Context) (int, error) {
 	if err != nil || len(flids) == 0 {
 		return 0, err
 	}
-	p, err := kafka.NewSyncProducer(h.kafka, h.brokers, "msgx-history")
-	if err != nil {
-		return 0, err
+	if err := h.purge(ctx, flids, cutoff); err != nil {
+		return 0, fmt.Errorf("handing %d flights to the router to be purged: %w", len(flids), err)
 	}
-	defer p.Close()
-	msgs := make([]*sarama.ProducerMessage, 0, len(flids))
 	before := cutoff.Format(time.DateOnly)
-	for _, flid := range flids {
-		v, err := kafka.JSON[flight.Transition]{}.Encode(flight.Transition{Kind: flight.KindPurge, Source: flight.SourceHistory, FLID: flid,
-			PurgeBefore: before, At: h.clock.Now()})
-		if err != nil {
-			return 0, err
-		}
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: h.cfg.TransitionTopic, Key: sarama.StringEncoder(flid), Value: sarama.ByteEncoder(v)})
-	}
-	if err := p.SendMessages(msgs); err != nil {
-		return 0, retry.Outage("kafka", fmt.Errorf("handing %d flights to the processor: %w", len(msgs), err))
-	}
 	h.log.Info("flight history sweep handed flights to the processor", "flights", len(flids), "before", before)
 	return len(flids), nil
 }

@@ -93,13 +93,15 @@ type worker struct {
 	pending *pendingEmit
 	// budget holds the bytes of the records queued or in a batch.
 	budget *semaphore.Weighted
+	// purges are the history sweep's hand-overs (Router.Purge).
+	purges chan purgeReq
 	// stopped is closed when the worker takes no more messages.
 	stopped chan struct{}
 }
 
 func newWorker(r *Router, prod goka.Producer) *worker {
 	return &worker{r: r, in: make(chan item, r.cfg.batch()), prod: prod, budget: semaphore.NewWeighted(queueBytes),
-		stopped: make(chan struct{})}
+		purges: make(chan purgeReq), stopped: make(chan struct{})}
 }
 
 // handle is the goka callback. It does the pure work (decoding) and queues
@@ -141,6 +143,14 @@ func (w *worker) handle(gctx goka.Context, msg any) {
 // The caller must drain afterwards.
 func (w *worker) run(ctx context.Context) error {
 	defer w.failPending()
+	// A purge a crash left half done comes before any decision: its
+	// flights' index entries are not the flights table's until it is done.
+	if err := w.resumePurges(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	for {
 		// A batch's records are acknowledged while the next one is decided
 		// (pending); with nothing queued, the last batch's commits must not
@@ -150,10 +160,20 @@ func (w *worker) run(ctx context.Context) error {
 			err = w.flush(ctx)
 		}
 		var b []item
+		var req *purgeReq
 		if err == nil {
-			b, err = w.gather(ctx)
+			b, req, err = w.gather(ctx)
 		}
-		if err == nil {
+		switch {
+		case err == nil && req != nil:
+			perr := w.purge(ctx, *req)
+			req.done <- perr
+			if perr != nil && !errors.Is(perr, errStopping) && ctx.Err() == nil {
+				// A failed hand-over is the sweep's to report; producing
+				// failed, which restarts the router as for a batch.
+				err = perr
+			}
+		case err == nil:
 			err = w.process(ctx, b)
 		}
 		if err != nil {
@@ -193,19 +213,22 @@ func (w *worker) drain(procDone <-chan struct{}) {
 // gather returns the next batch: the first message as it comes, whatever
 // is queued behind it, and — only if something was queued behind it, that
 // is while a backlog is flowing — what arrives within the linger, up to the
-// batch size. A message that finds the queue empty is decided at once.
-func (w *worker) gather(ctx context.Context) ([]item, error) {
+// batch size. A message that finds the queue empty is decided at once. A
+// purge that comes before the first message is returned instead.
+func (w *worker) gather(ctx context.Context) ([]item, *purgeReq, error) {
 	limit := w.r.cfg.batch()
 	var b []item
 	select {
 	case it := <-w.in:
 		b = append(b, it)
+	case req := <-w.purges:
+		return nil, &req, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	b = w.take(b, limit)
 	if len(b) == 1 || len(b) >= limit || w.r.cfg.Linger <= 0 {
-		return b, nil
+		return b, nil, nil
 	}
 	deadline := w.r.d.Clock.After(w.r.cfg.Linger)
 	for len(b) < limit {
@@ -213,12 +236,12 @@ func (w *worker) gather(ctx context.Context) ([]item, error) {
 		case it := <-w.in:
 			b = w.take(append(b, it), limit)
 		case <-deadline:
-			return b, nil
+			return b, nil, nil
 		case <-ctx.Done():
-			return b, ctx.Err()
+			return b, nil, ctx.Err()
 		}
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 // take appends what is queued, without waiting, up to limit.
@@ -433,6 +456,7 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 				q.Days = append(q.Days, d)
 			}
 		}
+		q.Cascade = append(q.Cascade, p.Deletes...)
 		if p.RefType != "" && !rtypes[p.RefType] {
 			rtypes[p.RefType] = true
 			q.RefTypes = append(q.RefTypes, p.RefType)
@@ -527,7 +551,9 @@ func (w *worker) send(outs []outcome) func(context.Context) error {
 		for _, t := range o.refdata {
 			send(cfg.RefdataTopic, t.RType, t, kafka.JSON[refdata.Transition]{})
 		}
-		send(string(cfg.Table()), strconv.FormatInt(o.entry.MsgID, 10), o.entry, kafka.JSON[Entry]{})
+		if !o.noEntry {
+			send(string(cfg.Table()), strconv.FormatInt(o.entry.MsgID, 10), o.entry, kafka.JSON[Entry]{})
+		}
 	}
 	acked := make(chan struct{})
 	go func() { wg.Wait(); close(acked) }()
@@ -552,18 +578,43 @@ type overlay struct {
 	owners  map[string]int64
 	index   map[string]message.FlightDay
 	keyTags map[string]string
-	// touched lists the FLIDs whose entries the batch creates or completes,
-	// in order; keys the last key-tag entry per type.
+	// kids maps a master to its live children, as index holds them.
+	kids map[string]map[string]bool
+	// touched lists the FLIDs whose entries the batch writes, in order;
+	// keys the last key-tag entry per type.
 	touched []string
 	keys    map[string]sink.KeyIndex
 	order   []string
 }
 
 func newOverlay(l sink.BatchLookups) *overlay {
-	return &overlay{owners: l.Owners, index: l.Index, keyTags: l.KeyTags, keys: map[string]sink.KeyIndex{}}
+	o := &overlay{owners: l.Owners, index: l.Index, keyTags: l.KeyTags, keys: map[string]sink.KeyIndex{},
+		kids: map[string]map[string]bool{}}
+	for _, e := range l.Index {
+		o.link(e, true)
+	}
+	return o
 }
 
-// lookups are what Decide would read for p now (sink.QueueLookups).
+// link adds (or, add false, removes) e to the children of its master.
+func (o *overlay) link(e message.FlightDay, add bool) {
+	m := e.Link.MAID
+	if m == "" || m == e.FLID || e.Link.State != flight.StateActive {
+		return
+	}
+	if add {
+		if o.kids[m] == nil {
+			o.kids[m] = map[string]bool{}
+		}
+		o.kids[m][e.FLID] = true
+	} else {
+		delete(o.kids[m], e.FLID)
+	}
+}
+
+// lookups are what Decide would read for p now (sink.QueueLookups): the
+// entries of its FLIDs, of the earlier flights of its days, and of the live
+// descendants of those and of what it deletes.
 func (o *overlay) lookups(p Plan) message.Lookups {
 	l := message.Lookups{Days: map[string]message.FlightDay{}, Earlier: map[string][]string{}}
 	if p.IdentityKey != "" {
@@ -577,42 +628,53 @@ func (o *overlay) lookups(p Plan) message.Lookups {
 			l.Days[f] = d
 		}
 	}
+	cascade := append([]string(nil), p.Deletes...)
 	for _, day := range p.Days {
 		k := day.Format(time.DateOnly)
 		var flids []string
 		for _, e := range o.index {
 			if e.Day != nil && e.Day.Equal(day) && e.FirstMsgID < p.MsgID {
 				flids = append(flids, e.FLID)
+				l.Days[e.FLID] = e
 			}
 		}
 		if len(flids) > 0 {
 			sort.Strings(flids)
 			l.Earlier[k] = flids
+			cascade = append(cascade, flids...)
+		}
+	}
+	seen := map[string]bool{}
+	for len(cascade) > 0 {
+		m := cascade[0]
+		cascade = cascade[1:]
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		for c := range o.kids[m] {
+			l.Days[c] = o.index[c]
+			cascade = append(cascade, c)
 		}
 	}
 	return l
 }
 
 // apply adds a decision's writes (sink.QueueDecision): the identity it
-// binds, the flight entries it creates or gives a day, the key tag it sets.
+// binds, the flight entries it writes, the key tag it sets.
 func (o *overlay) apply(msgID int64, v Verdict) {
 	if v.IdentityKey != "" {
 		if _, held := o.owners[v.IdentityKey]; !held {
 			o.owners[v.IdentityKey] = msgID
 		}
 	}
-	for _, f := range v.Index {
-		e, ok := o.index[f.FLID]
-		switch {
-		case !ok:
-			o.index[f.FLID] = message.FlightDay{FLID: f.FLID, Day: f.Day, FirstMsgID: msgID}
-		case e.Day == nil && f.Day != nil:
-			e.Day = f.Day
-			o.index[f.FLID] = e
-		default:
-			continue
+	for _, e := range v.Index {
+		if old, ok := o.index[e.FLID]; ok {
+			o.link(old, false)
 		}
-		o.touched = append(o.touched, f.FLID)
+		o.index[e.FLID] = e
+		o.link(e, true)
+		o.touched = append(o.touched, e.FLID)
 	}
 	if v.RefKey != nil {
 		o.keyTags[v.RefKey.RType] = v.RefKey.KeyTag
@@ -671,7 +733,7 @@ func (r *Router) observe(it item) {
 // decisionOf is the row a verdict on rec writes.
 func decisionOf(rec *ingest.Record, p Plan, v Verdict, m sink.Message, now time.Time) sink.Decision {
 	d := sink.Decision{MsgID: rec.MsgID, State: v.State, IdentityKey: v.IdentityKey, ErrorClass: v.ErrorClass,
-		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, Now: now,
+		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, FlightPlan: v.FlightPlan, Now: now,
 		ReplayGen: p.Replay, LoadedGen: m.ReplayGen}
 	if p.Msg != nil {
 		d.SNDR, d.Type, d.STYP, d.SEQN = p.Msg.Meta.SNDR, p.Msg.Meta.TYPE, p.Msg.Meta.STYP, p.Msg.Meta.SEQN
@@ -684,4 +746,30 @@ func entryFor(d sink.Decision, v Verdict, m sink.Message) Entry {
 	return Entry{MsgID: d.MsgID, State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Detail: v.Detail,
 		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
 		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: d.Now}
+}
+
+// Memory is the router's store held in memory, empty at first: the
+// identities bound, the flight index and the key-tag index. Decide a
+// message against it with Lookups, then record the verdict with Record. A
+// batch decides against one loaded from PostgreSQL; on its own it is the
+// store of the serial reference the differential tests compare the
+// pipeline with (internal/serial).
+type Memory struct{ o *overlay }
+
+// NewMemory returns an empty store.
+func NewMemory() *Memory {
+	return &Memory{o: newOverlay(sink.BatchLookups{Owners: map[string]int64{}, Index: map[string]message.FlightDay{},
+		KeyTags: map[string]string{}})}
+}
+
+// Lookups are what Decide reads for p from the store.
+func (m *Memory) Lookups(p Plan) message.Lookups { return m.o.lookups(p) }
+
+// Record adds the writes of verdict v on message msgID to the store.
+func (m *Memory) Record(msgID int64, v Verdict) { m.o.apply(msgID, v) }
+
+// Index is the store's flight index entry of flid.
+func (m *Memory) Index(flid string) (message.FlightDay, bool) {
+	e, ok := m.o.index[flid]
+	return e, ok
 }

@@ -130,17 +130,31 @@ func (br *batchRig) state() []string {
 		out = append(out, fmt.Sprintf("row %d %s %s %s %q n=%d routed=%v backfill=%v gen=%d", id, state, key, class, reason, n, routed, backfill, gen))
 	}
 	rows.Close()
-	rows, err = br.msgs.Pool().Query(ctx, `SELECT flid, COALESCE(operation_day::text, '-'), first_msg_id FROM flight_index ORDER BY flid`)
+	rows, err = br.msgs.Pool().Query(ctx, `SELECT flid, COALESCE(operation_day::text, '-'), first_msg_id, COALESCE(state, '-'),
+		COALESCE(maid, '-'), COALESCE(flno, '-') FROM flight_index ORDER BY flid`)
 	if err != nil {
 		br.t.Fatal(err)
 	}
 	for rows.Next() {
-		var flid, day string
+		var flid, day, state, maid, flno string
 		var first int64
-		if err := rows.Scan(&flid, &day, &first); err != nil {
+		if err := rows.Scan(&flid, &day, &first, &state, &maid, &flno); err != nil {
 			br.t.Fatal(err)
 		}
-		out = append(out, fmt.Sprintf("index %s %s by %d", flid, day, first))
+		out = append(out, fmt.Sprintf("index %s %s by %d: %s maid %s flno %s", flid, day, first, state, maid, flno))
+	}
+	rows.Close()
+	rows, err = br.msgs.Pool().Query(ctx, `SELECT msg_id, flight_plan::text FROM proc_state WHERE flight_plan IS NOT NULL ORDER BY msg_id`)
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		var plan string
+		if err := rows.Scan(&id, &plan); err != nil {
+			br.t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("plan %d %s", id, plan))
 	}
 	rows.Close()
 	rows, err = br.msgs.Pool().Query(ctx, `SELECT rtype, key_tag, msg_id FROM refdata_key_index ORDER BY rtype`)
@@ -234,6 +248,114 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// codeshareCase is a backlog of shared flights whose transitions depend on
+// the router's flight index: children before their masters, a child's FLNO
+// and MAID changes, a master deleted with a child and a grandchild, a LINK
+// to a deleted master, a child's own deletion.
+func codeshareCase() []string {
+	maid := func(m string) string { return "<FLNO>C" + m + "</FLNO><MAID>" + m + "</MAID>" }
+	return []string{
+		dnld(3, fltr("21", "23JAN210535", maid("10")), fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>"),
+			fltr("22", "23JAN210535", maid("10"))), // 1: a child before its master, one after
+		flop("2", "21", "FLNO", "<FLNO>MU21</FLNO>"),                                                          // 2: a LINK with the new FLNO
+		flop("3", "22", "MAID", "<MAID>11</MAID>"),                                                            // 3: moves to 11, a placeholder
+		msg("SCHD", "ADFT", "4", "<SCHD>"+fltr("23", "23JAN210535", maid("21"))+"</SCHD>"),                    // 4: a grandchild of 10
+		flop("5", "10", "FDEL", ""),                                                                           // 5: cascades to 21, then 23
+		msg("SCHD", "ADFT", "6", "<SCHD>"+fltr("24", "23JAN210535", maid("10"))+"</SCHD>"),                    // 6: links to the deleted 10
+		flop("7", "22", "FDEL", ""),                                                                           // 7: leaves 11's placeholder
+		dnld(1, fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")),                                               // 8: 10 again (SEQN 77: a duplicate)
+		strings.Replace(dnld(1, fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")), "<SEQN>77<", "<SEQN>81<", 1), // 9: 10 revived
+		msg("SCHD", "ADFT", "10", "<SCHD>"+fltr("25", "23JAN210535", "<FLNO>CA25</FLNO>")+"</SCHD>"),          // 10
+		msg("SCHD", "ADFT", "11", "<SCHD>"+fltr("26", "23JAN210535", maid("25"))+"</SCHD>"),                   // 11: a child of 25
+		flop("12", "25", "MAID", "<MAID>10</MAID>"),                                                           // 12: 25 (with its child) goes under 10
+		flop("13", "10", "FDEL", ""),                                                                          // 13: cascades to 25, then to 26
+	}
+}
+
+// codeshareSplit is where codeshareCase is cut into two batches: the second
+// re-links a flight with a child under a master it then deletes, while the
+// store knows only the child's old link.
+const codeshareSplit = 11
+
+// The codeshare transitions of a backlog are the same whether it is decided
+// message by message on the per-message path, one per batch or all in one
+// batch: each decision reads the links the ones before it left.
+func TestBatchCodeshareAsOneByOne(t *testing.T) {
+	for _, absent := range []string{"keep", "delete"} {
+		t.Run(absent, func(t *testing.T) {
+			mut := func(c *Config) { c.ScheduleAbsent = absent }
+			raws := codeshareCase()
+			if absent == "delete" {
+				// A package of day 23 carrying 24 only: 10 and the rest
+				// are absent, and 10's deletion cascades to 24.
+				raws = append(raws, strings.Replace(dnld(1, fltr("24", "23JAN210535", "<FLNO>C10</FLNO><MAID>10</MAID>")), "<SEQN>77<", "<SEQN>82<", 1))
+			}
+			single := newBatchRig(t, mut)
+			for i, raw := range raws {
+				if err := single.w.single(context.Background(), single.item(int64(i+1), raw)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ones := make([]int, len(raws))
+			for i := range ones {
+				ones[i] = 1
+			}
+			one := newBatchRig(t, mut)
+			one.run(raws, ones...)
+			all := newBatchRig(t, mut)
+			all.run(raws, len(raws))
+			split := newBatchRig(t, mut)
+			split.run(raws, codeshareSplit, len(raws)-codeshareSplit)
+			s, o, a, sp := strings.Join(single.state(), "\n"), strings.Join(one.state(), "\n"), strings.Join(all.state(), "\n"),
+				strings.Join(split.state(), "\n")
+			if s != o || o != a || a != sp {
+				t.Fatalf("per message\n%s\n\none per batch\n%s\n\none batch\n%s\n\ntwo batches\n%s", s, o, a, sp)
+			}
+			for _, want := range []string{
+				"index 21 2021-01-23 by 1: DELETED maid 10 flno MU21", "index 23 2021-01-23 by 4: DELETED maid 21 flno C21",
+				"index 22 2021-01-23 by 1: DELETED maid 11 flno C10", "index 26 2021-01-23 by 11: DELETED maid 25 flno C25",
+				`msgx.flight-transitions 11 {"msgId":7,"source":"DERIVED-LINK","kind":"LINK","flid":"11","at":`,
+			} {
+				if !strings.Contains(a, want) {
+					t.Errorf("missing %q in\n%s", want, a)
+				}
+			}
+		})
+	}
+}
+
+// A message found ROUTED again re-emits exactly the transitions it was
+// routed with, derived ones included, although the index has moved on.
+func TestRerouteReemitsTheCodeshareTransitions(t *testing.T) {
+	br := newBatchRig(t, nil)
+	raws := codeshareCase()
+	br.run(raws[:5], 5)
+	first := br.state()
+	var fdel []string
+	for _, l := range first {
+		if strings.Contains(l, `"msgId":5,`) {
+			fdel = append(fdel, l)
+		}
+	}
+	if err := br.process(context.Background(), []item{br.item(6, raws[5]), br.item(7, raws[6])}); err != nil {
+		t.Fatal(err)
+	}
+	br.state()
+	// Message 5 again, as after a crash before its offset was committed.
+	if err := br.process(context.Background(), []item{br.item(5, raws[4])}); err != nil {
+		t.Fatal(err)
+	}
+	var again []string
+	for _, l := range br.state() {
+		if strings.Contains(l, `"msgId":5,`) {
+			again = append(again, l)
+		}
+	}
+	if len(fdel) != 3 || strings.Join(again, "\n") != strings.Join(fdel, "\n") {
+		t.Fatalf("re-routed\n%s\nwant\n%s", strings.Join(again, "\n"), strings.Join(fdel, "\n"))
 	}
 }
 
@@ -376,7 +498,7 @@ func TestGatherLinger(t *testing.T) {
 	gather := func() chan []item {
 		got := make(chan []item, 1)
 		go func() {
-			b, err := br.w.gather(ctx)
+			b, _, err := br.w.gather(ctx)
 			if err != nil {
 				t.Error(err)
 			}

@@ -55,6 +55,11 @@ type Config struct {
 	// ScheduleAbsent decides what happens to flights of a package's
 	// operation day that a DNLD/RESP does not carry: keep or delete.
 	ScheduleAbsent string `env:"MSGX_SCHEDULE_ABSENT" envDefault:"keep"`
+	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
+	// ("keep") or cleared ("clear"); docs/design.md#schedule-merge. The
+	// router needs it to tell what a record does to a flight's MAID and FLNO
+	// (flight.Expand); flights.Config reads the same variable.
+	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
 	// RespGuard makes a SCHD RESP that answers no open RQFD request (none
 	// open, or older than the request) SKIPPED no-match: it changes nothing.
 	RespGuard bool `env:"MSGX_RESP_GUARD" envDefault:"false"`
@@ -101,8 +106,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("MSGX_BACKOFF: %w", err))
 		}
 	} else if len(tiers) != c.MaxAttempts-1 {
-		errs = append(errs, fmt.Errorf("MSGX_BACKOFF has %d tiers but MSGX_MAX_ATTEMPTS=%d allows %d waits: every tier must be able to fire",
-			len(tiers), c.MaxAttempts, c.MaxAttempts-1))
+		errs = append(errs, fmt.Errorf("MSGX_BACKOFF has %s but MSGX_MAX_ATTEMPTS=%d allows %s: every tier must be able to fire",
+			plural(len(tiers), "tier"), c.MaxAttempts, plural(c.MaxAttempts-1, "wait")))
 	}
 	if c.Batch < 0 || c.Batch > 10000 {
 		errs = append(errs, fmt.Errorf("MSGX_ROUTER_BATCH=%d: must be 1..10000", c.Batch))
@@ -123,6 +128,11 @@ func (c Config) Validate() error {
 	case flight.ScheduleMissingKeep, "delete":
 	default:
 		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_ABSENT=%q: want keep or delete", c.ScheduleAbsent))
+	}
+	switch c.ScheduleMissing {
+	case "", flight.ScheduleMissingKeep, flight.ScheduleMissingClear:
+	default:
+		errs = append(errs, fmt.Errorf("MSGX_SCHEDULE_MISSING=%q: want keep or clear", c.ScheduleMissing))
 	}
 	return errors.Join(errs...)
 }
@@ -195,4 +205,12 @@ func match(rules []Rule, typ, styp string) (Rule, bool) {
 		}
 	}
 	return Rule{}, false
+}
+
+// plural is "1 tier", "4 tiers".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

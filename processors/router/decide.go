@@ -23,6 +23,9 @@ type Settings struct {
 	Cutover      time.Duration
 	AbsentDelete bool
 	RespGuard    bool
+	// Flight are the options of the flight rules the router applies to the
+	// links of the flights a message touches (flight.Expand).
+	Flight flight.Options
 }
 
 // Settings parses the configuration (call Validate first).
@@ -30,7 +33,7 @@ func (c Config) Settings(loc *time.Location) Settings {
 	rules, _ := ParseRules(c.IgnoreRules)
 	cut, _ := parseCutover(c.OpdayCutover)
 	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: loc, Cutover: cut,
-		AbsentDelete: c.ScheduleAbsent == "delete", RespGuard: c.RespGuard}
+		AbsentDelete: c.ScheduleAbsent == "delete", RespGuard: c.RespGuard, Flight: flight.Options{ScheduleMissing: c.ScheduleMissing}}
 }
 
 // Verdict is a message's decision.
@@ -42,10 +45,17 @@ type Verdict struct {
 	Detail     string
 	// IdentityKey is bound with the verdict (empty: none).
 	IdentityKey string
-	Flights     []flight.Transition
-	Refdata     []refdata.Transition
-	// Index lists the flight_index entries the verdict creates.
+	// Flights are the message's flight transitions, one per flight it
+	// touches, derived ones included (flight.Expand).
+	Flights []flight.Transition
+	Refdata []refdata.Transition
+	// Index lists the flight_index entries the verdict writes, whole: the
+	// flights it creates, those it gives an operation day, those whose link
+	// it changes.
 	Index []message.FlightDay
+	// FlightPlan is what re-routing the message needs beyond its own
+	// records (plan.go); nil without flight transitions.
+	FlightPlan []byte
 	// RefKey is the reference key-tag index entry the verdict sets (nil:
 	// none).
 	RefKey *message.RefKey
@@ -72,6 +82,9 @@ type Plan struct {
 	Invalid *Verdict
 	// FLIDs the decision must look up in the flight index.
 	FLIDs []string
+	// Deletes are the FLIDs the message deletes (FDEL, FLOP-FDEL): their
+	// live descendants are looked up too, for the cascade.
+	Deletes []string
 	// Days are the package's operation days (absent-flight lookup).
 	Days []time.Time
 	// RefType is the reference category whose indexed key tag the decision
@@ -91,6 +104,7 @@ type Plan struct {
 
 	flights []plannedFlight
 	refdata *refdata.Transition
+	opts    flight.Options
 }
 
 type plannedFlight struct {
@@ -106,7 +120,7 @@ type plannedFlight struct {
 // the payload is decoded (004 US-04): an ignored message is SKIPPED
 // whatever its payload holds.
 func Prepare(msgID int64, raw string, s Settings) Plan {
-	p := Plan{MsgID: msgID}
+	p := Plan{MsgID: msgID, opts: s.Flight}
 	if strings.TrimSpace(raw) == "" {
 		p.Early = &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.ReasonRawMissing, Detail: "the inbox row has no message text"}
 		return p
@@ -166,7 +180,7 @@ func undecodable(err error) *Verdict {
 
 // Query is what the decision must look up in the store.
 func (p Plan) Query() message.Query {
-	return message.Query{IdentityKey: p.IdentityKey, FLIDs: p.FLIDs, Days: p.Days, RefType: p.RefType}
+	return message.Query{IdentityKey: p.IdentityKey, FLIDs: p.FLIDs, Days: p.Days, Cascade: p.Deletes, RefType: p.RefType}
 }
 
 // identity is the business identity SNDR|TYPE|STYP|SEQN, optionally with the
@@ -195,6 +209,12 @@ func protocol(format string, args ...any) *Verdict {
 func malformedPayload(format string, args ...any) *Verdict {
 	d := fmt.Sprintf(format, args...)
 	return &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed, Reason: message.Clip(d, 200), Detail: d}
+}
+
+func codecVerdict(p Plan, format string, args ...any) Verdict {
+	v := *codecError(format, args...)
+	v.IdentityKey = p.IdentityKey
+	return v
 }
 
 func codecError(format string, args ...any) *Verdict {
@@ -323,6 +343,9 @@ func (p *Plan) flightOp() {
 	}
 	p.flights = []plannedFlight{{kind: kind, flid: op.FLID, rec: &op.FlightRecord, styp: styp}}
 	p.FLIDs = []string{op.FLID}
+	if kind == flight.KindDelete {
+		p.Deletes = []string{op.FLID}
+	}
 }
 
 // carries reports whether a FLOP body holds the payload its STYP names.
@@ -409,7 +432,75 @@ func (p *Plan) season() {
 // message emits identical transitions). Every verdict is final: what the
 // message carries decides it, and only failures of the store are retried
 // (by the caller).
+//
+// The flight transitions are every one the message causes, in the order it
+// causes them (flight.Expand): its own records, the LINKs they send their
+// masters and the cascades of the flights it deletes, one transition per
+// flight, each counted in n: the message is SUCCEEDED only when all are
+// applied. l.Days must hold the index entries of every flight the message
+// may touch (Plan.Query asks for them).
 func Decide(p Plan, l message.Lookups, at time.Time) Verdict {
+	v := decideOwn(p, l, at)
+	if v.State != message.StateRouted || len(v.Flights) == 0 {
+		return v
+	}
+	links := make(map[string]message.FlightLink, len(l.Days))
+	for flid, d := range l.Days {
+		if d.Link.IsFlight() {
+			links[flid] = d.Link
+		}
+	}
+	out, changed, err := flight.Expand(v.Flights, links, p.opts)
+	if err != nil {
+		// The router validated every record Expand applies: this code
+		// cannot handle the message, which is replayable once it can.
+		return codecVerdict(p, "flight effects: %v", err)
+	}
+	v.Index = indexAfter(p.MsgID, v.Index, changed, l.Days, out)
+	v.FlightPlan = planOf(out)
+	v.Flights = out
+	return v
+}
+
+// indexAfter is every index entry the message writes: the ones it creates
+// or gives a day (created), with their link after it, and the existing ones
+// whose link it changed, in the order the transitions first touch them.
+func indexAfter(msgID int64, created []message.FlightDay, changed map[string]message.FlightLink, known map[string]message.FlightDay,
+	out []flight.Transition) []message.FlightDay {
+	entries := map[string]message.FlightDay{}
+	for _, e := range created {
+		if old, ok := known[e.FLID]; ok {
+			old.Day = e.Day
+			e = old
+		} else {
+			e.FirstMsgID = msgID
+		}
+		entries[e.FLID] = e
+	}
+	for flid, l := range changed {
+		e, ok := entries[flid]
+		if !ok {
+			if e, ok = known[flid]; !ok {
+				// A flight the message creates is in created.
+				continue
+			}
+		}
+		e.Link = l
+		entries[flid] = e
+	}
+	index := make([]message.FlightDay, 0, len(entries))
+	for _, t := range out {
+		if e, ok := entries[t.FLID]; ok {
+			index = append(index, e)
+			delete(entries, t.FLID)
+		}
+	}
+	return index
+}
+
+// decideOwn is Decide without the derived transitions: the message's own
+// records only.
+func decideOwn(p Plan, l message.Lookups, at time.Time) Verdict {
 	if p.Early != nil {
 		return *p.Early
 	}

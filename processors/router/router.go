@@ -98,6 +98,8 @@ type Router struct {
 
 	mu    sync.Mutex
 	stats Stats
+	// worker is the running processor's batch worker (Purge).
+	worker *worker
 }
 
 // New checks cfg and d and returns the router.
@@ -194,8 +196,16 @@ func (p *Processor) Run(ctx context.Context) error {
 		procErr <- kafka.RunProcessor(pctx, p.p, "router")
 		cancel()
 	}()
+	p.w.r.mu.Lock()
+	p.w.r.worker = p.w
+	p.w.r.mu.Unlock()
 	werr := p.w.run(pctx)
 	cancel()
+	p.w.r.mu.Lock()
+	if p.w.r.worker == p.w {
+		p.w.r.worker = nil
+	}
+	p.w.r.mu.Unlock()
 	p.w.drain(procDone)
 	if perr := <-procErr; perr != nil {
 		return perr
@@ -211,6 +221,8 @@ type outcome struct {
 	entry   Entry
 	flights []flight.Transition
 	refdata []refdata.Transition
+	// noEntry: no router-table entry (a purge is no message).
+	noEntry bool
 }
 
 // decide returns the message's outcome, retrying the message's own failures
@@ -400,25 +412,27 @@ func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, no
 }
 
 // reroute handles a message found ROUTED: it was decided before a crash or
-// is an ingest duplicate. Its transitions are computed again — the decision
+// is an ingest duplicate. Its own records are decided again — the decision
 // depends only on the record, the configuration and index entries older
-// than the message, so they are the same — and emitted again; the applying
-// processors recognise what they already applied.
+// than the message, so they are the same — and what they cause comes from
+// the plan stored with the decision (plan.go); all are emitted again, and
+// the applying processors recognise what they already applied.
 func (r *Router) reroute(log *slog.Logger, p Plan, l message.Lookups, m sink.Message) outcome {
 	// A routed SCHD RESP passed the RESP guard when it was decided; its
 	// request may be closed by now, which must not change the answer. The
 	// same holds for the key-tag check: the index holds this message's key
 	// tag by now, or a later message's.
 	l.RequestOpen, l.KeyTag = true, ""
-	v := Decide(p, l, m.EnqueuedAt)
-	if v.State != message.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
+	v := decideOwn(p, l, m.EnqueuedAt)
+	flights, err := fromPlan(v.Flights, m.FlightPlan)
+	if err != nil || v.State != message.StateRouted || (m.NTransitions != nil && len(flights)+len(v.Refdata) != *m.NTransitions) {
 		// Only a configuration change between the two deliveries can get
 		// here; the recorded decision stands and an operator must look.
-		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason)
+		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason, "err", err)
 		return outcome{entry: entryOf(m)}
 	}
-	log.Info("re-emitting the transitions of a routed message", "transitions", v.N())
-	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata}
+	log.Info("re-emitting the transitions of a routed message", "transitions", len(flights)+len(v.Refdata))
+	return outcome{entry: entryOf(m), flights: flights, refdata: v.Refdata}
 }
 
 // Failure is a failure that belongs to the message while it is processed

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -220,7 +221,7 @@ func TestRouterReplayReemitsWithoutChangingState(t *testing.T) {
 	rg.consume(1, raw)
 	again := rg.drainFlights()
 	after := rg.row(1)
-	if len(again) != 2 || fmt.Sprint(*again[0]) != fmt.Sprint(*first[0]) || fmt.Sprint(*again[1]) != fmt.Sprint(*first[1]) {
+	if len(again) != 2 || !reflect.DeepEqual(again, first) {
 		t.Fatalf("re-emitted %+v, want the same as %+v", again, first)
 	}
 	if !after.UpdatedAt.Equal(before.UpdatedAt) || after.State != message.StateRouted || after.Attempts != 0 {
@@ -544,7 +545,7 @@ func TestRouterReplayGeneration(t *testing.T) {
 		if tc.thenDuplicateOfRecord0 {
 			// Re-routed from a copy of another generation: identical.
 			again := consumeGen(tc.id, 0, raw)
-			if len(again) != 1 || fmt.Sprint(*again[0]) != fmt.Sprint(*trs[0]) {
+			if len(again) != 1 || !reflect.DeepEqual(again[0], trs[0]) {
 				t.Fatalf("%s: re-routed %+v, want %+v", tc.name, again, trs[0])
 			}
 		}

@@ -93,9 +93,10 @@ type Deps struct {
 	MySQL *sql.DB
 	// Table is the inbox table (MSGX_INBOX_TABLE, e.g. cminmsgs).
 	Table string
-	// Location is the airport time zone: the mark is the pass's time as a
-	// local DATETIME in it.
-	Location *time.Location
+	// Zone is the inbox's zone (sink.InboxZone, docs/design.md#inbox-zone):
+	// the mark is the pass's time as a DATETIME in it, like the AODB's own
+	// CMINMSGS_DATE_RECEIVED. Required unless in shadow mode.
+	Zone *sink.InboxZone
 	// Timeout bounds every single database call (MSGX_DB_TIMEOUT); the MySQL
 	// transaction of a pass (UPDATE, SELECT, COMMIT) is bounded by it as one
 	// unit.
@@ -115,7 +116,7 @@ type Sweeper struct {
 	pg      *pgxpool.Pool
 	my      *sql.DB
 	table   string
-	loc     *time.Location
+	zone    *sink.InboxZone
 	timeout time.Duration
 	clk     clock.Clock
 	log     *slog.Logger
@@ -141,8 +142,8 @@ func New(cfg Config, deps Deps) (*Sweeper, error) {
 	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.Table); err != nil {
 		errs = append(errs, err)
 	}
-	if deps.Location == nil {
-		errs = append(errs, errors.New("backfill: no airport time zone"))
+	if deps.Zone == nil && !cfg.Shadow {
+		errs = append(errs, errors.New("backfill: no inbox time zone"))
 	}
 	if deps.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
@@ -157,7 +158,7 @@ func New(cfg Config, deps Deps) (*Sweeper, error) {
 		return nil, err
 	}
 	return &Sweeper{
-		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, loc: deps.Location,
+		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, zone: deps.Zone,
 		timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "backfill"), wake: make(chan struct{}, 1),
 		stats: Stats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
 	}, nil
@@ -400,8 +401,14 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	for i, c := range claims {
 		ids[i] = c.id
 	}
-	mark := now.In(b.loc).Truncate(time.Second).Format(time.DateTime)
-	outcomes, existing, myErr := b.markInbox(ctx, ids, mark)
+	var mark string
+	var outcomes map[int64]markOutcome
+	var existing map[int64]string
+	loc, myErr := b.zone.Location(ctx)
+	if myErr == nil {
+		mark = now.In(loc).Truncate(time.Second).Format(time.DateTime)
+		outcomes, existing, myErr = b.markInbox(ctx, ids, mark)
+	}
 	if myErr != nil && ctx.Err() != nil {
 		// Shutdown is not an outage: count nothing; the rows stay due.
 		return res, ctx.Err()

@@ -72,7 +72,7 @@ func (e *bfEnv) sweeper(db *sql.DB) *backfill.Sweeper {
 	if db == nil {
 		db = e.my
 	}
-	b, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, MySQL: db, Table: "cminmsgs", Location: testenv.Shanghai,
+	b, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, MySQL: db, Table: "cminmsgs", Zone: testenv.ShanghaiInbox,
 		Timeout: 5 * time.Second, Clock: e.clk, Log: testenv.Logger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -89,7 +89,7 @@ func (e *bfEnv) proxied() (*testenv.Proxy, *sql.DB) {
 	}
 	p := testenv.NewProxy(e.t, mc.Addr)
 	mc.Addr = p.Addr()
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, testenv.Shanghai, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestBackfillConfigDefaultsAndValidate(t *testing.T) {
 
 func TestBackfillNewRejectsBadDeps(t *testing.T) {
 	cfg := bfDefaults(t)
-	_, err := backfill.New(cfg, backfill.Deps{Table: "cminmsgs; DROP TABLE x", Timeout: time.Second, Location: time.UTC})
+	_, err := backfill.New(cfg, backfill.Deps{Table: "cminmsgs; DROP TABLE x", Timeout: time.Second, Zone: testenv.ShanghaiInbox})
 	if err == nil || !strings.Contains(err.Error(), "MSGX_INBOX_TABLE") || !strings.Contains(err.Error(), "PostgreSQL") ||
 		!strings.Contains(err.Error(), "MySQL") {
 		t.Fatalf("New = %v", err)
@@ -619,7 +619,7 @@ func TestBackfillShadowWritesNothing(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// Shadow mode needs no inbox connection at all.
-	if _, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, Table: "cminmsgs", Location: testenv.Shanghai, Timeout: time.Second,
+	if _, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: time.Second,
 		Clock: e.clk, Log: testenv.Logger(t)}); err != nil {
 		t.Fatal(err)
 	}

@@ -281,13 +281,13 @@ func (m *Runner) archiveAll(ctx context.Context, now time.Time, res *Result) err
 	return err
 }
 
-// procStateColumns is every column of proc_state (0002, 0018, 0026), in the
+// procStateColumns is every column of proc_state (0002, 0018, 0026, 0028), in the
 // order of proc_state_hst (0007, 0018, 0026).
 var procStateColumns = []string{
 	"msg_id", "state", "identity_key", "sndr", "msg_type", "msg_styp", "seqn", "attempts", "next_attempt_at",
 	"error_class", "reason", "last_error", "received_at", "enqueued_at", "updated_at", "routed_at", "n_transitions",
 	"n_applied", "backfill_at", "backfill_next_at", "backfill_attempts", "backfill_error", "backfill_abandoned_at",
-	"backfill_abandoned_reason", "replay_gen", "inbox_partition", "inbox_offset", "decided_at",
+	"backfill_abandoned_reason", "replay_gen", "inbox_partition", "inbox_offset", "decided_at", "flight_plan",
 }
 
 // archivable is the candidate condition on alias a; $1 is the cutoff

@@ -581,7 +581,7 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := backfill.New(bcfg, backfill.Deps{PG: e.pg, MySQL: my, Table: "cminmsgs", Location: testenv.Shanghai,
+	b, err := backfill.New(bcfg, backfill.Deps{PG: e.pg, MySQL: my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox,
 		Timeout: 5 * time.Second, Clock: e.clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -29,7 +30,7 @@ import (
 // RFC 3339; ages are whole seconds at GeneratedAt. The shape:
 //
 //	{"generatedAt", "alerts": [string],
-//	 "inbox": {"seeded", "seedMode", "seededAt", "watermark", "cursorUpdatedAt", "maxId", "lag", "maxIdError",
+//	 "inbox": {"seeded", "seedMode", "seededAt", "watermark", "cursorUpdatedAt", "maxId", "lag", "maxIdError", "zone",
 //	           "oldestUnread": {"msgId", "receivedAt", "ageSeconds"} | null,
 //	           "hole": {"from", "to", "since", "ageSeconds"} | null,
 //	           "permanentHoles", "permanentHoleIds", "recentHoles": [{"from", "to", "releasedAt", "reason"}],
@@ -40,12 +41,13 @@ import (
 //	              "deadByClass": {CLASS: n}, "deadRecent", "deadRecentWindowSeconds",
 //	              "latestDead": {"msgId", "errorClass", "enqueuedAt", "lastError"} | null,
 //	              "deadLatestByClass": {CLASS: [{"msgId", "errorClass", "enqueuedAt", "lastError"}]},
+//	              "deadReplayable": {CLASS: bool},
 //	              "skippedByReasonClass": {"duplicate"|"ignored"|"unsupported"|"no-match"|"other": n}, "errors"},
 //	 "backfill": {"pending", "overdue", "overdueAfterSeconds", "oldestPendingAgeSeconds",
 //	              "abandoned": {REASON: n}, "errors"},
 //	 "groups": [{"group", "topic", "state", "members", "partitions", "committed", "end", "lag", "error"}] | null,
 //	 "groupsError",
-//	 "components": [{"name", "state", "lastError", "lastErrorAt"}],
+//	 "components": [{"name", "state", "lastError", "lastErrorAt"}], "componentsError",
 //	 "publisher": {"exactlyOnce", "transactionalId", "committed", "aborted", "fenced", "fencedAt", "position",
 //	               "published", "reconciled", "deduplicated"} | absent}
 type Report struct {
@@ -69,6 +71,10 @@ type Report struct {
 	// refdata, backfill, …) with their last error. Collect leaves it
 	// empty; the daemon fills it with Merge.
 	Components []ComponentState `json:"components"`
+	// ComponentsError is why Components is empty when no daemon reported
+	// them (msgx status collecting directly: only a running daemon knows
+	// its components).
+	ComponentsError string `json:"componentsError,omitempty"`
 	// Publisher is the event publisher of the daemon that runs it (the
 	// process lock's holder); absent elsewhere. The daemon sets it.
 	Publisher *PublisherStatus `json:"publisher,omitempty"`
@@ -102,6 +108,10 @@ type InboxStatus struct {
 	// MaxIDError is why MaxID (and OldestUnread) could not be read: MySQL
 	// unreachable or not configured.
 	MaxIDError string `json:"maxIdError,omitempty"`
+	// Zone names the zone the inbox's DATETIMEs (OldestUnread.ReceivedAt)
+	// are read in and where it comes from, e.g. "+08:00 (MySQL session
+	// time_zone +08:00)" (docs/design.md#inbox-zone).
+	Zone string `json:"zone,omitempty"`
 	// OldestUnread is the first inbox row above W — the next row ingest
 	// has to produce — with its age by CMINMSGS_DATE_RECEIVED; nil when
 	// ingest is caught up or MySQL could not be read.
@@ -177,6 +187,10 @@ type MessageStatus struct {
 	// their reasons: what the operator reads before deciding to replay or
 	// accept a class. null when unknown.
 	DeadLatestByClass map[string][]DeadMessage `json:"deadLatestByClass"`
+	// DeadReplayable says, for each class of DeadByClass, whether `msgx
+	// replay --class` can move its messages (message.ReplayableClass):
+	// MALFORMED and PROTOCOL never can. null when DeadByClass is.
+	DeadReplayable map[string]bool `json:"deadReplayable"`
 	// SkippedByReasonClass counts SKIPPED messages by the class of their
 	// reason: duplicate, ignored, unsupported, no-match (other for anything
 	// else).
@@ -350,6 +364,9 @@ type Deps struct {
 	// MySQL is the shared inbox; nil leaves MaxID unknown ("not
 	// configured").
 	MySQL *sql.DB
+	// Zone is the zone MySQL's DATETIMEs are read in (the one MySQL was
+	// opened with); the report names it (Inbox.Zone). Optional.
+	Zone *sink.InboxZone
 	// InboxTable is the inbox table (MSGX_INBOX_TABLE, required).
 	InboxTable string
 	// Brokers are the Kafka bootstrap addresses; empty falls back to
@@ -455,6 +472,9 @@ func (c *Collector) Collect(ctx context.Context, now time.Time) Report {
 	wg.Wait()
 
 	r.Inbox.MaxID, r.Inbox.MaxIDError, r.Inbox.OldestUnread = inboxMy.MaxID, inboxMy.MaxIDError, inboxMy.OldestUnread
+	if deps.Zone != nil {
+		r.Inbox.Zone = deps.Zone.String()
+	}
 	if r.Inbox.MaxID >= 0 && r.Inbox.Watermark >= 0 {
 		r.Inbox.Lag = max(0, r.Inbox.MaxID-r.Inbox.Watermark)
 	}
@@ -717,6 +737,11 @@ func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 
 	if m.DeadByClass, err = s.countBy(ctx, false, sqlDeadByClass); err != nil {
 		fail("counting DEAD messages by class", err)
+	} else {
+		m.DeadReplayable = make(map[string]bool, len(m.DeadByClass))
+		for c := range m.DeadByClass {
+			m.DeadReplayable[c] = message.ReplayableClass(c)
+		}
 	}
 
 	var latest *int64
@@ -738,7 +763,7 @@ func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 		case err != nil:
 			fail("reading the latest DEAD message", err)
 		default:
-			d.LastError = clip(d.LastError, errorChars)
+			d.LastError = clip(withoutClass(d.ErrorClass, d.LastError), errorChars)
 			m.LatestDead = &d
 		}
 	}
@@ -752,6 +777,17 @@ func (s *collection) messages(ctx context.Context, m *MessageStatus) {
 	if m.SkippedByReasonClass, err = s.countBy(ctx, true, sqlSkippedByReason); err != nil {
 		fail("counting SKIPPED messages by reason", err)
 	}
+}
+
+// withoutClass drops the "CLASS: " a decoder error starts with
+// ("MALFORMED: not XML…"): the report shows the class beside it already.
+func withoutClass(class, lastError string) string {
+	if class != "" {
+		if rest, ok := strings.CutPrefix(lastError, class+": "); ok {
+			return rest
+		}
+	}
+	return lastError
 }
 
 // deadLatest reads the latest DeadLatestPerClass DEAD messages of each class
@@ -773,7 +809,7 @@ func (s *collection) deadLatest(ctx context.Context, byClass map[string]int64) (
 			var class string
 			var d DeadMessage
 			_, err = pgx.ForEachRow(rows, []any{&class, &d.MsgID, (*zeronull.Text)(&d.ErrorClass), &d.EnqueuedAt, (*zeronull.Text)(&d.LastError)}, func() error {
-				d.LastError = clip(d.LastError, errorChars)
+				d.LastError = clip(withoutClass(d.ErrorClass, d.LastError), errorChars)
 				out[class] = append(out[class], d)
 				return nil
 			})

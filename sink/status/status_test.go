@@ -108,7 +108,7 @@ func stScenarioPG(t *testing.T, pool *pgxpool.Pool) {
 		{id: 106, state: "SKIPPED", reason: "ignored:EROR-*", age: 800 * h},
 		{id: 107, state: "SKIPPED", reason: "unsupported:ABCD-EFGH", age: 5 * h, marked: true},
 		{id: 108, state: "SKIPPED", reason: "no-match", age: 5 * h, marked: true},
-		{id: 109, state: "DEAD", class: "MALFORMED", lastErr: "not XML", age: 5 * h, marked: true},
+		{id: 109, state: "DEAD", class: "MALFORMED", lastErr: "MALFORMED: not XML", age: 5 * h, marked: true},
 		{id: 110, state: "DEAD", class: "MALFORMED", lastErr: "no META", age: 5 * h, abandoned: backfill.AbandonMissingRow},
 		{id: 111, state: "DEAD", class: "PROTOCOL", lastErr: "RECS=3 but 2 records", age: 30 * time.Minute, marked: true},
 		{id: 112, state: "DEAD", class: "EXHAUSTED", lastErr: "CODEC_ERROR: unparseable date 2026-13-40", age: 10 * time.Minute},
@@ -338,6 +338,7 @@ func TestCollectReportScenario(t *testing.T) {
 		}
 	}
 	stWantMap(t, "DeadByClass", m.DeadByClass, map[string]int64{"MALFORMED": 2, "PROTOCOL": 1, "EXHAUSTED": 1})
+	stWant(t, "DeadReplayable", fmt.Sprint(m.DeadReplayable), fmt.Sprint(map[string]bool{"MALFORMED": false, "PROTOCOL": false, "EXHAUSTED": true}))
 	stWant(t, "DeadRecent", m.DeadRecent, 2)
 	stWant(t, "DeadRecentWindowSeconds", m.DeadRecentWindowSeconds, 3600)
 	if d := m.LatestDead; d == nil {
@@ -787,6 +788,7 @@ func TestReportText(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Merge([]status.ComponentState{{Name: "ingest", State: status.ComponentRunning}})
+	r.Inbox.Zone = "+08:00 (MySQL session time_zone +08:00)"
 	var b bytes.Buffer
 	if err := r.Text(&b); err != nil {
 		t.Fatal(err)
@@ -826,7 +828,9 @@ func TestReportText(t *testing.T) {
 		"  abandoned  2  MISSING_ROW 1, TRANSIENT_DEADLINE 1\n",
 		"  GROUP         TOPIC                     STATE",
 		"  msgx-router   msgx.inbox ",
+		"  msgx-refdata  msgx.refdata-transitions  Dead   0        none       2    2\n",
 		"  NAME    STATE    LAST ERROR\n  ingest  running\n",
+		"CMINMSGS_DATE_* read and written in +08:00 (MySQL session time_zone +08:00)\n",
 	} {
 		if !strings.Contains(out, frag) {
 			t.Errorf("text lacks %q", frag)
@@ -852,8 +856,13 @@ func TestReportText(t *testing.T) {
 	if err := (status.Report{GeneratedAt: stNow, Alerts: []string{}}).Text(&ok); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(ok.String(), "ALERTS: none (keeping up, nothing stuck)") {
+	if !strings.Contains(ok.String(), "ALERTS: none (keeping up, nothing stuck)") || !strings.Contains(ok.String(), "COMPONENTS\n  none reported\n") {
 		t.Errorf("all-well text:\n%s", ok.String())
+	}
+	ok.Reset()
+	if err := (status.Report{GeneratedAt: stNow, ComponentsError: "no msgx daemon answered"}).Text(&ok); err != nil ||
+		!strings.Contains(ok.String(), "COMPONENTS\n  not reached: no msgx daemon answered\n") {
+		t.Errorf("text without the daemon's components (%v):\n%s", err, ok.String())
 	}
 }
 

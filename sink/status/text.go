@@ -12,7 +12,8 @@ import (
 
 // Text writes the report for people (msgx status without --json): alerts
 // first, then one short section per source with aligned columns. Unknown
-// figures print as "?", and a section that could not be read says why.
+// figures print as "?" (a committed offset never made prints as "none"),
+// and a section that could not be read says why.
 func (r Report) Text(w io.Writer) error {
 	p := &textWriter{}
 	p.line("msgx status at %s", r.GeneratedAt.UTC().Format(time.RFC3339))
@@ -41,6 +42,9 @@ func (r Report) Text(w io.Writer) error {
 	t.row("lag", countText(in.Lag), "IDs above W")
 	if u := in.OldestUnread; u != nil {
 		t.row("next unread", fmt.Sprintf("#%d", u.MsgID), "received "+ago(u.AgeSeconds))
+	}
+	if in.Zone != "" {
+		t.row("inbox zone", "", "CMINMSGS_DATE_* read and written in "+in.Zone)
 	}
 	if h := in.Hole; h != nil {
 		t.row("open hole", idRange(h.From, h.To), fmt.Sprintf("open %s (since %s)", fmtAge(h.AgeSeconds), stamp(h.Since)))
@@ -132,7 +136,7 @@ func (r Report) Text(w io.Writer) error {
 		t = p.table()
 		t.row("GROUP", "TOPIC", "STATE", "MEMBERS", "COMMITTED", "END", "LAG", "")
 		for _, g := range r.Groups {
-			t.row(g.Group, g.Topic, orDash(g.State), fmt.Sprint(g.Members), countText(g.Committed), fmt.Sprint(g.End), fmt.Sprint(g.Lag), g.Error)
+			t.row(g.Group, g.Topic, orDash(g.State), fmt.Sprint(g.Members), committedText(g.Committed), fmt.Sprint(g.End), fmt.Sprint(g.Lag), g.Error)
 		}
 		t.flush()
 	}
@@ -164,8 +168,13 @@ func (r Report) Text(w io.Writer) error {
 		t.flush()
 	}
 
-	if len(r.Components) > 0 {
-		p.section("COMPONENTS")
+	p.section("COMPONENTS")
+	switch {
+	case r.ComponentsError != "":
+		p.line("  not reached: %s", r.ComponentsError)
+	case len(r.Components) == 0:
+		p.line("  none reported")
+	default:
 		t = p.table()
 		t.row("NAME", "STATE", "LAST ERROR")
 		for _, c := range r.Components {
@@ -238,6 +247,15 @@ func (t textTable) flush() {
 func countText(n int64) string {
 	if n < 0 {
 		return "?"
+	}
+	return fmt.Sprint(n)
+}
+
+// committedText prints a group's committed offset; -1 is "none": the group
+// has never committed on the topic (kafka.GroupLag), not an unknown figure.
+func committedText(n int64) string {
+	if n < 0 {
+		return "none"
 	}
 	return fmt.Sprint(n)
 }

@@ -52,7 +52,8 @@ func Diagnose(m Message) []Finding {
 		return out
 	case message.StateDead:
 		if replayable(d) {
-			add("router", "DEAD (%s): %s; replayable: msgx replay --ids %d", d.ErrorClass, orNone(d.Reason, d.LastError), m.MsgID)
+			add("router", "DEAD (%s): %s; replayable: msgx replay --ids %d --dry-run shows whether the router would decide it "+
+				"otherwise now (its verdict), then run it without --dry-run", d.ErrorClass, orNone(d.Reason, d.LastError), m.MsgID)
 		} else {
 			add("router", "DEAD (%s): %s; not replayable (fix the message at its source)", d.ErrorClass, orNone(d.Reason, d.LastError))
 		}
@@ -82,6 +83,10 @@ func Diagnose(m Message) []Finding {
 	bf := d.Backfill
 	switch {
 	case d.State == message.StateArchived || bf.MarkedAt != nil:
+	case m.Inbox != nil && m.Inbox.ProcessedAt != nil:
+		// The row carries a mark (written before a replay reset the
+		// message, or before a crash lost its record): the mark is
+		// monotonic, so nothing is owed; the sweeper records it as found.
 	case bf.AbandonedAt != nil:
 		add("backfill", "the processed mark was abandoned %s (%s): reconcile the inbox row by hand or msgx backfill reopen %d",
 			stamp(bf.AbandonedAt), bf.AbandonedReason, m.MsgID)
@@ -125,7 +130,7 @@ func notRead(m Message) []Finding {
 func replayable(d *Decision) bool {
 	switch d.State {
 	case message.StateFailed, message.StateDead:
-		return d.ErrorClass == message.ClassCodecError || d.ErrorClass == message.ClassInfra || d.ErrorClass == message.ClassExhausted
+		return message.ReplayableClass(d.ErrorClass)
 	case message.StateSkipped:
 		return strings.HasPrefix(d.Reason, message.ReasonUnsupported)
 	}
@@ -141,11 +146,12 @@ func orNone(s ...string) string {
 	return "no reason recorded"
 }
 
-// stamp prints a recorded time as stored (UTC for msgx's own times, the
-// airport zone for the inbox's).
+// stamp prints a time in UTC ("Z"), msgx's own times and the inbox's
+// alike: one zone for every time of a trace (the inbox line names the zone
+// its DATETIMEs were read in).
 func stamp(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.Format(time.RFC3339)
+	return t.UTC().Format(time.RFC3339)
 }

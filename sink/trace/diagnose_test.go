@@ -54,7 +54,10 @@ func TestDiagnose(t *testing.T) {
 		{"routed reference message", Message{MsgID: 7, Decision: &Decision{State: "ROUTED", NTransitions: n(2), NApplied: 1},
 			Transitions: []Transition{{Kind: "refdata", Key: "AIRL"}}}, "refdata: 1 of 2"},
 		{"dead, replayable", Message{MsgID: 7, Decision: done(Decision{State: "DEAD", ErrorClass: "EXHAUSTED", Reason: "exhausted:INFRA"})},
-			"router: DEAD (EXHAUSTED): exhausted:INFRA; replayable: msgx replay --ids 7"},
+			"router: DEAD (EXHAUSTED): exhausted:INFRA; replayable: msgx replay --ids 7 --dry-run shows whether"},
+		{"replayed, the inbox row keeps its earlier mark", Message{MsgID: 7, Inbox: &InboxRow{ProcessedAt: at(0)},
+			Decision: &Decision{State: "SUCCEEDED", Backfill: Backfill{DueAt: at(time.Hour)}},
+			Replays:  []Replay{{AuditID: 4, At: t0.Add(30 * time.Minute), Produced: true}}}, ""},
 		{"dead, not replayable, mark owed", Message{MsgID: 7, Decision: &Decision{State: "DEAD", ErrorClass: "MALFORMED", LastError: "not XML",
 			Backfill: Backfill{DueAt: at(0), Attempts: 2, Error: "mysql down"}}},
 			"router: not XML; not replayable | backfill: due 2026-12-01T10:00:00Z, 2 attempt(s), last error: mysql down"},
@@ -114,9 +117,38 @@ func TestMessageText(t *testing.T) {
 	for _, want := range []string{"message 42", "CMINMSGS row, 310 bytes", "msgx.inbox 0@41", "SUCCEEDED, SCHD-DNLD",
 		"transitions 2/2 applied", "decided under replay #3", "200  ", "no-change", "SCHD-DNLD (replay #3)", "FLNO,SODT",
 		"msgx.msg 0@17", "published (v1)", "#3", "DEAD (EXHAUSTED), attempts 0", "msgx.inbox 0@50",
-		"stuck at  backfill: processed mark not written yet"} {
+		"stuck at  backfill: processed mark not written yet", "message 42 (times in UTC)", "received 2026-12-01T10:00:00Z"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Read in the inbox zone, shown in UTC with the zone named; a reason
+	// that names the type does not get it twice; a mark the inbox row
+	// kept through a replay is no step still owed.
+	sh := time.FixedZone("+08:00", 8*3600)
+	recv, mark := time.Date(2026, 12, 1, 20, 14, 51, 0, sh), time.Date(2026, 12, 1, 20, 14, 52, 0, sh)
+	m = Message{MsgID: 4, Inbox: &InboxRow{Bytes: 9, ReceivedAt: &recv, ProcessedAt: &mark, Zone: "+08:00 (MySQL session time_zone +08:00)"},
+		Decision: &Decision{State: "DEAD", ErrorClass: "CODEC_ERROR", Type: "FLOP", STYP: "BOTM", EnqueuedAt: t0, UpdatedAt: t0,
+			Reason: `FLOP-BOTM (FLID 15) BOTM "31NOV261200": date or time out of range`, Backfill: Backfill{DueAt: &t0}},
+		Replays: []Replay{{AuditID: 6, At: t0.Add(3 * time.Hour), Who: "ops", Produced: true}},
+	}
+	m.Where = Diagnose(m)
+	b.Reset()
+	if err := m.Text(&b); err != nil {
+		t.Fatal(err)
+	}
+	out = b.String()
+	for _, want := range []string{"received 2026-12-01T12:14:51Z, processed mark 2026-12-01T12:14:52Z; its DATETIMEs read in +08:00 (MySQL session time_zone +08:00)",
+		"out of range, attempts 0", "carries its processed mark (2026-12-01T12:14:52Z), written before replay #6 reset the message",
+		"stuck at  router: DEAD (CODEC_ERROR): FLOP-BOTM", "msgx replay --ids 4 --dry-run"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"FLOP-BOTM, attempts", "not written yet", "+08:00, processed"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("text has %q:\n%s", bad, out)
 		}
 	}
 }

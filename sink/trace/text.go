@@ -14,13 +14,14 @@ import (
 func (m Message) Text(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
-	p("message %d", m.MsgID)
+	p("message %d (times in UTC)", m.MsgID)
 	switch {
 	case m.Inbox != nil:
 		line := fmt.Sprintf("  inbox\tCMINMSGS row, %d bytes, received %s, processed mark %s", m.Inbox.Bytes, stamp(m.Inbox.ReceivedAt), stamp(m.Inbox.ProcessedAt))
 		if m.Inbox.Status != "" {
 			line += ", status " + m.Inbox.Status
 		}
+		line += "; its DATETIMEs read in " + m.Inbox.Zone
 		p("%s", line)
 	case m.InboxError != "":
 		p("  inbox\tunknown: %s", m.InboxError)
@@ -40,8 +41,10 @@ func (m Message) Text(w io.Writer) error {
 		if d.Reason != "" {
 			line += " " + d.Reason
 		}
-		if d.Type != "" {
-			line += fmt.Sprintf(", %s-%s", d.Type, d.STYP)
+		// A codec or payload reason names the message type already
+		// ("FLOP-BOTM (FLID 15) …").
+		if typ := d.Type + "-" + d.STYP; d.Type != "" && !strings.HasPrefix(d.Reason, typ) {
+			line += ", " + typ
 		}
 		line += fmt.Sprintf(", attempts %d", d.Attempts)
 		if d.DecidedAt != nil {
@@ -78,6 +81,9 @@ func (m Message) Text(w io.Writer) error {
 		switch {
 		case bf.MarkedAt != nil:
 			p("  backfill\tmarked %s", stamp(bf.MarkedAt))
+		case m.Inbox != nil && m.Inbox.ProcessedAt != nil:
+			p("  backfill\tthe inbox row carries its processed mark (%s)%s: kept as it is (the mark is never overwritten); "+
+				"the sweeper records it at its next pass", stamp(m.Inbox.ProcessedAt), markedBefore(m))
 		case bf.AbandonedAt != nil:
 			p("  backfill\tabandoned %s: %s", stamp(bf.AbandonedAt), bf.AbandonedReason)
 		case bf.DueAt != nil:
@@ -123,7 +129,7 @@ func (m Message) Text(w io.Writer) error {
 func (f Flight) Text(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
-	p("flight %s", f.FLID)
+	p("flight %s (times in UTC)", f.FLID)
 	if c := f.Current; c != nil {
 		day := "-"
 		if c.OperationDay != nil {
@@ -180,6 +186,19 @@ func versionTable(p func(string, ...any), vs []Version, byFlight bool) {
 			p("    %s\tv%d\t%s\t%s\t%s\t%s\t%s\t%s", v.FLID, v.StateVersion, source, v.State, orDash(changed), stamp(&v.At), ev, schd)
 		}
 	}
+}
+
+// markedBefore says which replay reset a message whose inbox mark is older
+// than the reset ("" when none did).
+func markedBefore(m Message) string {
+	if len(m.Replays) == 0 || m.Inbox == nil || m.Inbox.ProcessedAt == nil {
+		return ""
+	}
+	r := m.Replays[len(m.Replays)-1]
+	if m.Inbox.ProcessedAt.After(r.At) {
+		return ""
+	}
+	return fmt.Sprintf(", written before replay #%d reset the message", r.AuditID)
 }
 
 func position(p *sink.InboxPosition) string {

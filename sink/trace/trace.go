@@ -23,6 +23,9 @@ type Deps struct {
 	PG *pgxpool.Pool
 	// MySQL is the shared inbox; nil leaves the inbox row unknown.
 	MySQL *sql.DB
+	// Zone is the zone MySQL's DATETIMEs are read in (the one MySQL was
+	// opened with); the trace names it. Required with MySQL.
+	Zone *sink.InboxZone
 	// InboxTable is the inbox table's name (MSGX_INBOX_TABLE).
 	InboxTable string
 	// Timeout bounds each source's reads (MSGX_DB_TIMEOUT, positive).
@@ -41,6 +44,8 @@ func New(d Deps) (*Reader, error) {
 		return nil, errors.New("trace: MSGX_DB_TIMEOUT must be positive")
 	case d.MySQL != nil && d.InboxTable == "":
 		return nil, errors.New("trace: no inbox table name")
+	case d.MySQL != nil && d.Zone == nil:
+		return nil, errors.New("trace: no inbox time zone")
 	}
 	return &Reader{d: d}, nil
 }
@@ -73,11 +78,15 @@ type Message struct {
 
 // InboxRow is the message's CMINMSGS row.
 type InboxRow struct {
+	// ReceivedAt and ProcessedAt are the row's DATETIMEs read in Zone.
 	ReceivedAt *time.Time `json:"receivedAt"`
 	// ProcessedAt is the processed mark (CMINMSGS_DATE_PROCESSED).
 	ProcessedAt *time.Time `json:"processedAt"`
 	Status      string     `json:"status,omitempty"`
 	Bytes       int        `json:"bytes"`
+	// Zone names the zone the DATETIMEs were read in and where it comes
+	// from ("+08:00 (MySQL session time_zone SYSTEM, …)").
+	Zone string `json:"zone"`
 }
 
 // Ingest is what the bridge's state says about the message's ID.
@@ -279,6 +288,7 @@ func (r *Reader) inboxRow(ctx context.Context, msgID int64) (*InboxRow, error) {
 		return nil, fmt.Errorf("reading inbox row %d: %w", msgID, err)
 	}
 	row.Status = status.String
+	row.Zone = r.d.Zone.String()
 	return &row, nil
 }
 

@@ -17,7 +17,8 @@ import (
 type Options struct {
 	// ScheduleMissing says what a SCHEDULE does with tags its FLTR does not
 	// carry: ScheduleMissingKeep ("" too) or ScheduleMissingClear
-	// (MSGX_SCHEDULE_MISSING, docs/design.md#schedule-merge).
+	// (MSGX_SCHEDULE_MISSING, docs/design.md#schedule-merge). The router
+	// (Expand) and the flights processor (Apply) must use the same.
 	ScheduleMissing string
 }
 
@@ -45,8 +46,8 @@ const (
 	OutcomePurged = "purged"
 	// OutcomeNotEligible: a PURGE for a flight whose day is not past.
 	OutcomeNotEligible = "not-eligible"
-	// OutcomeReplay: the transition was already applied (I4); Result.Event
-	// and Result.Derived are what the current state implies.
+	// OutcomeReplay: the transition was already applied (I4): nothing
+	// changes and nothing is announced again.
 	OutcomeReplay = "replay"
 	// OutcomeNoChange: applied, but nothing visible changed.
 	OutcomeNoChange = "no-change"
@@ -59,51 +60,58 @@ const (
 	OutcomePlaceholder = "placeholder"
 	// OutcomeDeletedFlight: a FLOP, DELETE or LINK for a deleted flight.
 	OutcomeDeletedFlight = "deleted-flight"
-	// OutcomeStaleLink: a LINK not newer than the one recorded for the
-	// child; treated as a replay.
-	OutcomeStaleLink = "stale-link"
-	// OutcomeNotLinked: a cascade DELETE for a flight that no longer belongs
-	// to the deleting master (moved, or relinked after the deletion).
-	OutcomeNotLinked = "not-linked"
 )
 
 // ErrInvalid is wrapped by every error of Apply: the transition or the
-// options break the contract, which is a bug upstream, not bad data.
+// options break the contract, or the transition disagrees with the flight
+// it reaches (a cascade to a flight that is not the master's live child, a
+// step whose Expect the result does not meet) — a bug upstream, not bad
+// data.
 var ErrInvalid = errors.New("flight: invalid transition")
 
 // Result is the outcome of one Apply.
 type Result struct {
-	// State is the value to store in the table (a fresh copy; nil when the
-	// flight stays unknown or the table entry stays as it is). It may differ
-	// from the input even when nothing visible changed (lastMsgId, link
-	// bookkeeping). It may be a placeholder (State.IsPlaceholder), which is
-	// stored in the table only: it is not a flight.
+	// State is the table value after the transition (a fresh copy): nil
+	// when the FLID has no entry (an unknown flight stays unknown; a
+	// placeholder left, Drop). It may differ from the input even when
+	// nothing visible changed (lastMsgId, links). It may be a placeholder
+	// (State.IsPlaceholder), which is not a flight. For a purge it is the
+	// flight's last state, to archive.
 	State *State
-	// Applied is true when the flight changed and its version was bumped.
+	// Versions are the flight's states after each new version the
+	// transition made, in order: each is a line of the change history and
+	// a msg event (Events).
+	Versions []*State
+	// Applied is true when the transition made at least one version.
 	Applied bool
-	// Replay is true when the transition had already been applied; Event
-	// and Derived then repeat what the current state implies.
-	Replay bool
-	// Changed lists the changed tags in ChangeOrder (nil unless Applied).
+	// Changed lists the tags the last new version changed, in ChangeOrder
+	// (nil unless Applied).
 	Changed []string
-	// Event is the msg-topic event to emit; nil when nothing is to emit.
-	Event *Event
-	// Derived are transitions for other flights: LINKs to masters and
-	// cascade DELETEs to children, to be emitted on the transitions topic.
-	Derived []Transition
-	// Outcome is one of the Outcome constants.
+	// Replay is true when the transition had been applied already (a
+	// redelivery): nothing changes, nothing is announced again.
+	Replay bool
+	// Outcome is OutcomePurged for a purge, OutcomeApplied when the
+	// transition made a version, else the outcome of its first step.
 	Outcome string
 	// Purge says the flight leaves the table (KindPurge): State is its last
 	// state, to archive; the processor deletes the table entry and the
 	// read-model rows.
 	Purge bool
-	// Drop says a placeholder leaves the table: no child names it any more.
-	// There is nothing to archive or write (State is nil).
+	// Drop says the table entry, a placeholder, leaves the table: no child
+	// names it any more. There is nothing to archive (State is nil).
 	Drop bool
 }
 
+// Events are the msg-topic events of the new versions, in order.
+func (r Result) Events() []*Event {
+	out := make([]*Event, len(r.Versions))
+	for i, v := range r.Versions {
+		out[i] = eventOf(v)
+	}
+	return out
+}
+
 // Event is one msg-topic record (docs/design.md#msg-topic), keyed by FLID.
-// Consumers de-duplicate by (FLID, StateVersion).
 type Event struct {
 	// EventType is EventUpsert or EventTombstone.
 	EventType string `json:"eventType"`
@@ -111,7 +119,7 @@ type Event struct {
 	FLID string `json:"flid"`
 	// StateVersion is the flight's version after the change.
 	StateVersion int64 `json:"stateVersion"`
-	// MsgID is the message of the change.
+	// MsgID is the message of the change (0: the history sweep's).
 	MsgID int64 `json:"msgId"`
 	// Source is the transition's source, e.g. "FLOP-ESTT".
 	Source string `json:"source"`
@@ -121,14 +129,24 @@ type Event struct {
 	Flight *State `json:"flight"`
 }
 
-// Apply applies transition t to the flight state s (nil = unknown flight)
-// and returns the new state, the event to emit and the derived transitions.
-// It is pure: s and t are never modified and no clock, Kafka or database is
-// touched.
+// Apply applies transition t — every step one message makes on one flight,
+// t and t.Then, in order — to the flight state s (nil = unknown flight) and
+// returns the new state and the versions it made. It is pure: s and t are
+// never modified and no clock, Kafka or database is touched.
+//
+// The router sends every flight its transitions in inbox order, the derived
+// ones (a child's LINK to its master, a master's cascade to its children)
+// included, computed from its flight index (Expand); so Apply needs no
+// guard against reordering, and a transition the flight applied already is
+// recognised by its message alone (I4).
 //
 // Choices the contract leaves open, in one place:
-//   - A transition that changes nothing visible keeps the version, emits no
-//     event, but still advances lastMsgId, so that its replay is a no-op too.
+//   - A transition that changes nothing visible keeps the version and
+//     announces nothing, but still advances lastMsgId, so that its
+//     redelivery is recognised too.
+//   - A redelivered transition changes nothing and announces nothing: the
+//     events of the versions it made were committed with them (the outbox,
+//     docs/design.md#outbox).
 //   - FLOP or DELETE on a deleted flight changes nothing ("deleted-flight");
 //     SCHEDULE and ADFT revive it (a schedule or an added flight states
 //     that the flight exists again).
@@ -136,29 +154,104 @@ type Event struct {
 //     the first one a later transition carries; an established one never
 //     changes.
 //   - Lifecycle changes list "STATE" in Changed; creation lists it too.
-//   - LINK changes never move lastMsgId: it tracks the flight's own
-//     messages, while a LINK carries its child's message id.
 //   - A LINK for a FLID the table does not hold creates a placeholder that
 //     keeps the links until the master is created (SCHEDULE or ADFT: its
 //     first version lists them in MAFL). FLOP, DELETE and PURGE treat a
 //     placeholder as an unknown flight.
-//   - A master's deletion deletes every child whose live link began at or
-//     before it, also when the child's LINK arrives after the deletion or
-//     after a revival (DeletedBy). A revived master's MAFL shows the
-//     children linked to it since its last deletion.
+//   - A LINK to a deleted master is recorded: a revived master lists the
+//     children linked to it since.
+//   - A cascade deletes an ACTIVE flight that names the deleting master;
+//     reaching any other is a disagreement between the router's index and
+//     the table, and rejected (ErrInvalid), like a step whose Expect the
+//     result does not meet.
 //   - A replayed transition (t.Replay, docs/design.md#replay) is applied to
 //     the current state like a new one, although its message is older than
 //     what the flight applied since: a new version and a normal event. Its
 //     redelivery is recognised by Replayed, never by lastMsgId, which it
-//     does not move back. The codeshare bookkeeping (LinkSince, DeletedBy)
-//     records its message id like any change's, so the codeshare rules
-//     judge a replayed change by its message's place in the inbox: a
-//     replayed master deletion cascades to the children linked at or
-//     before that message, as it would have at its place.
+//     does not move back.
 func Apply(s *State, t Transition, o Options) (Result, error) {
-	if err := check(s, t, o); err != nil {
-		return Result{}, err
+	steps := t.Steps()
+	for i, st := range steps {
+		if err := check(s, st, o); err != nil {
+			return Result{}, err
+		}
+		if i > 0 && (st.MsgID != t.MsgID || st.FLID != t.FLID || st.Replay != t.Replay || len(st.Then) > 0) {
+			return Result{}, fmt.Errorf("%w: step %d of message #%d for %s belongs to another transition", ErrInvalid, i, t.MsgID, t.FLID)
+		}
 	}
+	if t.MsgID > 0 && s != nil && applied(s, t) {
+		return Result{State: s.Clone(), Replay: true, Outcome: OutcomeReplay}, nil
+	}
+	var res Result
+	cur := s
+	for i, st := range steps {
+		r, err := applyStep(cur, st, o)
+		if err != nil {
+			return Result{}, err
+		}
+		if st.Expect != nil {
+			got := LinkOf(r.state)
+			if r.purge {
+				got = message.FlightLink{}
+			}
+			if got != *st.Expect {
+				return Result{}, fmt.Errorf("%w: the router's flight index expects flight %s to be %s after message #%d, the flights table makes it %s",
+					ErrInvalid, t.FLID, describeLink(*st.Expect), t.MsgID, describeLink(got))
+			}
+		}
+		if i == 0 {
+			res.Outcome = r.outcome
+		}
+		if r.version {
+			res.Versions = append(res.Versions, r.state)
+			res.Changed = r.changed
+		}
+		if r.purge {
+			if i != len(steps)-1 {
+				return Result{}, fmt.Errorf("%w: steps after the purge of %s", ErrInvalid, t.FLID)
+			}
+			res.Purge, res.State = true, r.state
+		} else {
+			cur = r.state
+		}
+	}
+	if res.Applied = len(res.Versions) > 0; res.Applied && !res.Purge {
+		res.Outcome = OutcomeApplied
+	}
+	if !res.Purge {
+		res.State = cur
+		res.Drop = s != nil && cur == nil
+	}
+	return res, nil
+}
+
+// Steps lists t's steps in order: t without its Then, then each of Then.
+func (t Transition) Steps() []Transition {
+	head := t
+	head.Then = nil
+	return append([]Transition{head}, t.Then...)
+}
+
+// describeLink words a link for an error.
+func describeLink(l message.FlightLink) string {
+	if !l.IsFlight() {
+		return "no flight"
+	}
+	return fmt.Sprintf("%s (MAID %q, FLNO %q)", l.State, l.MAID, l.FLNO)
+}
+
+// step is what one step did.
+type step struct {
+	// state is the entry after the step (nil: none); a purge's is the last
+	// state, to archive.
+	state   *State
+	version bool
+	changed []string
+	outcome string
+	purge   bool
+}
+
+func applyStep(s *State, t Transition, o Options) (step, error) {
 	// FLOP-FDEL is a delete whichever kind the router gave it.
 	if t.Kind == KindFLOP && strings.EqualFold(strings.TrimSpace(t.STYP), STYPDelete) {
 		t.Kind = KindDelete
@@ -170,7 +263,7 @@ func Apply(s *State, t Transition, o Options) (Result, error) {
 		return applyLink(s, t), nil
 	case KindDelete:
 		if t.Cascade {
-			return applyCascade(s, t), nil
+			return applyCascade(s, t)
 		}
 		return applyDelete(s, t), nil
 	default:
@@ -190,7 +283,10 @@ func check(s *State, t Transition, o Options) error {
 	if s != nil && s.FLID != t.FLID {
 		return fmt.Errorf("%w: transition for FLID %s applied to state of FLID %s", ErrInvalid, t.FLID, s.FLID)
 	}
-	if t.MsgID <= 0 && t.Kind != KindPurge {
+	// Only the history sweep's transitions carry no message: its PURGE and
+	// the LINK of a purged child.
+	sweep := t.Kind == KindPurge || t.Kind == KindLink && t.Source == SourceHistory
+	if t.MsgID < 0 || t.MsgID == 0 && !sweep {
 		return fmt.Errorf("%w: msgId %d (must be positive)", ErrInvalid, t.MsgID)
 	}
 	if t.Cascade && t.Kind != KindDelete {
@@ -223,47 +319,38 @@ func check(s *State, t Transition, o Options) error {
 	return nil
 }
 
-// applied reports whether the flight's own transition t was applied to s
-// already (a redelivery; docs/design.md#i4-exactly-once-effect): a normal
-// transition at or below lastMsgId, a replayed one (t.Replay) not above the
-// last replayed transition applied (message.Applied).
+// applied reports whether t was applied to s already (a redelivery;
+// docs/design.md#i4-exactly-once-effect): a normal transition at or below
+// lastMsgId, a replayed one (t.Replay) not above the last replayed
+// transition applied (message.Applied).
 func applied(s *State, t Transition) bool {
 	return message.Applied(s.LastMsgID, s.Replayed, t.Replay, t.MsgID)
 }
 
-// remember records the flight's own transition t as applied: lastMsgId
-// moves to t's message unless it is higher (a replayed older message never
-// moves it back: the read model's never-backwards guard and every later
-// redelivery rest on it), and a replayed transition becomes the last
-// replay applied.
+// remember records t as applied: lastMsgId moves to t's message unless it
+// is higher (a replayed older message never moves it back: the read model's
+// never-backwards guard and every later redelivery rest on it), and a
+// replayed transition becomes the last replay applied. The history sweep's
+// transitions (no message) leave both alone.
 func remember(next *State, t Transition) {
+	if t.MsgID <= 0 {
+		return
+	}
 	next.LastMsgID = max(next.LastMsgID, t.MsgID)
 	if t.Replay != 0 {
 		next.Replayed = &message.ReplayMark{Gen: t.Replay, MsgID: t.MsgID}
 	}
 }
 
-// lastMsgPolicy says how a committed change moves lastMsgId.
-type lastMsgPolicy int
-
-const (
-	ownMessage lastMsgPolicy = iota // the flight's own message: set to it
-	cascadeMsg                      // the master's message: never go back
-	linkMsg                         // a child's message: leave alone
-)
-
-func applyUpdate(s *State, t Transition, o Options) Result {
+func applyUpdate(s *State, t Transition, o Options) step {
 	placeholder := s.IsPlaceholder()
 	if (s == nil || placeholder) && t.Kind == KindFLOP {
-		return Result{Outcome: OutcomeNoMatch}
-	}
-	if s != nil && applied(s, t) {
-		return replay(s, OutcomeReplay)
+		return step{state: s, outcome: OutcomeNoMatch}
 	}
 	if s != nil && s.State == StateDeleted && t.Kind == KindFLOP {
 		next := s.Clone()
 		remember(next, t)
-		return Result{State: next, Outcome: OutcomeDeletedFlight}
+		return step{state: next, outcome: OutcomeDeletedFlight}
 	}
 	var next *State
 	before := s
@@ -273,12 +360,18 @@ func applyUpdate(s *State, t Transition, o Options) Result {
 	case placeholder:
 		// The master's creation: a new flight that starts with the links
 		// its children reported before it existed, so its first version
-		// already lists them in MAFL.
-		next = &State{FLID: t.FLID, OperationDay: t.OperationDay, Links: maps.Clone(s.Links)}
+		// already lists them in MAFL, and with the placeholder's record of
+		// the messages it applied.
+		next = &State{FLID: t.FLID, OperationDay: t.OperationDay, Links: maps.Clone(s.Links), LastMsgID: s.LastMsgID}
+		if s.Replayed != nil {
+			r := *s.Replayed
+			next.Replayed = &r
+		}
 		before = nil
 	default:
 		next = s.Clone()
 	}
+	remember(next, t)
 	if next.Fields == nil {
 		next.Fields = map[string]string{}
 	}
@@ -299,249 +392,108 @@ func applyUpdate(s *State, t Transition, o Options) Result {
 		replace(next, t)
 		flopSpecials(next, t)
 	}
-	return commit(before, next, t, ownMessage)
+	return commit(before, next, t)
 }
 
-func applyDelete(s *State, t Transition) Result {
+func applyDelete(s *State, t Transition) step {
 	if s == nil || s.IsPlaceholder() {
-		return Result{Outcome: OutcomeNoMatch}
-	}
-	if applied(s, t) {
-		return replay(s, OutcomeReplay)
+		return step{state: s, outcome: OutcomeNoMatch}
 	}
 	next := s.Clone()
+	remember(next, t)
 	if s.State == StateDeleted {
-		remember(next, t)
-		return Result{State: next, Outcome: OutcomeDeletedFlight}
+		return step{state: next, outcome: OutcomeDeletedFlight}
 	}
 	next.State = StateDeleted
-	return commit(s, next, t, ownMessage)
+	return commit(s, next, t)
 }
 
-// applyCascade deletes a child because its master was deleted.
-//
-// The cascade is exempt from the lastMsgId rule: the master derives it while
-// applying message m, and it reaches the child behind the child's own later
-// messages (m+1, …), so msgId <= lastMsgId says nothing about whether it was
-// applied. That is safe because the guard is on state, not on message order:
-//   - it deletes only a child that is ACTIVE, still names this master in
-//     MAID and whose link began at or before m (LinkSince). A child that
-//     moved to another master, or was revived, relinked or restated by a
-//     SCHEDULE or ADFT after m, is left alone: nothing after the deletion
-//     is undone by it. A child left alone that still names this master
-//     tells it when its link began, so that the master, whose record of it
-//     is older than that, neither hides it nor cascades again;
-//   - a second delivery finds the child DELETED by this very cascade
-//     (Last.MsgID == m, source CASCADE) and is a replay, so the effect
-//     happens once.
-func applyCascade(s *State, t Transition) Result {
-	if s == nil || s.IsPlaceholder() {
-		return Result{Outcome: OutcomeNoMatch}
-	}
-	if s.State == StateDeleted {
-		if s.Last != nil && s.Last.MsgID == t.MsgID && s.Last.Source == t.Source {
-			return replay(s, OutcomeReplay)
-		}
-		return Result{State: s.Clone(), Outcome: OutcomeDeletedFlight}
-	}
-	if masterOf(s) != t.Fields["MAID"] || s.LinkSince > t.MsgID {
-		r := Result{State: s.Clone(), Outcome: OutcomeNotLinked}
-		if n := linkOf(s); n.master == t.Fields["MAID"] {
-			r.Derived = []Transition{linkTransition(s, n.master, n, Transition{MsgID: s.LinkSince, At: s.UpdatedAt})}
-		}
-		return r
+// applyCascade deletes a child because its master was deleted by the same
+// message. The router sends it only to a flight its index holds ACTIVE and
+// naming that master (Expand); anything else here means the index and the
+// table disagree.
+func applyCascade(s *State, t Transition) (step, error) {
+	master := t.Fields["MAID"]
+	if s == nil || s.IsPlaceholder() || s.State != StateActive || masterOf(s) != master {
+		return step{}, fmt.Errorf("%w: the cascade of master %s's deletion (message #%d) reaches flight %s, which is %s: the router's flight index and the flights table disagree",
+			ErrInvalid, master, t.MsgID, t.FLID, describeLink(LinkOf(s)))
 	}
 	next := s.Clone()
+	remember(next, t)
 	next.State = StateDeleted
-	return commit(s, next, t, cascadeMsg)
+	return commit(s, next, t), nil
 }
 
-// applyLink records a child's link report on its master. LINKs are
-// idempotent by the child's version, not by message id (several LINKs can
-// carry one message id, and they reach the master after its own later
-// messages).
-//
-// A LINK may arrive before its master exists (the child came first, or
-// listed first in one package, or the master's partition is behind): it is
-// kept on a placeholder, which the master's creation turns into the flight
-// (applyUpdate). A placeholder whose last live child left is dropped from
-// the table, so that placeholders are bounded by the live children naming
-// them; a report that a child left a master that is not a flight is
-// nothing to remember.
-//
-// A live LINK may also arrive after its master's deletion (it was still on
-// the loop topic when the master was deleted, so the deletion's cascade did
-// not know the child): when the link began at or before that deletion, the
-// cascade for this child is derived now, carrying the deletion's message,
-// so that applyCascade's LinkSince guard spares a child that linked later.
-func applyLink(s *State, t Transition) Result {
+// applyLink records a child's link report on its master: a live child under
+// its flight number, a child that left removed. A LINK may arrive before
+// its master exists (the child came first, or was listed first in one
+// package): it is kept on a placeholder, which the master's creation turns
+// into the flight (applyUpdate). A placeholder whose last live child left is
+// dropped from the table, so that placeholders are bounded by the live
+// children naming them; a report that a child left a master that is not a
+// flight is nothing to remember.
+func applyLink(s *State, t Transition) step {
 	l := *t.Link
+	base := s
 	if s == nil {
 		if !l.Live {
-			return Result{Outcome: OutcomeNoMatch}
+			return step{outcome: OutcomeNoMatch}
 		}
-		s = &State{FLID: t.FLID, State: StatePlaceholder}
+		base = &State{FLID: t.FLID, State: StatePlaceholder}
 	}
-	if rec, ok := s.Links[l.Child]; ok && !newer(l, rec) {
-		// A redelivery (or a replayed child re-reporting): the master's
-		// current event is re-emitted in case it was lost with the crash
-		// that caused the redelivery, and so is the cascade the record
-		// implies.
-		r := replay(s, OutcomeStaleLink, withoutDerived)
-		if doomed(s, rec) {
-			r.Derived = []Transition{cascadeTo(s, l.Child, t.At)}
-		}
-		return r
-	}
-	next := s.Clone()
+	next := base.Clone()
+	remember(next, t)
 	if next.Links == nil {
 		next.Links = map[string]ChildLink{}
 	}
-	rec := ChildLink{FLNO: l.FLNO, Live: l.Live, Version: l.ChildVersion}
 	if l.Live {
-		rec.Since = l.Since
+		next.Links[l.Child] = ChildLink{FLNO: l.FLNO, Live: true}
+	} else {
+		delete(next.Links, l.Child)
 	}
-	next.Links[l.Child] = rec
 	if next.IsPlaceholder() {
 		for _, c := range next.Links {
 			if c.Live {
-				return Result{State: next, Outcome: OutcomePlaceholder}
+				return step{state: next, outcome: OutcomePlaceholder}
 			}
 		}
-		return Result{Drop: true, Outcome: OutcomePlaceholder}
+		return step{outcome: OutcomePlaceholder}
 	}
 	if t.Source == "" {
 		t.Source = SourceLink
 	}
-	r := commit(s, next, t, linkMsg)
-	if !r.Applied && s.State == StateDeleted {
-		// Recorded, so that a revived master shows the child if it linked
-		// after the deletion, but a deleted flight has no MAFL to change.
-		r.Outcome = OutcomeDeletedFlight
-	}
-	if doomed(next, rec) {
-		r.Derived = append(r.Derived, cascadeTo(next, l.Child, t.At))
-	}
-	return r
-}
-
-// newer reports whether report l is newer than the record rec: a higher
-// child version, or the same live link with a later start (a child answering
-// a cascade, applyCascade).
-func newer(l Link, rec ChildLink) bool {
-	return l.ChildVersion > rec.Version || l.ChildVersion == rec.Version && l.Live && rec.Live && l.Since > rec.Since
-}
-
-// replayOption tunes replay.
-type replayOption int
-
-const withoutDerived replayOption = 1
-
-// replay answers a transition that was already applied: no change, and the
-// event (and derived transitions) the current state implies, so that
-// whatever a crash lost between the table write and the emits is emitted
-// again. Consumers de-duplicate by (FLID, stateVersion), masters by child
-// version, children by their cascade guard.
-func replay(s *State, outcome string, opts ...replayOption) Result {
-	if s.IsPlaceholder() {
-		// Not a flight: no event, and it tells no other flight anything.
-		return Result{State: s.Clone(), Replay: true, Outcome: outcome}
-	}
-	r := Result{State: s.Clone(), Replay: true, Event: eventOf(s), Outcome: outcome}
-	if !slices.Contains(opts, withoutDerived) {
-		r.Derived = impliedDerived(s)
+	r := commit(s, next, t)
+	if !r.version && s.State == StateDeleted {
+		// Recorded, so that a revived master shows the child, but a
+		// deleted flight has no MAFL to change.
+		r.outcome = OutcomeDeletedFlight
 	}
 	return r
 }
 
 // commit finishes a change: derived fields, MAFL projection, change list,
-// version, provenance, event and derived transitions. before is nil for a
-// new flight.
-func commit(before, next *State, t Transition, policy lastMsgPolicy) Result {
+// version and provenance. before is nil for a new flight.
+func commit(before, next *State, t Transition) step {
 	deriveFlags(next)
 	// The operation day is fixed once known; a flight created without one
 	// (ADFT without SODT) takes the first one offered, as the router's
 	// FLID → day index does.
-	if next.OperationDay == "" && policy != linkMsg {
+	if next.OperationDay == "" && t.Kind != KindLink {
 		next.OperationDay = t.OperationDay
-	}
-	// The flight's own link and deletion bookkeeping, kept even when
-	// nothing visible changes. A SCHEDULE or ADFT states the flight and its
-	// link anew: a cascade from a deletion before it must not undo it,
-	// whichever reaches the flight first (applyCascade).
-	b, n := linkOf(before), linkOf(next)
-	restated := t.Kind == KindSchedule || t.Kind == KindADFT
-	switch {
-	case n.master == "":
-		next.LinkSince = 0
-	case n.live && (b.master != n.master || !b.live || restated):
-		next.LinkSince = t.MsgID
-	}
-	if n.live {
-		n.since = next.LinkSince
-	}
-	deleting := next.State == StateDeleted && (before == nil || before.State != StateDeleted)
-	if deleting {
-		next.DeletedBy = t.MsgID
 	}
 	projectMAFL(next)
 	changed := diff(before, next)
 	if len(changed) == 0 {
-		if policy == ownMessage {
-			// Remember the message although it changed nothing, so that its
-			// redelivery is recognised and stays a no-op.
-			remember(next, t)
-		}
-		return Result{State: next, Outcome: OutcomeNoChange}
+		return step{state: next, outcome: OutcomeNoChange}
 	}
-
 	var prev int64
 	if before != nil {
 		prev = before.StateVersion
 	}
 	next.StateVersion = prev + 1
 	next.UpdatedAt = t.At
-	switch policy {
-	case ownMessage:
-		remember(next, t)
-	case cascadeMsg:
-		next.LastMsgID = max(next.LastMsgID, t.MsgID)
-	}
-
-	// Child side of MAFL: tell the old and the new master.
-	var derived []Transition
-	unlinked := ""
-	if before != nil && before.Last != nil && policy == linkMsg {
-		// A LINK does not touch the flight's own link; keep what a replay
-		// of the flight's own last change must repeat.
-		unlinked = before.Last.Unlinked
-	}
-	if b.master == n.master {
-		if n.master != "" && (b.flno != n.flno || b.live != n.live) {
-			derived = append(derived, linkTransition(next, n.master, n, t))
-		}
-	} else {
-		if b.master != "" && b.live {
-			derived = append(derived, linkTransition(next, b.master, childLink{flno: b.flno}, t))
-			unlinked = b.master
-		}
-		if n.master != "" {
-			derived = append(derived, linkTransition(next, n.master, n, t))
-		}
-	}
-	if deleting {
-		derived = append(derived, cascades(next, t.At)...)
-	}
-
-	next.Last = &Provenance{MsgID: t.MsgID, Source: t.Source, Changed: changed, Unlinked: unlinked}
-	return Result{
-		State:   next,
-		Applied: true,
-		Changed: slices.Clone(changed),
-		Event:   eventOf(next),
-		Derived: derived,
-		Outcome: OutcomeApplied,
-	}
+	next.Last = &Provenance{MsgID: t.MsgID, Source: t.Source, Changed: changed}
+	return step{state: next, version: true, changed: slices.Clone(changed), outcome: OutcomeApplied}
 }
 
 // replace applies present scalars, attributed elements and collections with
@@ -784,14 +736,6 @@ func rawEmpty(e Element) bool {
 	}
 }
 
-// childLink is a flight's own link to its master, as its master sees it.
-type childLink struct {
-	master string
-	flno   string
-	live   bool
-	since  int64 // LinkSince, live links only
-}
-
 // masterOf returns the flight's master FLID; a MAID naming the flight
 // itself is no link.
 func masterOf(s *State) string {
@@ -801,105 +745,18 @@ func masterOf(s *State) string {
 	return ""
 }
 
-func linkOf(s *State) childLink {
-	if s == nil {
-		return childLink{}
-	}
-	l := childLink{master: masterOf(s), flno: s.Fields["FLNO"], live: s.State == StateActive}
-	if l.live {
-		l.since = s.LinkSince
-	}
-	return l
-}
-
-func linkTransition(child *State, master string, l childLink, t Transition) Transition {
-	return Transition{
-		MsgID:  t.MsgID,
-		Source: SourceLink,
-		Kind:   KindLink,
-		FLID:   master,
-		At:     t.At,
-		Link:   &Link{Child: child.FLID, FLNO: l.flno, Live: l.live, ChildVersion: child.StateVersion, Since: l.since},
-	}
-}
-
-// doomed reports whether the child record l of flight s is a live child
-// that the flight's last deletion deletes: its link began at or before it.
-func doomed(s *State, l ChildLink) bool {
-	return l.Live && s.DeletedBy > 0 && l.Since <= s.DeletedBy
-}
-
-// cascades returns the cascade DELETE of every doomed child, ordered by
-// FLID.
-func cascades(s *State, at time.Time) []Transition {
-	var out []Transition
-	for _, child := range sortedFLIDs(s.Links) {
-		if doomed(s, s.Links[child]) {
-			out = append(out, cascadeTo(s, child, at))
-		}
-	}
-	return out
-}
-
-// cascadeTo is the cascade DELETE of child from the last deletion of s.
-func cascadeTo(s *State, child string, at time.Time) Transition {
-	return Transition{
-		MsgID:   s.DeletedBy,
-		Source:  SourceCascade,
-		Kind:    KindDelete,
-		FLID:    child,
-		At:      at,
-		Fields:  map[string]string{"MAID": s.FLID},
-		Cascade: true,
-	}
-}
-
-// impliedDerived is what the flight's current state tells other flights: its
-// link to its master, the master it left in its last own change, and the
-// cascade to the children its last deletion deletes that still report live.
-func impliedDerived(s *State) []Transition {
-	var out []Transition
-	n := linkOf(s)
-	msgID := s.LastMsgID
-	if s.Last != nil {
-		msgID = s.Last.MsgID
-		if u := s.Last.Unlinked; u != "" && u != n.master {
-			out = append(out, linkTransition(s, u, childLink{flno: n.flno}, Transition{MsgID: msgID, At: s.UpdatedAt}))
-		}
-	}
-	if n.master != "" {
-		out = append(out, linkTransition(s, n.master, n, Transition{MsgID: msgID, At: s.UpdatedAt}))
-	}
-	return append(out, cascades(s, s.UpdatedAt)...)
-}
-
 // projectMAFL recomputes the MAFL of a flight from its link records: the
-// live children of an ACTIVE master (MAID empty), ordered by FLID. A
-// revived master does not list the children its deletion deletes (their
-// cascade may still be on its way): only those linked since.
+// live children of an ACTIVE master (MAID empty), ordered by FLID.
 func projectMAFL(s *State) {
 	s.MAFL = nil
 	if s.State != StateActive || masterOf(s) != "" {
 		return
 	}
 	for _, child := range sortedFLIDs(s.Links) {
-		if l := s.Links[child]; l.Live && !doomed(s, l) {
+		if l := s.Links[child]; l.Live {
 			s.MAFL = append(s.MAFL, MAFLEntry{FLID: child, FLNO: l.FLNO})
 		}
 	}
-}
-
-// sortedFLIDs orders FLIDs numerically (they are digit strings), falling
-// back to byte order for equal lengths.
-func sortedFLIDs(m map[string]ChildLink) []string {
-	keys := slices.Collect(maps.Keys(m))
-	slices.SortFunc(keys, func(a, b string) int {
-		if len(a) != len(b) {
-			return len(a) - len(b)
-		}
-		return strings.Compare(a, b)
-	})
-	return keys
 }
 
 // diff lists what differs between before (nil = no flight) and next, in
@@ -935,37 +792,29 @@ func diff(before, next *State) []string {
 
 // applyPurge takes a flight of a past operation day out of the table. A
 // flight that was never deleted gets a last version, DELETED, whose
-// TOMBSTONE event consumers see before it disappears (and, if it is a live
-// child, a LINK that takes it out of its master's MAFL or placeholder); a
-// deleted one already had its tombstone. A flight whose day is not (yet)
-// past, or that has no day, stays; so does a placeholder, which has neither
-// a day nor a row the sweep could find.
-//
-// The LINK is derived only here: a PURGE delivered again after the entry is
-// gone finds nothing. A crash between the table delete and the loop emit
-// therefore leaves the purged child in its master's MAFL, or a placeholder
-// in the table, for good: a window the daily sweep accepts.
-func applyPurge(s *State, t Transition) Result {
+// TOMBSTONE event consumers see before it disappears; a deleted one already
+// had its tombstone. A flight whose day is not (yet) past, or that has no
+// day, stays; so does a placeholder, which has neither a day nor a row the
+// sweep could find. The router tells the master of a purged live child
+// (Expand).
+func applyPurge(s *State, t Transition) step {
 	if s == nil || s.IsPlaceholder() {
-		return Result{Outcome: OutcomeNoMatch}
+		return step{state: s, outcome: OutcomeNoMatch}
 	}
 	if s.OperationDay == "" || s.OperationDay >= t.PurgeBefore {
-		return Result{Outcome: OutcomeNotEligible}
+		return step{state: s.Clone(), outcome: OutcomeNotEligible}
 	}
 	last := s.Clone()
-	res := Result{State: last, Purge: true, Outcome: OutcomePurged}
+	r := step{state: last, purge: true, outcome: OutcomePurged}
 	if last.State != StateDeleted {
 		last.State = StateDeleted
+		last.MAFL = nil
 		last.StateVersion++
 		last.UpdatedAt = t.At
 		last.Last = &Provenance{MsgID: last.LastMsgID, Source: SourceHistory, Changed: []string{ChangedState}}
-		res.Applied, res.Changed, res.Event = true, []string{ChangedState}, eventOf(last)
-		if m := masterOf(s); m != "" {
-			gone := childLink{flno: s.Fields["FLNO"]}
-			res.Derived = []Transition{linkTransition(last, m, gone, Transition{MsgID: last.LastMsgID, At: t.At})}
-		}
+		r.version, r.changed = true, []string{ChangedState}
 	}
-	return res
+	return r
 }
 
 // eventOf is the msg-topic event of the flight's current version.

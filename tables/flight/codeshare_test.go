@@ -1,597 +1,352 @@
 package flight
 
 import (
+	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"msgx/internal/kafka"
 	"slices"
 	"strings"
 	"testing"
+
+	"msgx/tables/message"
 )
 
-// Codeshares independent of arrival order (issue 11 §2): whatever the order
-// in which masters, children, their updates, deletions and the derived LINKs
-// and cascades reach the flights processor, and whatever crash makes it
-// process a record again, the end is the same: every master's MAFL lists its
-// live children, a master's deletion deletes every child linked to it at
-// that time (each with a TOMBSTONE), and a child that changes its MAID moves
-// from the old master's MAFL to the new one's.
-
-// record is one Kafka record on msgx.flight-transitions (loop false) or on
-// the processor's loop topic.
-type record struct {
-	id   int
-	loop bool
-	t    Transition
+// world is the serial fold of the codeshare rules: the router's flight
+// index (links) and the flights table (states), one message at a time —
+// Expand its own transitions against the index, then Apply every resulting
+// transition to the table. After each message it checks that the index and
+// the table agree on every flight (docs/design.md#codeshare).
+type world struct {
+	t      *testing.T
+	o      Options
+	links  map[string]message.FlightLink
+	states map[string]*State
+	// versions are the versions each flight went through, as "v<n> #<msg>
+	// <source> <changed>".
+	versions map[string][]string
 }
 
-// crash is where a delivery breaks off; the record is then delivered again.
-type crash int
-
-const (
-	noCrash           crash = iota
-	crashBeforeCommit       // nothing durable
-	crashAfterCommit        // the PostgreSQL transaction (events) committed, the table not written
-	crashAfterTable         // the table written, no loop emit
-	crashMidEmit            // the table written, half of the loop emits
-)
-
-// network plays records through Apply as the flights processor does (table
-// value, events, derived records onto the loop topic), in an order chosen
-// among those Kafka allows:
-//   - onePartition (the default deployment): each topic is one FIFO; the two
-//     topics interleave arbitrarily.
-//   - otherwise: only the records of one key on one topic keep their order.
-//     A cascade with message m is assumed to reach a child after the child's
-//     own messages older than m (see TestCascadeOvertakingOwnMessage).
-type network struct {
-	t            *testing.T
-	name         string
-	onePartition bool
-	// cascadesOvertake lifts, with several partitions, the assumption that
-	// a cascade reaches a child after the child's older own messages.
-	cascadesOvertake bool
-	// choose picks one of the deliverable records (indexes into pending).
-	choose func(candidates []int) int
-	// crashOf says how the first delivery of a record breaks off.
-	crashOf func(r record) crash
-	// rewind, called after each delivery, may return a topic and a count:
-	// the last count records delivered on it are delivered again, as after
-	// a consumer restart from an older committed offset.
-	rewind func() (loop bool, count int)
-
-	states  map[string]*State
-	events  map[string][]Event
-	pending []record
-	done    [2][]record
-	nextID  int
-	crashed map[int]bool
+func newWorld(t *testing.T) *world {
+	return &world{t: t, links: map[string]message.FlightLink{}, states: map[string]*State{}, versions: map[string][]string{}}
 }
 
-func newNetwork(t *testing.T, name string, onePartition bool) *network {
-	return &network{t: t, name: name, onePartition: onePartition, states: map[string]*State{}, events: map[string][]Event{}, crashed: map[int]bool{},
-		choose: func(c []int) int { return c[0] }}
-}
-
-func (n *network) fatalf(format string, args ...any) {
-	n.t.Helper()
-	n.t.Fatalf("%s: %s", n.name, fmt.Sprintf(format, args...))
-}
-
-func (n *network) send(loop bool, ts ...Transition) {
-	for _, t := range ts {
-		n.nextID++
-		n.pending = append(n.pending, record{id: n.nextID, loop: loop, t: t})
+// send applies one message's own transitions and returns the transitions
+// it made.
+func (w *world) send(own ...Transition) []Transition {
+	w.t.Helper()
+	out, changed, err := Expand(own, w.links, w.o)
+	if err != nil {
+		w.t.Fatalf("Expand: %v", err)
 	}
-}
-
-func topic(loop bool) int {
-	if loop {
-		return 1
-	}
-	return 0
-}
-
-// deliverable reports whether Kafka could deliver pending[i] next.
-func (n *network) deliverable(i int) bool {
-	r := n.pending[i]
-	for _, p := range n.pending[:i] {
-		if p.loop == r.loop && (n.onePartition || p.t.FLID == r.t.FLID) {
-			return false
+	for flid, l := range changed {
+		if l.IsFlight() {
+			w.links[flid] = l
+		} else {
+			delete(w.links, flid)
 		}
 	}
-	if !n.onePartition && !n.cascadesOvertake && r.t.Cascade {
-		for _, p := range n.pending {
-			if !p.loop && p.t.FLID == r.t.FLID && p.t.MsgID < r.t.MsgID {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func (n *network) run() {
-	n.t.Helper()
-	for steps := 0; len(n.pending) > 0; steps++ {
-		if steps > 5000 {
-			n.fatalf("no end after %d deliveries: %d pending", steps, len(n.pending))
-		}
-		var candidates []int
-		for i := range n.pending {
-			if n.deliverable(i) {
-				candidates = append(candidates, i)
-			}
-		}
-		i := candidates[n.choose(candidates)]
-		r := n.pending[i]
-		res, err := Apply(n.states[r.t.FLID], r.t, Options{})
+	for _, tr := range out {
+		r, err := Apply(w.states[tr.FLID], tr, w.o)
 		if err != nil {
-			n.fatalf("Apply(%s %s msg %d): %v", r.t.Kind, r.t.FLID, r.t.MsgID, err)
+			w.t.Fatalf("Apply(%s #%d): %v", tr.FLID, tr.MsgID, err)
 		}
-		n.checkResult(r, res)
-		c := noCrash
-		if n.crashOf != nil && !n.crashed[r.id] {
-			if c = n.crashOf(r); c != noCrash {
-				n.crashed[r.id] = true
-			}
-		}
-		if c != crashBeforeCommit && res.Event != nil {
-			n.events[r.t.FLID] = append(n.events[r.t.FLID], *res.Event)
-		}
-		if c == crashBeforeCommit || c == crashAfterCommit {
-			continue
+		for _, v := range r.Versions {
+			w.versions[v.FLID] = append(w.versions[v.FLID], fmt.Sprintf("v%d #%d %s %s", v.StateVersion, v.Last.MsgID, v.Last.Source, strings.Join(v.Last.Changed, ",")))
 		}
 		switch {
-		case res.Purge || res.Drop:
-			delete(n.states, r.t.FLID)
-		case res.State != nil:
-			n.states[r.t.FLID] = res.State
-		}
-		derived := res.Derived
-		switch c {
-		case crashAfterTable:
-			derived = nil
-		case crashMidEmit:
-			derived = derived[:len(derived)/2]
-		}
-		n.send(true, derived...)
-		if c != noCrash {
-			continue // delivered again: it stays at the head of its key
-		}
-		n.pending = slices.Delete(n.pending, i, i+1)
-		n.done[topic(r.loop)] = append(n.done[topic(r.loop)], r)
-		if n.rewind != nil {
-			if loop, count := n.rewind(); count > 0 {
-				log := n.done[topic(loop)]
-				count = min(count, len(log))
-				var again []record
-				for _, old := range log[len(log)-count:] {
-					n.nextID++
-					again = append(again, record{id: n.nextID, loop: loop, t: old.t})
-				}
-				n.pending = append(again, n.pending...)
-			}
+		case r.Purge, r.State == nil:
+			delete(w.states, tr.FLID)
+		default:
+			w.states[tr.FLID] = r.State
 		}
 	}
-}
-
-// checkResult checks what the processor relies on for every single Apply.
-func (n *network) checkResult(r record, res Result) {
-	n.t.Helper()
-	if res.State.IsPlaceholder() && (res.Event != nil || res.Applied || res.Derived != nil) {
-		n.fatalf("%s %s: a placeholder with an event, a version or derived transitions: %+v", r.t.Kind, r.t.FLID, res)
-	}
-	if res.Drop && (res.State != nil || !n.states[r.t.FLID].IsPlaceholder()) {
-		n.fatalf("%s %s: dropped an entry that is not a placeholder: %+v", r.t.Kind, r.t.FLID, res)
-	}
-	if e := res.Event; e != nil && e.Flight.State != StateActive && e.Flight.State != StateDeleted {
-		n.fatalf("%s %s: event of a %q flight", r.t.Kind, r.t.FLID, e.Flight.State)
-	}
-}
-
-// checkInvariants checks the end state whatever the script.
-func (n *network) checkInvariants() {
-	n.t.Helper()
-	for flid, s := range n.states {
-		if s.IsPlaceholder() {
-			live := 0
-			for child, l := range s.Links {
-				if !l.Live {
-					continue
-				}
-				live++
-				if c := n.states[child]; c == nil || c.State != StateActive || masterOf(c) != flid {
-					n.fatalf("placeholder %s lists %s as live: %+v", flid, child, c)
-				}
-			}
-			if live == 0 || len(n.events[flid]) > 0 {
-				n.fatalf("placeholder %s: %d live links, %d events", flid, live, len(n.events[flid]))
-			}
-			continue
-		}
-		n.checkEvents(flid, s)
-		if s.State != StateActive {
-			continue
-		}
-		m := masterOf(s)
-		if m == "" {
-			children := map[string]ChildLink{}
-			for child, c := range n.states {
-				if c.State == StateActive && masterOf(c) == flid {
-					children[child] = ChildLink{FLNO: c.Fields["FLNO"]}
-				}
-			}
-			var want []MAFLEntry
-			for _, child := range sortedFLIDs(children) {
-				want = append(want, MAFLEntry{FLID: child, FLNO: children[child].FLNO})
-			}
-			if !slices.Equal(s.MAFL, want) {
-				n.fatalf("master %s: MAFL %v, live children %v", flid, s.MAFL, want)
-			}
-			continue
-		}
-		switch ms := n.states[m]; {
-		case ms == nil:
-			n.fatalf("live child %s: its master %s has no table entry", flid, m)
-		case ms.IsPlaceholder():
-			if !ms.Links[flid].Live {
-				n.fatalf("live child %s: placeholder %s does not list it: %+v", flid, m, ms.Links)
-			}
-		case ms.DeletedBy > 0 && s.LinkSince <= ms.DeletedBy:
-			n.fatalf("child %s linked at %d survived its master's deletion at %d", flid, s.LinkSince, ms.DeletedBy)
-		}
-	}
-}
-
-// checkEvents: every version of a flight was announced, and the newest
-// announcement is the flight as it ends (a TOMBSTONE for a deleted one).
-func (n *network) checkEvents(flid string, s *State) {
-	n.t.Helper()
-	byVersion := map[int64]Event{}
-	for _, e := range n.events[flid] {
-		byVersion[e.StateVersion] = e
-	}
-	for v := int64(1); v <= s.StateVersion; v++ {
-		if _, ok := byVersion[v]; !ok {
-			n.fatalf("flight %s: no event for version %d of %d", flid, v, s.StateVersion)
-		}
-	}
-	last := byVersion[s.StateVersion]
-	wantType := EventUpsert
-	if s.State == StateDeleted {
-		wantType = EventTombstone
-	}
-	if last.EventType != wantType || !slices.Equal(last.Flight.MAFL, s.MAFL) || len(byVersion) != int(s.StateVersion) {
-		n.fatalf("flight %s v%d (%s): last event %s with MAFL %v, %d versions announced", flid, s.StateVersion, s.State, last.EventType, last.Flight.MAFL, len(byVersion))
-	}
-}
-
-// summary is what must not depend on the order: the state of every entry,
-// the fields and MAFL of live flights and the live links of placeholders.
-func (n *network) summary() string {
-	var b strings.Builder
-	for _, flid := range slices.Sorted(maps.Keys(n.states)) {
-		s := n.states[flid]
-		fmt.Fprintf(&b, "%s:%s", flid, s.State)
-		switch s.State {
-		case StateActive:
-			fmt.Fprintf(&b, " %v mafl %v", s.Fields, s.MAFL)
-		case StatePlaceholder:
-			for _, child := range slices.Sorted(maps.Keys(s.Links)) {
-				if s.Links[child].Live {
-					fmt.Fprintf(&b, " %s", child)
-				}
-			}
-		}
-		b.WriteString("; ")
-	}
-	return b.String()
-}
-
-// outcome is a flight's expected end: its state ("" = no table entry) and,
-// for a live master, its MAFL.
-type outcome struct {
-	state string
-	mafl  []MAFLEntry
-}
-
-func (n *network) expect(want map[string]outcome) {
-	n.t.Helper()
-	for flid, w := range want {
-		s := n.states[flid]
-		got := ""
-		if s != nil {
-			got = s.State
-		}
-		if got != w.state {
-			n.fatalf("flight %s is %q, want %q (%+v)", flid, got, w.state, s)
-		}
-		if got == StateActive && masterOf(s) == "" && !slices.Equal(s.MAFL, w.mafl) {
-			n.fatalf("master %s: MAFL %v, want %v", flid, s.MAFL, w.mafl)
-		}
-	}
-}
-
-type script struct {
-	name string
-	in   []Transition
-	want map[string]outcome
-}
-
-func f(kv ...string) map[string]string { return with(nil, kv...) }
-
-var (
-	active  = outcome{state: StateActive}
-	deleted = outcome{state: StateDeleted}
-	absent  = outcome{}
-)
-
-func master(mafl ...MAFLEntry) outcome { return outcome{state: StateActive, mafl: mafl} }
-
-var codeshareScripts = []script{
-	{"child first, master created later",
-		[]Transition{sched(1, "C", f("FLNO", "CA1", "MAID", "M"), nil), sched(2, "M", f("FLNO", "MU1"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"master first",
-		[]Transition{sched(1, "M", f("FLNO", "MU1"), nil), sched(2, "C", f("FLNO", "CA1", "MAID", "M"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"one DNLD, child listed first",
-		[]Transition{sched(3, "C", f("FLNO", "CA1", "MAID", "M"), nil), sched(3, "M", f("FLNO", "MU1"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"one DNLD, master listed first",
-		[]Transition{sched(3, "M", f("FLNO", "MU1"), nil), sched(3, "C", f("FLNO", "CA1", "MAID", "M"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"ADFT master after its children",
-		[]Transition{sched(1, "C1", f("FLNO", "CA1", "MAID", "M"), nil), adft(2, "C2", f("FLNO", "CA2", "MAID", "M"), nil), adft(3, "M", f("FLNO", "MU1"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C1", "CA1"}, MAFLEntry{"C2", "CA2"}), "C1": active, "C2": active}},
-	{"master FDEL with links in flight",
-		[]Transition{sched(1, "M", f("FLNO", "MU1"), nil), sched(2, "C1", f("FLNO", "CA1", "MAID", "M"), nil),
-			sched(3, "C2", f("FLNO", "CA2", "MAID", "M"), nil), del(4, "M")},
-		map[string]outcome{"M": deleted, "C1": deleted, "C2": deleted}},
-	{"child first, master created then deleted",
-		[]Transition{sched(1, "C", f("FLNO", "CA1", "MAID", "M"), nil), sched(2, "M", f("FLNO", "MU1"), nil), del(3, "M")},
-		map[string]outcome{"M": deleted, "C": deleted}},
-	{"child linked after the master's deletion survives",
-		[]Transition{sched(1, "M", f("FLNO", "MU1"), nil), del(2, "M"), sched(3, "C", f("FLNO", "CA1", "MAID", "M"), nil)},
-		map[string]outcome{"M": deleted, "C": active}},
-	{"revived master lists the children linked since its deletion",
-		[]Transition{sched(1, "M", f("FLNO", "MU1"), nil), sched(2, "C1", f("FLNO", "CA1", "MAID", "M"), nil), del(3, "M"),
-			sched(4, "C2", f("FLNO", "CA2", "MAID", "M"), nil), sched(5, "M", f("FLNO", "MU1"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C2", "CA2"}), "C1": deleted, "C2": active}},
-	{"child restated by a schedule after the master's deletion",
-		[]Transition{sched(1, "M", f("FLNO", "MU1"), nil), sched(2, "C", f("FLNO", "CA1", "MAID", "M"), nil), del(3, "M"),
-			sched(4, "C", f("FLNO", "CA1", "MAID", "M"), nil), sched(5, "M", f("FLNO", "MU1"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"child changes its MAID",
-		[]Transition{sched(1, "M1", f("FLNO", "MU1"), nil), sched(2, "M2", f("FLNO", "MU2"), nil), sched(3, "C", f("FLNO", "CA1", "MAID", "M1"), nil),
-			flop(4, "C", "MAID", f("MAID", "M2"), nil)},
-		map[string]outcome{"M1": master(), "M2": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"child changes its MAID before either master exists",
-		[]Transition{sched(1, "C", f("FLNO", "CA1", "MAID", "M1"), nil), flop(2, "C", "MAID", f("MAID", "M2"), nil),
-			sched(3, "M1", f("FLNO", "MU1"), nil), sched(4, "M2", f("FLNO", "MU2"), nil)},
-		map[string]outcome{"M1": master(), "M2": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"child leaves before its master exists: no placeholder stays",
-		[]Transition{sched(1, "C", f("FLNO", "CA1", "MAID", "M"), nil), flop(2, "C", "MAID", f("MAID", ""), nil)},
-		map[string]outcome{"M": absent, "C": active}},
-	{"child deleted before its master exists",
-		[]Transition{sched(1, "C", f("FLNO", "CA1", "MAID", "M"), nil), del(2, "C"), sched(3, "M", f("FLNO", "MU1"), nil)},
-		map[string]outcome{"M": master(), "C": deleted}},
-	{"child changes its FLNO before its master exists",
-		[]Transition{sched(1, "C", f("FLNO", "CA1", "MAID", "M"), nil), flop(2, "C", "FLNO", f("FLNO", "CA2"), nil), sched(3, "M", f("FLNO", "MU1"), nil)},
-		map[string]outcome{"M": master(MAFLEntry{"C", "CA2"}), "C": active}},
-	{"child moved away before the master's deletion survives",
-		[]Transition{sched(1, "M", f("FLNO", "MU1"), nil), sched(2, "M2", f("FLNO", "MU2"), nil), sched(3, "C", f("FLNO", "CA1", "MAID", "M"), nil),
-			flop(4, "C", "MAID", f("MAID", "M2"), nil), del(5, "M")},
-		map[string]outcome{"M": deleted, "M2": master(MAFLEntry{"C", "CA1"}), "C": active}},
-	{"shared flight deleted",
-		[]Transition{sched(1, "M", f("FLNO", "MU1"), nil), sched(2, "C1", f("FLNO", "CA1", "MAID", "M"), nil),
-			sched(2, "C2", f("FLNO", "CA2", "MAID", "M"), nil), del(3, "C1")},
-		map[string]outcome{"M": master(MAFLEntry{"C2", "CA2"}), "C1": deleted, "C2": active}},
-	{"master of a master deleted",
-		[]Transition{sched(1, "G", f("FLNO", "MU0"), nil), sched(2, "M", f("FLNO", "MU1", "MAID", "G"), nil),
-			sched(3, "C", f("FLNO", "CA1", "MAID", "M"), nil), del(4, "G")},
-		map[string]outcome{"G": deleted, "M": deleted, "C": deleted}},
-}
-
-// runs are the delivery orders every script is played in: named extremes,
-// then seeded random orders with crashes and redeliveries.
-func runs(t *testing.T) []*network {
-	var out []*network
-	loopFirst := func(n *network) func([]int) int {
-		return func(c []int) int {
-			for i, idx := range c {
-				if n.pending[idx].loop {
-					return i
-				}
-			}
-			return 0
-		}
-	}
-	always := func(c crash) func(record) crash { return func(record) crash { return c } }
-
-	out = append(out, newNetwork(t, "links last", true))
-	n := newNetwork(t, "links first", true)
-	n.choose = loopFirst(n)
-	out = append(out, n)
-	for _, c := range []struct {
-		name string
-		c    crash
-	}{{"before its commit", crashBeforeCommit}, {"after its commit", crashAfterCommit}, {"after its table write", crashAfterTable}, {"mid-emit", crashMidEmit}} {
-		n := newNetwork(t, "links last, every delivery crashes once "+c.name, true)
-		n.crashOf = always(c.c)
-		out = append(out, n)
-		n = newNetwork(t, "links first, every delivery crashes once "+c.name, true)
-		n.choose, n.crashOf = loopFirst(n), always(c.c)
-		out = append(out, n)
-	}
-	for seed := range uint64(150) {
-		for _, one := range []bool{true, false} {
-			rng := rand.New(rand.NewPCG(seed, 11))
-			n := newNetwork(t, fmt.Sprintf("random order (seed %d, one partition %v)", seed, one), one)
-			n.choose = func(c []int) int { return rng.IntN(len(c)) }
-			if seed%2 == 1 {
-				n.name += " with crashes"
-				n.crashOf = func(record) crash {
-					if rng.IntN(4) == 0 {
-						return crash(1 + rng.IntN(4))
-					}
-					return noCrash
-				}
-				rewinds := 3
-				n.rewind = func() (bool, int) {
-					if rewinds == 0 || rng.IntN(8) != 0 {
-						return false, 0
-					}
-					rewinds--
-					return rng.IntN(2) == 0, 1 + rng.IntN(5)
-				}
-			}
-			out = append(out, n)
-		}
-	}
+	w.agree()
 	return out
 }
 
-func TestCodeshareOrderings(t *testing.T) {
-	for _, sc := range codeshareScripts {
-		t.Run(sc.name, func(t *testing.T) {
-			reference := ""
-			for _, n := range runs(t) {
-				n.send(false, sc.in...)
-				n.run()
-				n.expect(sc.want)
-				n.checkInvariants()
-				if reference == "" {
-					reference = n.summary()
-				} else if got := n.summary(); got != reference {
-					n.fatalf("end state differs from the first order's:\n got %s\nwant %s", got, reference)
-				}
-			}
-		})
-	}
-}
-
-// TestCascadeOvertakingOwnMessage documents the one order the state cannot
-// repair: with several partitions, a child's own MAID change that is older
-// than its master's deletion but reaches the child after the cascade. The
-// child was no longer the master's at the deletion, yet the cascade finds it
-// linked and deletes it; the MAID change then meets a deleted flight. The
-// end is consistent (the child is DELETED with a TOMBSTONE and no MAFL lists
-// it), only not the one message order gives. With one partition (the
-// default) a cascade is derived after every older message was applied, so
-// this cannot happen.
-func TestCascadeOvertakingOwnMessage(t *testing.T) {
-	sc := codeshareScripts[15]
-	if !strings.HasPrefix(sc.name, "child moved away before") {
-		t.Fatalf("script %q", sc.name)
-	}
-	n := newNetwork(t, "cascade before the child's older MAID change", false)
-	n.cascadesOvertake = true
-	n.choose = func(c []int) int {
-		for i, idx := range c {
-			if r := n.pending[idx]; r.t.FLID != "C" || r.t.Kind != KindFLOP {
-				return i
-			}
+// agree checks that the index holds exactly the table's links.
+func (w *world) agree() {
+	w.t.Helper()
+	for flid, s := range w.states {
+		if got := LinkOf(s); got != w.links[flid] {
+			w.t.Fatalf("flight %s: table %+v, index %+v", flid, got, w.links[flid])
 		}
-		return 0
 	}
-	n.send(false, sc.in...)
-	n.run()
-	n.checkInvariants()
-	if c := n.states["C"]; c.State != StateDeleted || c.Fields["MAID"] != "M" {
-		t.Fatalf("child %+v", c)
-	}
-	if m2 := n.states["M2"]; len(m2.MAFL) != 0 {
-		t.Fatalf("M2 lists the deleted child: %v", m2.MAFL)
+	for flid, l := range w.links {
+		if s := w.states[flid]; s == nil || s.IsPlaceholder() {
+			w.t.Fatalf("flight %s: index %+v, not a flight in the table", flid, l)
+		}
 	}
 }
 
-// TestPlaceholder: the table entry of a master that children name before it
-// exists is no flight for anything but its creation.
-func TestPlaceholder(t *testing.T) {
-	r := mustApply(t, nil, link(5, "M", "C", "CA1", true, 1), Options{})
-	p := r.State
-	if r.Outcome != OutcomePlaceholder || !p.IsPlaceholder() || p.StateVersion != 0 || p.LastMsgID != 0 || p.OperationDay != "" || r.Event != nil {
-		t.Fatalf("%+v", r)
+func (w *world) mafl(flid string) string {
+	s := w.states[flid]
+	if s == nil {
+		return "<none>"
 	}
-	b, err := kafka.JSON[State]{}.Encode(p)
-	if err != nil {
+	var parts []string
+	for _, e := range s.MAFL {
+		parts = append(parts, e.FLID+":"+e.FLNO)
+	}
+	if s.IsPlaceholder() {
+		for _, c := range sortedFLIDs(s.Links) {
+			parts = append(parts, c+":"+s.Links[c].FLNO)
+		}
+		return "placeholder " + strings.Join(parts, " ")
+	}
+	return strings.Join(parts, " ")
+}
+
+func fl(flno string, kv ...string) map[string]string {
+	return with(map[string]string{"FLNO": flno}, kv...)
+}
+
+func TestChildrenBeforeTheirMasterInOnePackage(t *testing.T) {
+	w := newWorld(t)
+	out := w.send(sched(10, "2", fl("MU2", "MAID", "1"), nil), sched(10, "1", fl("CA1"), nil), sched(10, "3", fl("ZH3", "MAID", "1"), nil))
+	// One transition per flight: the master's carries the first child's
+	// LINK (a placeholder until its own SCHEDULE), its creation and the
+	// second child's LINK, in that order.
+	if len(out) != 3 || out[1].FLID != "1" || len(out[1].Then) != 2 || out[1].Kind != KindLink || out[1].Then[0].Kind != KindSchedule {
+		t.Fatalf("transitions: %+v", out)
+	}
+	if got := w.mafl("1"); got != "2:MU2 3:ZH3" {
+		t.Fatalf("MAFL %s", got)
+	}
+	if got, want := w.versions["1"], []string{"v1 #10 SCHD-DNLD FLNO,MAFL,STATE", "v2 #10 DERIVED-LINK MAFL"}; !slices.Equal(got, want) {
+		t.Fatalf("master's versions %v, want %v", got, want)
+	}
+	if s := w.states["1"]; s.LastMsgID != 10 {
+		t.Fatalf("master %+v", s)
+	}
+}
+
+func TestChildChangesReachTheMaster(t *testing.T) {
+	w := newWorld(t)
+	w.send(sched(10, "1", fl("CA1"), nil), sched(10, "5", fl("CA5"), nil), sched(10, "2", fl("MU2", "MAID", "1"), nil))
+	// A change that leaves the link alone tells the master nothing.
+	if out := w.send(flop(11, "2", "ESTT", map[string]string{"ESTT": "23JAN261000"}, nil)); len(out) != 1 {
+		t.Fatalf("ESTT of a child: %+v", out)
+	}
+	w.send(flop(12, "2", "FLNO", map[string]string{"FLNO": "MU22"}, nil))
+	if got := w.mafl("1"); got != "2:MU22" {
+		t.Fatalf("after the child's FLNO: %s", got)
+	}
+	// Re-linked to another master: it leaves the first one's MAFL.
+	w.send(flop(13, "2", "MAID", map[string]string{"MAID": "5"}, nil))
+	if w.mafl("1") != "" || w.mafl("5") != "2:MU22" {
+		t.Fatalf("after the re-link: 1 [%s] 5 [%s]", w.mafl("1"), w.mafl("5"))
+	}
+	// Unlinked, then linked again by a schedule, then deleted.
+	w.send(flop(14, "2", "MAID", map[string]string{"MAID": ""}, nil))
+	if w.mafl("5") != "" {
+		t.Fatalf("after the unlink: %s", w.mafl("5"))
+	}
+	w.send(sched(15, "2", fl("MU22", "MAID", "5"), nil))
+	w.send(del(16, "2"))
+	if w.mafl("5") != "" || w.states["2"].State != StateDeleted {
+		t.Fatalf("after the child's deletion: %s", w.mafl("5"))
+	}
+	want := []string{"v1 #10 SCHD-DNLD FLNO,STATE", "v2 #13 DERIVED-LINK MAFL", "v3 #14 DERIVED-LINK MAFL", "v4 #15 DERIVED-LINK MAFL",
+		"v5 #16 DERIVED-LINK MAFL"}
+	if got := w.versions["5"]; !slices.Equal(got, want) {
+		t.Fatalf("master 5's versions %v, want %v", got, want)
+	}
+}
+
+func TestMasterDeletionCascades(t *testing.T) {
+	w := newWorld(t)
+	w.send(sched(10, "1", fl("CA1"), nil), sched(10, "2", fl("MU2", "MAID", "1"), nil), sched(10, "3", fl("ZH3", "MAID", "1"), nil),
+		sched(10, "4", fl("FM4", "MAID", "3"), nil), sched(10, "9", fl("CA9"), nil))
+	out := w.send(flop(20, "1", "FDEL", nil, nil))
+	// The master, its children, and the child of a child; each deleted
+	// child tells its master it left.
+	var flids []string
+	for _, tr := range out {
+		flids = append(flids, tr.FLID)
+	}
+	if !slices.Equal(flids, []string{"1", "2", "3", "4"}) {
+		t.Fatalf("transitions for %v: %+v", flids, out)
+	}
+	for _, f := range []string{"1", "2", "3", "4"} {
+		if w.states[f].State != StateDeleted {
+			t.Fatalf("flight %s: %s", f, w.states[f].State)
+		}
+	}
+	if got, want := w.versions["2"], []string{"v1 #10 SCHD-DNLD FLNO,MAID,STATE", "v2 #20 CASCADE STATE"}; !slices.Equal(got, want) {
+		t.Fatalf("child 2's versions %v, want %v", got, want)
+	}
+	// The master sent again: a revived master lists nobody until a child
+	// links again.
+	w.send(sched(21, "1", fl("CA1"), nil))
+	if got := w.mafl("1"); got != "" {
+		t.Fatalf("revived master: %s", got)
+	}
+	w.send(sched(22, "2", fl("MU2", "MAID", "1"), nil))
+	if got := w.mafl("1"); got != "2:MU2" {
+		t.Fatalf("revived child: %s", got)
+	}
+}
+
+func TestAbsentMasterOfAPackageCascades(t *testing.T) {
+	// A DNLD in delete mode that carries the child but not its master: the
+	// child's own record comes first, then the master's absent-delete,
+	// whose cascade deletes the child the package just restated.
+	w := newWorld(t)
+	w.send(sched(10, "1", fl("CA1"), nil), sched(10, "2", fl("MU2", "MAID", "1"), nil))
+	absent := del(20, "1")
+	absent.Source = "SCHD-DNLD"
+	out := w.send(sched(20, "2", fl("MU2", "MAID", "1"), nil), absent)
+	if len(out) != 2 || out[0].FLID != "2" || len(out[0].Then) != 1 || !out[0].Then[0].Cascade || out[1].FLID != "1" {
+		t.Fatalf("transitions %+v", out)
+	}
+	if w.states["2"].State != StateDeleted {
+		t.Fatalf("child %+v", w.states["2"])
+	}
+}
+
+func TestPlaceholderLeavesWithItsLastChild(t *testing.T) {
+	w := newWorld(t)
+	w.send(sched(10, "2", fl("MU2", "MAID", "1"), nil))
+	if got := w.mafl("1"); got != "placeholder 2:MU2" {
+		t.Fatalf("placeholder: %s", got)
+	}
+	if p := w.states["1"]; p.LastMsgID != 10 {
+		t.Fatalf("the placeholder remembers the message that made it: %+v", p)
+	}
+	w.send(flop(11, "2", "MAID", map[string]string{"MAID": "7"}, nil))
+	if _, ok := w.states["1"]; ok {
+		t.Fatalf("placeholder of 1 kept: %s", w.mafl("1"))
+	}
+	if got := w.mafl("7"); got != "placeholder 2:MU2" {
+		t.Fatalf("placeholder 7: %s", got)
+	}
+}
+
+func TestMutualMastersTerminate(t *testing.T) {
+	w := newWorld(t)
+	w.send(sched(10, "1", fl("CA1", "MAID", "2"), nil), sched(10, "2", fl("MU2", "MAID", "1"), nil))
+	w.send(del(11, "1"))
+	if w.states["1"].State != StateDeleted || w.states["2"].State != StateDeleted {
+		t.Fatalf("1 %s, 2 %s", w.states["1"].State, w.states["2"].State)
+	}
+}
+
+func TestPurgeTellsTheMaster(t *testing.T) {
+	w := newWorld(t)
+	w.send(sched(10, "1", fl("CA1"), nil), sched(10, "2", fl("MU2", "MAID", "1"), nil))
+	w.links["2"] = w.links["2"] // the router purges what its index holds past the retention
+	out := w.send(Transition{Kind: KindPurge, Source: SourceHistory, FLID: "2", PurgeBefore: "2026-02-01", At: at(30)})
+	if len(out) != 2 || out[1].Kind != KindLink || out[1].MsgID != 0 || out[1].Source != SourceHistory || out[1].Link.Live {
+		t.Fatalf("transitions %+v", out)
+	}
+	if _, ok := w.states["2"]; ok || w.mafl("1") != "" {
+		t.Fatalf("after the purge: child %v, master [%s]", w.states["2"], w.mafl("1"))
+	}
+}
+
+func TestDisagreementIsRejected(t *testing.T) {
+	s := created(t, "2", fl("MU2", "MAID", "1"), nil)
+	cascade := Transition{MsgID: 20, Source: SourceCascade, Kind: KindDelete, FLID: "2", At: at(20), Fields: map[string]string{"MAID": "3"}, Cascade: true}
+	if _, err := Apply(s, cascade, Options{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "disagree") {
+		t.Fatalf("cascade from another master: %v", err)
+	}
+	tr := flop(20, "2", "ESTT", map[string]string{"ESTT": "23JAN261000"}, nil)
+	tr.Expect = &message.FlightLink{State: StateActive, MAID: "1", FLNO: "MU9"}
+	if _, err := Apply(s, tr, Options{}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "expects flight 2") {
+		t.Fatalf("a step whose Expect the table does not meet: %v", err)
+	}
+	tr.Expect = &message.FlightLink{State: StateActive, MAID: "1", FLNO: "MU2"}
+	if _, err := Apply(s, tr, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if back, err := (kafka.JSON[State]{}).Decode(b); err != nil || !back.(*State).IsPlaceholder() || !strings.Contains(string(b), `"state":"PLACEHOLDER"`) {
-		t.Fatalf("table codec: %s → %+v (%v)", b, back, err)
-	}
+}
 
-	purge := Transition{Kind: KindPurge, FLID: "M", PurgeBefore: "2099-01-01", At: at(6)}
-	cascade := Transition{MsgID: 6, Source: SourceCascade, Kind: KindDelete, FLID: "M", At: at(6), Fields: f("MAID", "G"), Cascade: true}
-	for _, tr := range []Transition{flop(6, "M", "ESTT", f("ESTT", "1"), nil), del(6, "M"), cascade, purge} {
-		got := mustApply(t, p, tr, Options{})
-		if got.Outcome != OutcomeNoMatch || got.State != nil || got.Event != nil || got.Derived != nil || got.Purge || got.Drop {
-			t.Fatalf("%s on a placeholder: %+v", tr.Kind, got)
+func TestRedeliveredTransitionChangesNothing(t *testing.T) {
+	w := newWorld(t)
+	w.send(sched(10, "1", fl("CA1"), nil))
+	out := w.send(sched(11, "2", fl("MU2", "MAID", "1"), nil), flop(11, "1", "ESTT", map[string]string{"ESTT": "23JAN261000"}, nil))
+	for _, tr := range out {
+		r := mustApply(t, w.states[tr.FLID], tr, Options{})
+		if !r.Replay || len(r.Versions) != 0 || r.State.StateVersion != w.states[tr.FLID].StateVersion {
+			t.Fatalf("redelivery of %s: %+v", tr.FLID, r)
 		}
-	}
-	if got := mustApply(t, p, link(5, "M", "C", "CA1", true, 1), Options{}); !got.Replay || got.Event != nil || got.Derived != nil || !sameState(got.State, p) {
-		t.Fatalf("redelivered LINK on a placeholder: %+v", got)
-	}
-
-	// Created (by an ADFT here): version 1 lists the child.
-	created := mustApply(t, p, adft(7, "M", f("FLNO", "MU1"), nil), Options{})
-	m := created.State
-	if !created.Applied || m.IsPlaceholder() || m.State != StateActive || m.StateVersion != 1 || m.LastMsgID != 7 || m.OperationDay != "2026-01-23" ||
-		!slices.Equal(m.MAFL, []MAFLEntry{{"C", "CA1"}}) || !slices.Equal(created.Changed, []string{"FLNO", ChangedMAFL, ChangedState}) {
-		t.Fatalf("creation: %+v", created)
-	}
-	if e := created.Event; e.EventType != EventUpsert || e.StateVersion != 1 || e.MsgID != 7 || !slices.Equal(e.Flight.MAFL, m.MAFL) || e.Flight.Links != nil {
-		t.Fatalf("creation event %+v", e)
-	}
-	if again := mustApply(t, m, adft(7, "M", f("FLNO", "MU1"), nil), Options{}); !again.Replay || again.Event.StateVersion != 1 {
-		t.Fatalf("redelivered creation: %+v", again)
-	}
-
-	// Two children, both leave: the placeholder leaves the table.
-	p = mustApply(t, p, link(6, "M", "D", "CA2", true, 1), Options{}).State
-	view, ok := p.Inspect().(PlaceholderView)
-	if !ok || view.State != StatePlaceholder || !slices.Equal(view.PendingMAFL, []MAFLEntry{{"C", "CA1"}, {"D", "CA2"}}) || view.Note == "" {
-		t.Fatalf("inspect %+v", p.Inspect())
-	}
-	if _, ok := m.Inspect().(*State); !ok {
-		t.Fatalf("a flight inspects as %T", m.Inspect())
-	}
-	r = mustApply(t, p, link(7, "M", "C", "CA1", false, 2), Options{})
-	if r.Outcome != OutcomePlaceholder || r.Drop || !r.State.IsPlaceholder() || r.State.Links["C"].Live {
-		t.Fatalf("one child left: %+v", r)
-	}
-	r = mustApply(t, r.State, link(8, "M", "D", "CA2", false, 2), Options{})
-	if r.Outcome != OutcomePlaceholder || !r.Drop || r.State != nil {
-		t.Fatalf("last child left: %+v", r)
 	}
 }
 
-// TestPurgeTellsMaster: a live child that the history sweep removes leaves
-// its master's MAFL (or placeholder) like a deleted one.
-func TestPurgeTellsMaster(t *testing.T) {
-	purge := Transition{Kind: KindPurge, Source: SourceHistory, FLID: "C", PurgeBefore: "2026-02-01", At: at(100)}
-	c := created(t, "C", f("FLNO", "CA1", "MAID", "M"), nil)
-	r := mustApply(t, c, purge, Options{})
-	if !r.Purge || len(r.Derived) != 1 {
-		t.Fatalf("%+v", r)
-	}
-	l := r.Derived[0]
-	if l.Kind != KindLink || l.FLID != "M" || *l.Link != (Link{Child: "C", FLNO: "CA1", Live: false, ChildVersion: 2}) || l.MsgID != 10 {
-		t.Fatalf("purge LINK %+v %+v", l, l.Link)
-	}
-	p := mustApply(t, nil, link(10, "M", "C", "CA1", true, 1), Options{}).State
-	if got := mustApply(t, p, l, Options{}); !got.Drop {
-		t.Fatalf("the placeholder stays after its only child was purged: %+v", got)
-	}
-	m := mustApply(t, created(t, "M", f("FLNO", "MU1"), nil), link(10, "M", "C", "CA1", true, 1), Options{}).State
-	if got := mustApply(t, m, l, Options{}); !got.Applied || len(got.State.MAFL) != 0 {
-		t.Fatalf("the master still lists the purged child: %+v", got.State)
-	}
-	// A deleted child told its master when it was deleted.
-	d := mustApply(t, c, del(11, "C"), Options{}).State
-	if got := mustApply(t, d, purge, Options{}); !got.Purge || got.Derived != nil {
-		t.Fatalf("%+v", got)
+// TestIndexFollowsTheTable plays random codeshare-heavy messages through
+// the fold: the index and the table agree after every message (world.agree)
+// under both schedule options, and LinkAfter of a full state's link is the
+// link Apply gives that state.
+func TestIndexFollowsTheTable(t *testing.T) {
+	for _, o := range []Options{{}, {ScheduleMissing: ScheduleMissingClear}} {
+		for seed := range uint64(20) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			w := newWorld(t)
+			w.o = o
+			flid := func() string { return fmt.Sprint(1 + rng.IntN(12)) }
+			maybeMAID := func(m map[string]string) map[string]string {
+				switch rng.IntN(3) {
+				case 0:
+					m["MAID"] = flid()
+				case 1:
+					m["MAID"] = ""
+				}
+				return m
+			}
+			for msg := int64(1); msg <= 300; msg++ {
+				var own []Transition
+				switch r := rng.IntN(10); {
+				case r < 3:
+					seen := map[string]bool{}
+					for range 1 + rng.IntN(4) {
+						f := flid()
+						if !seen[f] {
+							seen[f] = true
+							own = append(own, sched(msg, f, maybeMAID(fl(fmt.Sprintf("X%d", rng.IntN(3)))), nil))
+						}
+					}
+				case r < 4:
+					own = []Transition{adft(msg, flid(), maybeMAID(map[string]string{"FLNO": fmt.Sprintf("A%d", rng.IntN(3))}), nil)}
+				case r < 6:
+					f := flid()
+					if !w.links[f].IsFlight() {
+						continue // the router answers no-match
+					}
+					if rng.IntN(2) == 0 {
+						own = []Transition{del(msg, f)}
+					} else {
+						own = []Transition{flop(msg, f, "MAID", maybeMAID(map[string]string{}), nil)}
+						if _, ok := own[0].Fields["MAID"]; !ok {
+							own[0] = flop(msg, f, "FLNO", map[string]string{"FLNO": fmt.Sprintf("F%d", rng.IntN(3))}, nil)
+						}
+					}
+				default:
+					f := flid()
+					if !w.links[f].IsFlight() {
+						continue
+					}
+					own = []Transition{flop(msg, f, "ESTT", map[string]string{"ESTT": "23JAN261000"}, nil)}
+				}
+				w.send(own...)
+			}
+			for flid, s := range w.states {
+				if s.IsPlaceholder() {
+					continue
+				}
+				for _, tr := range []Transition{
+					flop(999, flid, "FLNO", map[string]string{"FLNO": "Z"}, nil), flop(999, flid, "MAID", map[string]string{"MAID": "3"}, nil),
+					del(999, flid), sched(999, flid, map[string]string{"ALCD": "CA"}, nil), adft(999, flid, map[string]string{"MAID": "4"}, nil),
+				} {
+					got, err := LinkAfter(LinkOf(s), tr, o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := LinkOf(mustApply(t, s, tr, o).State); got != want {
+						t.Fatalf("seed %d: LinkAfter(%+v, %s) = %+v, Apply gives %+v", seed, LinkOf(s), tr.Source, got, want)
+					}
+				}
+			}
+		}
 	}
 }

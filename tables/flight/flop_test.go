@@ -73,8 +73,8 @@ func TestFLOPEveryScalar(t *testing.T) {
 			if !clr.Applied || !equalFields(clr.State.Fields, want) || !slices.Equal(clr.Changed, wantChanged) {
 				t.Fatalf("clear: applied=%v fields=%v changed=%v; want fields %v changed %v", clr.Applied, clr.State.Fields, clr.Changed, want, wantChanged)
 			}
-			if clr.State.StateVersion != 3 || clr.Event == nil || clr.Event.Source != "FLOP-"+tag {
-				t.Fatalf("clear: version %d event %+v", clr.State.StateVersion, clr.Event)
+			if clr.State.StateVersion != 3 || lastEvent(clr) == nil || lastEvent(clr).Source != "FLOP-"+tag {
+				t.Fatalf("clear: version %d event %+v", clr.State.StateVersion, lastEvent(clr))
 			}
 		})
 	}

@@ -29,21 +29,18 @@ func del(msg int64, flid string) Transition {
 	return Transition{MsgID: msg, Source: "FDEL", Kind: KindDelete, FLID: flid, At: at(msg)}
 }
 
-// link is a child's LINK of message msg; a live one reports a link that
-// began at msg.
-func link(msg int64, master, child, flno string, live bool, version int64) Transition {
-	l := Transition{MsgID: msg, Source: SourceLink, Kind: KindLink, FLID: master, At: at(msg),
-		Link: &Link{Child: child, FLNO: flno, Live: live, ChildVersion: version}}
-	if live {
-		l.Link.Since = msg
-	}
-	return l
+// link is a child's LINK of message msg to master.
+func link(msg int64, master, child, flno string, live bool) Transition {
+	return Transition{MsgID: msg, Source: SourceLink, Kind: KindLink, FLID: master, At: at(msg),
+		Link: &Link{Child: child, FLNO: flno, Live: live}}
 }
 
-// since sets the start of a LINK's live link.
-func since(l Transition, msg int64) Transition {
-	l.Link.Since = msg
-	return l
+// lastEvent is the event of the last version r made, nil when none.
+func lastEvent(r Result) *Event {
+	if len(r.Versions) == 0 {
+		return nil
+	}
+	return eventOf(r.Versions[len(r.Versions)-1])
 }
 
 func mustApply(t *testing.T, s *State, tr Transition, o Options) Result {

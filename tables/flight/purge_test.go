@@ -28,21 +28,21 @@ func TestPurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Purge || r.Outcome != OutcomePurged || r.Event == nil || r.Event.EventType != EventTombstone ||
-		r.Event.StateVersion != active.StateVersion+1 || r.Event.Source != SourceHistory || r.State.State != StateDeleted {
-		t.Fatalf("purging a live flight: %+v event %+v", r, r.Event)
+	if !r.Purge || r.Outcome != OutcomePurged || lastEvent(r) == nil || lastEvent(r).EventType != EventTombstone ||
+		lastEvent(r).StateVersion != active.StateVersion+1 || lastEvent(r).Source != SourceHistory || r.State.State != StateDeleted {
+		t.Fatalf("purging a live flight: %+v event %+v", r, lastEvent(r))
 	}
 	if active.State != StateActive {
 		t.Fatal("Apply changed its input")
 	}
 
 	deleted := create(StateDeleted)
-	if r, _ := Apply(deleted, purge, Options{}); !r.Purge || r.Event != nil || r.State.StateVersion != deleted.StateVersion {
+	if r, _ := Apply(deleted, purge, Options{}); !r.Purge || lastEvent(r) != nil || r.State.StateVersion != deleted.StateVersion {
 		t.Fatalf("purging a deleted flight emits again: %+v", r)
 	}
 	recent := purge
 	recent.PurgeBefore = "2026-10-01"
-	if r, _ := Apply(active, recent, Options{}); r.Purge || r.Outcome != OutcomeNotEligible || r.State != nil {
+	if r, _ := Apply(active, recent, Options{}); r.Purge || r.Outcome != OutcomeNotEligible || r.State.StateVersion != active.StateVersion {
 		t.Fatalf("a flight of the cut-off day itself was purged: %+v", r)
 	}
 	if r, _ := Apply(nil, purge, Options{}); r.Purge || r.Outcome != OutcomeNoMatch {

@@ -39,29 +39,29 @@ func TestReplayedTransitionApplies(t *testing.T) {
 	steps := []step{
 		{"a replayed older FLOP applies over the newer state", replayed(flop(15, "15", "ESTT", map[string]string{"ESTT": "23JAN210900"}, nil), 7),
 			true, OutcomeApplied, 4, e(4, 15, "FLOP-ESTT", "ESTT"), "23JAN210900", 30, &message.ReplayMark{Gen: 7, MsgID: 15}},
-		{"its redelivery is a no-op that re-emits the current event", replayed(flop(15, "15", "ESTT", map[string]string{"ESTT": "23JAN210900"}, nil), 7),
-			false, OutcomeReplay, 4, e(4, 15, "FLOP-ESTT", "ESTT"), "23JAN210900", 30, &message.ReplayMark{Gen: 7, MsgID: 15}},
+		{"its redelivery changes and announces nothing", replayed(flop(15, "15", "ESTT", map[string]string{"ESTT": "23JAN210900"}, nil), 7),
+			false, OutcomeReplay, 4, nil, "23JAN210900", 30, &message.ReplayMark{Gen: 7, MsgID: 15}},
 		{"a redelivery of the newest normal message stays a no-op", flop(30, "15", "ESTT", map[string]string{"ESTT": "23JAN211700"}, nil),
-			false, OutcomeReplay, 4, e(4, 15, "FLOP-ESTT", "ESTT"), "23JAN210900", 30, &message.ReplayMark{Gen: 7, MsgID: 15}},
+			false, OutcomeReplay, 4, nil, "23JAN210900", 30, &message.ReplayMark{Gen: 7, MsgID: 15}},
 		{"a second message of the same replay batch applies after the first", replayed(flop(25, "15", "ESTT", map[string]string{"ESTT": "23JAN211000"}, nil), 7),
 			true, OutcomeApplied, 5, e(5, 25, "FLOP-ESTT", "ESTT"), "23JAN211000", 30, &message.ReplayMark{Gen: 7, MsgID: 25}},
 		{"then the first one again is a redelivery", replayed(flop(15, "15", "ESTT", map[string]string{"ESTT": "23JAN210900"}, nil), 7),
-			false, OutcomeReplay, 5, e(5, 25, "FLOP-ESTT", "ESTT"), "23JAN211000", 30, &message.ReplayMark{Gen: 7, MsgID: 25}},
+			false, OutcomeReplay, 5, nil, "23JAN211000", 30, &message.ReplayMark{Gen: 7, MsgID: 25}},
 		{"a later replay applies even for a lower message id", replayed(flop(12, "15", "ESTT", map[string]string{"ESTT": "23JAN210800"}, nil), 8),
 			true, OutcomeApplied, 6, e(6, 12, "FLOP-ESTT", "ESTT"), "23JAN210800", 30, &message.ReplayMark{Gen: 8, MsgID: 12}},
 		{"an earlier generation after it is a redelivery", replayed(flop(25, "15", "ESTT", map[string]string{"ESTT": "23JAN211000"}, nil), 7),
-			false, OutcomeReplay, 6, e(6, 12, "FLOP-ESTT", "ESTT"), "23JAN210800", 30, &message.ReplayMark{Gen: 8, MsgID: 12}},
+			false, OutcomeReplay, 6, nil, "23JAN210800", 30, &message.ReplayMark{Gen: 8, MsgID: 12}},
 		{"a replayed message equal to the state changes nothing visible, and is remembered", replayed(flop(14, "15", "ESTT", map[string]string{"ESTT": "23JAN210800"}, nil), 9),
 			false, OutcomeNoChange, 6, nil, "23JAN210800", 30, &message.ReplayMark{Gen: 9, MsgID: 14}},
 		{"a new message keeps the normal rule", flop(40, "15", "ESTT", map[string]string{"ESTT": "23JAN211800"}, nil),
 			true, OutcomeApplied, 7, e(7, 40, "FLOP-ESTT", "ESTT"), "23JAN211800", 40, &message.ReplayMark{Gen: 9, MsgID: 14}},
 		{"the earlier replay redelivered after it is still a no-op", replayed(flop(12, "15", "ESTT", map[string]string{"ESTT": "23JAN210800"}, nil), 8),
-			false, OutcomeReplay, 7, e(7, 40, "FLOP-ESTT", "ESTT"), "23JAN211800", 40, &message.ReplayMark{Gen: 9, MsgID: 14}},
+			false, OutcomeReplay, 7, nil, "23JAN211800", 40, &message.ReplayMark{Gen: 9, MsgID: 14}},
 		{"a replayed delete deletes", replayed(del(5, "15"), 10),
 			true, OutcomeApplied, 8, &Event{EventType: EventTombstone, StateVersion: 8, MsgID: 5, Source: "FDEL", Changed: []string{ChangedState}},
 			"23JAN211800", 40, &message.ReplayMark{Gen: 10, MsgID: 5}},
-		{"its redelivery re-emits the tombstone", replayed(del(5, "15"), 10),
-			false, OutcomeReplay, 8, &Event{EventType: EventTombstone, StateVersion: 8, MsgID: 5, Source: "FDEL", Changed: []string{ChangedState}},
+		{"its redelivery changes and announces nothing", replayed(del(5, "15"), 10),
+			false, OutcomeReplay, 8, nil,
 			"23JAN211800", 40, &message.ReplayMark{Gen: 10, MsgID: 5}},
 		{"a replayed FLOP on the deleted flight changes nothing, and is remembered", replayed(flop(6, "15", "ESTT", map[string]string{"ESTT": "23JAN210700"}, nil), 11),
 			false, OutcomeDeletedFlight, 8, nil, "23JAN211800", 40, &message.ReplayMark{Gen: 11, MsgID: 6}},
@@ -83,57 +83,53 @@ func TestReplayedTransitionApplies(t *testing.T) {
 			t.Fatalf("%s: v%d ESTT %s lastMsgId %d replayed %+v", st.name, next.StateVersion, next.Fields["ESTT"], next.LastMsgID, next.Replayed)
 		}
 		switch {
-		case st.wantEvent == nil && r.Event != nil:
-			t.Fatalf("%s: unexpected event %+v", st.name, r.Event)
+		case st.wantEvent == nil && lastEvent(r) != nil:
+			t.Fatalf("%s: unexpected event %+v", st.name, lastEvent(r))
 		case st.wantEvent != nil:
 			want := st.wantEvent
 			if want.EventType == "" {
 				want.EventType = EventUpsert
 			}
-			if r.Event == nil || r.Event.EventType != want.EventType || r.Event.StateVersion != want.StateVersion ||
-				r.Event.MsgID != want.MsgID || r.Event.Source != want.Source || !slices.Equal(r.Event.Changed, want.Changed) {
-				t.Fatalf("%s: event %+v, want %+v", st.name, r.Event, want)
+			if lastEvent(r) == nil || lastEvent(r).EventType != want.EventType || lastEvent(r).StateVersion != want.StateVersion ||
+				lastEvent(r).MsgID != want.MsgID || lastEvent(r).Source != want.Source || !slices.Equal(lastEvent(r).Changed, want.Changed) {
+				t.Fatalf("%s: event %+v, want %+v", st.name, lastEvent(r), want)
 			}
-			if r.Event.Flight.Replayed != nil || r.Event.Flight.LastMsgID != st.wantLast {
-				t.Fatalf("%s: event flight %+v (the replay mark is bookkeeping; lastMsgId never goes back)", st.name, r.Event.Flight)
+			if lastEvent(r).Flight.Replayed != nil || lastEvent(r).Flight.LastMsgID != st.wantLast {
+				t.Fatalf("%s: event flight %+v (the replay mark is bookkeeping; lastMsgId never goes back)", st.name, lastEvent(r).Flight)
 			}
 		}
 		s = next
 	}
 }
 
-// A replayed change of a child's link is judged by its message id like any
-// change: its LINK reaches the master (idempotent by the child's version, so
-// the replayed version is news to it), and a replayed master deletion
-// cascades to the children linked at or before the replayed message.
+// A replayed change of a child's link is applied like any change, with its
+// LINK to the master (replayed too), and a replayed master deletion
+// cascades to the children linked now.
 func TestReplayedCodeshare(t *testing.T) {
-	master := created(t, "1", map[string]string{"FLNO": "CA1"}, nil)
-	child := created(t, "2", map[string]string{"FLNO": "ZH1"}, nil)
-	child = mustApply(t, child, flop(20, "2", "FLNO", map[string]string{"FLNO": "ZH2"}, nil), Options{}).State
+	w := newWorld(t)
+	w.send(sched(10, "1", map[string]string{"FLNO": "CA1"}, nil), sched(10, "2", map[string]string{"FLNO": "ZH1"}, nil))
+	w.send(flop(20, "2", "FLNO", map[string]string{"FLNO": "ZH2"}, nil))
 
-	r := mustApply(t, child, replayed(flop(15, "2", "MAID", map[string]string{"MAID": "1"}, nil), 7), Options{})
-	if !r.Applied || len(r.Derived) != 1 || r.Derived[0].Kind != KindLink || r.Derived[0].FLID != "1" || r.Derived[0].Replay != 0 ||
-		r.State.LinkSince != 15 || r.State.LastMsgID != 20 {
-		t.Fatalf("replayed MAID: %+v derived %+v", r.State, r.Derived)
+	out := w.send(replayed(flop(15, "2", "MAID", map[string]string{"MAID": "1"}, nil), 7))
+	if len(out) != 2 || out[1].Kind != KindLink || out[1].FLID != "1" || out[1].Replay != 7 || out[1].MsgID != 15 {
+		t.Fatalf("replayed MAID: %+v", out)
 	}
-	child = r.State
-	m := mustApply(t, master, r.Derived[0], Options{})
-	if !m.Applied || len(m.State.MAFL) != 1 || m.State.MAFL[0].FLID != "2" {
-		t.Fatalf("master after the replayed child's LINK: %+v", m.State)
+	if c := w.states["2"]; c.LastMsgID != 20 || c.Replayed == nil || c.Replayed.Gen != 7 {
+		t.Fatalf("child after the replayed MAID: %+v", c)
 	}
-	master = m.State
-
-	// The master's FDEL of message 16, replayed: the child linked at 15
-	// is deleted by the cascade.
-	d := mustApply(t, master, replayed(del(16, "1"), 8), Options{})
-	if !d.Applied || d.State.DeletedBy != 16 || len(d.Derived) != 1 || !d.Derived[0].Cascade || d.Derived[0].MsgID != 16 {
-		t.Fatalf("replayed master deletion: %+v derived %+v", d.State, d.Derived)
+	if m := w.states["1"]; len(m.MAFL) != 1 || m.MAFL[0] != (MAFLEntry{"2", "ZH2"}) || m.LastMsgID != 15 {
+		t.Fatalf("master after the replayed child's LINK: %+v", m)
 	}
-	c := mustApply(t, child, d.Derived[0], Options{})
-	if !c.Applied || c.State.State != StateDeleted || c.State.LastMsgID != 20 {
-		t.Fatalf("cascade of the replayed deletion: %+v", c.State)
+	// The master's FDEL of message 16, replayed: the child is deleted by
+	// the cascade, which is a redelivery the second time.
+	out = w.send(replayed(del(16, "1"), 8))
+	if len(out) != 2 || !out[1].Cascade || out[1].FLID != "2" || out[1].Replay != 8 {
+		t.Fatalf("replayed master deletion: %+v", out)
 	}
-	if again := mustApply(t, c.State, d.Derived[0], Options{}); !again.Replay {
+	if c := w.states["2"]; c.State != StateDeleted || c.LastMsgID != 20 {
+		t.Fatalf("cascade of the replayed deletion: %+v", c)
+	}
+	if again := mustApply(t, w.states["2"], out[1], Options{}); !again.Replay {
 		t.Fatalf("second delivery of the cascade: %s", again.Outcome)
 	}
 }

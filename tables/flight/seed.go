@@ -4,11 +4,10 @@ import "sort"
 
 // Placeholders derives the placeholder entries a table holding flights
 // would have: one per master that live children name but that is not among
-// flights, with the children's links as the LINKs they reported would have
-// left them (applyLink). msgx reseed writes them with the flights when it
-// seeds a table from PostgreSQL, which never stores placeholders, so that a
-// master created after the move starts with its complete MAFL. Pure; the
-// result is ordered by FLID.
+// flights, with the children's links as their LINKs left them
+// (applyLink). It fills the placeholders of a database written by a
+// version of msgx that did not store them (flight_placeholder, migration
+// 0028) and of msgx reseed from one. Pure; the result is ordered by FLID.
 func Placeholders(flights []*State) []*State {
 	known := make(map[string]bool, len(flights))
 	for _, s := range flights {
@@ -28,8 +27,8 @@ func Placeholders(flights []*State) []*State {
 			p = &State{FLID: m, State: StatePlaceholder, Links: map[string]ChildLink{}}
 			byMaster[m] = p
 		}
-		l := linkOf(s)
-		p.Links[s.FLID] = ChildLink{FLNO: l.flno, Live: true, Version: s.StateVersion, Since: l.since}
+		p.Links[s.FLID] = ChildLink{FLNO: s.Fields["FLNO"], Live: true}
+		p.LastMsgID = max(p.LastMsgID, s.LastMsgID)
 	}
 	out := make([]*State, 0, len(byMaster))
 	for _, p := range byMaster {
@@ -39,21 +38,10 @@ func Placeholders(flights []*State) []*State {
 	return out
 }
 
-// Redelivered reports whether s, a flight's table value, has applied the
-// flight's own transition t already (a redelivery by the rule of
-// docs/design.md#i4-exactly-once-effect); false for an unknown flight and a
-// placeholder.
+// Redelivered reports whether s, a flight's (or a placeholder's) table
+// value, has applied transition t already (a redelivery by the rule of
+// docs/design.md#i4-exactly-once-effect); false for an unknown flight and
+// for the history sweep's transitions, which carry no message.
 func Redelivered(s *State, t Transition) bool {
-	return s != nil && !s.IsPlaceholder() && applied(s, t)
-}
-
-// PlaceholderOf is the placeholder master would have in a table holding
-// children (Placeholders), or nil when no live child names it.
-func PlaceholderOf(master string, children []*State) *State {
-	for _, p := range Placeholders(children) {
-		if p.FLID == master {
-			return p
-		}
-	}
-	return nil
+	return s != nil && t.MsgID > 0 && applied(s, t)
 }

@@ -25,14 +25,15 @@ const (
 )
 
 // State is the value of the msgx-flights goka table for one FLID (JSON). Its
-// first nine keys are the flight JSON (docs/design.md#events); LinkSince,
-// DeletedBy, Links, Last and Replayed are bookkeeping that View strips before a flight
-// leaves the processor.
+// first nine keys are the flight JSON (docs/design.md#events); Links, Last
+// and Replayed are bookkeeping that View strips before a flight leaves the
+// processor.
 //
 // An entry whose State is StatePlaceholder is not a flight but the Links of a
 // master that children named before it existed: it has no version, fields or
 // operation day, Apply never derives an event from it, and the processor
-// never writes it to PostgreSQL (IsPlaceholder).
+// keeps it in PostgreSQL's flight_placeholder, never in the read model
+// (IsPlaceholder).
 type State struct {
 	// FLID is AODB's flight id.
 	FLID string `json:"flid"`
@@ -43,9 +44,11 @@ type State struct {
 	State string `json:"state"`
 	// StateVersion grows by exactly one with every visible change.
 	StateVersion int64 `json:"stateVersion"`
-	// LastMsgID is the highest own message applied (I4); a transition at or
-	// below it is a redelivery, unless it is a replayed one (Replayed). It
-	// never goes back, also when a replayed older message is applied.
+	// LastMsgID is the highest message whose transition the flight applied
+	// (I4) — its own change, a child's LINK or its master's cascade alike; a
+	// transition at or below it is a redelivery, unless it is a replayed one
+	// (Replayed). It never goes back, also when a replayed older message is
+	// applied.
 	LastMsgID int64 `json:"lastMsgId"`
 	// UpdatedAt is the At of the transition that made the last visible
 	// change.
@@ -59,18 +62,9 @@ type State struct {
 	// shared flights (MAID set) and for deleted flights.
 	MAFL []MAFLEntry `json:"mafl"`
 
-	// LinkSince is the message at which the flight's current live link to
-	// its master began (creation, revival or a MAID change) or was last
-	// restated (SCHEDULE, ADFT); a cascade from an older master deletion
-	// must not delete it. Bookkeeping.
-	LinkSince int64 `json:"linkSince,omitempty"`
-	// DeletedBy is the message of the flight's last deletion (its own, or
-	// the cascade of its master), kept when it is revived: a child whose
-	// link began at or before it is deleted by that deletion, whenever its
-	// LINK arrives. Bookkeeping.
-	DeletedBy int64 `json:"deletedBy,omitempty"`
-	// Links records, per child FLID, the last LINK report accepted, removed
-	// children included, so that stale reports are ignored. Bookkeeping.
+	// Links records, per child FLID, the child's live link to this flight
+	// as its last LINK reported it (a child that left is removed), from
+	// which MAFL is projected. Bookkeeping.
 	Links map[string]ChildLink `json:"links,omitempty"`
 	// Last describes the change that produced StateVersion, so that a
 	// replay re-emits exactly the event of that version. Bookkeeping.
@@ -89,16 +83,14 @@ type MAFLEntry struct {
 	FLNO string `json:"FLNO"`
 }
 
-// ChildLink is a master's record of one child's last accepted LINK.
+// ChildLink is a master's record of one child's link.
 type ChildLink struct {
 	// FLNO is the child's flight number.
 	FLNO string `json:"flno,omitempty"`
-	// Live is true while the child is ACTIVE and linked to this master.
+	// Live is true for a linked child. Only live children are recorded;
+	// table values written by earlier versions may hold children that left
+	// (false), which count for nothing.
 	Live bool `json:"live"`
-	// Version is the child's StateVersion of the report.
-	Version int64 `json:"version"`
-	// Since is the child's LinkSince of the report (live links only).
-	Since int64 `json:"since,omitempty"`
 }
 
 // Provenance identifies the change that produced a flight's current
@@ -110,9 +102,6 @@ type Provenance struct {
 	Source string `json:"source"`
 	// Changed is the change list of that version.
 	Changed []string `json:"changed"`
-	// Unlinked is the master that the flight's last own change left, if
-	// any; a replay tells it again.
-	Unlinked string `json:"unlinked,omitempty"`
 }
 
 // Clone returns a deep copy of s (nil for nil).
@@ -149,13 +138,23 @@ func (s *State) View() *State {
 	if v == nil {
 		return nil
 	}
-	v.LinkSince, v.DeletedBy, v.Links, v.Last, v.Replayed = 0, 0, nil, nil, nil
+	v.Links, v.Last, v.Replayed = nil, nil, nil
 	return v
 }
 
 // IsPlaceholder reports whether s is a placeholder: link bookkeeping for a
 // master that is not a flight yet. It is false for nil.
 func (s *State) IsPlaceholder() bool { return s != nil && s.State == StatePlaceholder }
+
+// LinkOf is what the router's flight index holds of the flight s
+// (message.FlightLink): its state and raw MAID and FLNO; the zero value for
+// nil and a placeholder, which are no flight.
+func LinkOf(s *State) message.FlightLink {
+	if s == nil || s.IsPlaceholder() {
+		return message.FlightLink{}
+	}
+	return message.FlightLink{State: s.State, MAID: s.Fields["MAID"], FLNO: s.Fields["FLNO"]}
+}
 
 // PlaceholderView is what an operator sees of a placeholder.
 type PlaceholderView struct {

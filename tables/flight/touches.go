@@ -17,11 +17,27 @@ import "slices"
 //   - ADFT: the non-empty values only (set-only), and STATE;
 //   - DELETE: STATE and MAFL (a deleted master lists no children);
 //   - LINK: MAFL; PURGE: STATE.
+//
+// A transition with further steps (Then) touches what any of them does.
 func Touches(t Transition, o Options) []string {
+	set := map[string]bool{}
+	for _, st := range t.Steps() {
+		touch(set, st, o)
+	}
+	var out []string
+	for _, tag := range ChangeOrder {
+		if set[tag] {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// touch adds to set what step t may change.
+func touch(set map[string]bool, t Transition, o Options) {
 	if t.Kind == KindFLOP && t.STYP == STYPDelete {
 		t.Kind = KindDelete
 	}
-	set := map[string]bool{}
 	switch t.Kind {
 	case KindDelete:
 		set[ChangedState], set[ChangedMAFL] = true, true
@@ -66,15 +82,8 @@ func Touches(t Transition, o Options) []string {
 				set[tag] = true
 			}
 		}
-		set["BDST"], set["LCST"] = set["BOTM"], set["LACL"]
-		set[ChangedMAFL] = set["MAID"]
-		set[ChangedState] = t.Kind != KindFLOP
+		set["BDST"], set["LCST"] = set["BDST"] || set["BOTM"], set["LCST"] || set["LACL"]
+		set[ChangedMAFL] = set[ChangedMAFL] || set["MAID"]
+		set[ChangedState] = set[ChangedState] || t.Kind != KindFLOP
 	}
-	var out []string
-	for _, tag := range ChangeOrder {
-		if set[tag] {
-			out = append(out, tag)
-		}
-	}
-	return out
 }

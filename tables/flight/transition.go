@@ -3,6 +3,8 @@ package flight
 import (
 	"strings"
 	"time"
+
+	"msgx/tables/message"
 )
 
 // Kind says how a Transition changes a flight.
@@ -20,26 +22,27 @@ const (
 	// KindDelete is FDEL, FLOP-FDEL, an absent-from-schedule delete or a
 	// cascade from a deleted master.
 	KindDelete Kind = "DELETE"
-	// KindLink is derived by Apply: a child's MAID link reported to its
-	// master.
+	// KindLink is derived by the router (Expand): a child's MAID link
+	// reported to its master.
 	KindLink Kind = "LINK"
-	// KindPurge is sent by the history sweep: a flight whose operation day
-	// is before PurgeBefore leaves the table (archived by the processor).
-	// It travels through the processor like any change, so it is never
-	// applied while the flight is being updated.
+	// KindPurge is the history sweep's, sent through the router: a flight
+	// whose operation day is before PurgeBefore leaves the table (archived
+	// by the processor). It travels through the processor like any change,
+	// so it is never applied while the flight is being updated.
 	KindPurge Kind = "PURGE"
 )
 
-// Sources that Apply itself puts on derived transitions.
+// Sources of the transitions that are not a message's own change.
 const (
-	// SourceHistory is the source of the tombstone the history sweep emits
-	// for a flight that was never deleted.
+	// SourceHistory is the source of the history sweep's PURGE, of the
+	// tombstone it makes for a flight that was never deleted and of the
+	// LINK a purged child sends its master.
 	SourceHistory = "HISTORY-SWEEP"
 	// SourceCascade is the source of a DELETE derived from a master's
 	// deletion.
 	SourceCascade = "CASCADE"
 	// SourceLink is the source of a LINK derived from a child's change and
-	// of the master events it causes.
+	// of the master versions it causes.
 	SourceLink = "DERIVED-LINK"
 )
 
@@ -52,9 +55,12 @@ type Element map[string]string
 // entry.
 const RawKey = "RAW"
 
-// Transition is one change to one flight, as the router emits it on
-// msgx.flight-transitions (key FLID, JSON) and as Apply derives it (LINK,
-// cascade DELETE).
+// Transition is what one message does to one flight, as the router emits it
+// on msgx.flight-transitions (key FLID, JSON): its first step in the fields
+// below — the message's own change (SCHEDULE, ADFT, FLOP, DELETE), a LINK
+// from a child or a cascade DELETE from a master — and the steps after it in
+// Then. The history sweep's PURGE (and the LINK a purged child sends its
+// master) carry no message: MsgID 0, never counted in a message's n.
 //
 // Attributed elements travel flattened in Fields under the names of their
 // parts: <FDIV DDES="HKG" DDIR="TO">WX</FDIV> is {"FDIV":"WX","DDES":"HKG",
@@ -64,7 +70,7 @@ type Transition struct {
 	// MsgID is the inbox message the transition comes from (CMINMSGS_ID).
 	MsgID int64 `json:"msgId"`
 	// Source names the message kind for events and audit, e.g. "SCHD-DNLD",
-	// "FLOP-ESTT", "FDEL", "DERIVED-LINK", "CASCADE".
+	// "FLOP-ESTT", "FDEL", "DERIVED-LINK", "CASCADE", "HISTORY-SWEEP".
 	Source string `json:"source"`
 	// Kind selects the merge rule.
 	Kind Kind `json:"kind"`
@@ -85,9 +91,24 @@ type Transition struct {
 	// Link is the reported child link (Kind LINK only).
 	Link *Link `json:"link,omitempty"`
 	// Cascade marks a DELETE caused by the master's deletion. A cascade
-	// carries the deleting master in Fields["MAID"]: it deletes the flight
-	// only while the flight still belongs to that master.
+	// carries the deleting master in Fields["MAID"]: the router sends it
+	// only to an ACTIVE flight that names that master, and Apply rejects
+	// it on any other.
 	Cascade bool `json:"cascade,omitempty"`
+	// Expect is the flight's link after this step as the router's flight
+	// index computed it (Expand, LinkAfter): Apply rejects a step whose
+	// result disagrees, so that the index and the flights table never part
+	// silently (docs/design.md#codeshare). nil: not checked (LINK steps,
+	// which do not change the flight's own link, and transitions of
+	// earlier versions).
+	Expect *message.FlightLink `json:"expect,omitempty"`
+	// Then are the further steps of the same message for the same flight,
+	// in the order the message causes them (Expand): a master's LINKs, a
+	// cascade. Each takes MsgID, FLID, At, OperationDay, Replay and MsgDTTM
+	// from the transition when it leaves them zero. The transition is one
+	// unit: applied whole or recognised as a redelivery whole, one applied
+	// mark, one of its message's n.
+	Then []Transition `json:"then,omitempty"`
 	// PurgeBefore (YYYY-MM-DD, PURGE only): flights of operation days
 	// strictly before it are history.
 	PurgeBefore string `json:"purgeBefore,omitempty"`
@@ -98,33 +119,30 @@ type Transition struct {
 	// (its replay_audit id; docs/design.md#replay), 0 for every other
 	// message. A replayed transition is applied to the current state even
 	// though its MsgID is not above the flight's lastMsgId; Apply tells its
-	// redelivery by State.Replayed. Derived transitions (LINK, cascade)
-	// never carry it: their idempotency does not rest on message ids.
+	// redelivery by State.Replayed. A replayed message's LINKs and
+	// cascades carry it too: they are its transitions like its own ones.
 	Replay int64 `json:"replay,omitempty"`
-	// FirstSeen is set by the router on a SCHEDULE or ADFT whose FLID no
-	// older message named (no flight_index entry before this message):
+	// FirstSeen is set by the router on a transition whose own step is a
+	// SCHEDULE or ADFT whose FLID no older message named (no flight_index
+	// entry before this message):
 	// PostgreSQL cannot hold the flight from an older message, so the
 	// flights processor skips its divergence lookup (docs/design.md#divergence)
 	// for it. Apply ignores it; a transition without it is looked up.
 	FirstSeen bool `json:"firstSeen,omitempty"`
 }
 
-// Link reports the state of one child's MAID link to its master.
+// Link reports one child's link to its master (Kind LINK): the router
+// derives it from the child's change (Expand) and the master records it
+// (docs/design.md#codeshare).
 type Link struct {
 	// Child is the child's FLID.
 	Child string `json:"flid"`
 	// FLNO is the child's flight number.
 	FLNO string `json:"flno"`
-	// Live is true while the child is ACTIVE and points at this master.
+	// Live is true while the child is ACTIVE and points at this master;
+	// false says it left (deleted, moved to another master, unlinked or
+	// purged).
 	Live bool `json:"live"`
-	// ChildVersion is the child's StateVersion after the change; the master
-	// ignores reports that are not newer than the last one it recorded (a
-	// higher version, or the same one with a later Since).
-	ChildVersion int64 `json:"childVersion"`
-	// Since is the message at which the child's live link began (its
-	// LinkSince; live reports only): a master deleted at or after it
-	// cascades to the child whenever the report arrives.
-	Since int64 `json:"since,omitempty"`
 }
 
 // SupportedFLOP reports whether Apply handles the FLOP subtype styp: every

@@ -46,6 +46,17 @@ const (
 	ClassExhausted = "EXHAUSTED"
 )
 
+// ReplayableClass reports whether FAILED and DEAD messages of class can be
+// replayed (docs/design.md#replay): CODEC_ERROR, INFRA and EXHAUSTED; never
+// MALFORMED or PROTOCOL, where the message itself is wrong.
+func ReplayableClass(class string) bool {
+	switch class {
+	case ClassCodecError, ClassInfra, ClassExhausted:
+		return true
+	}
+	return false
+}
+
 // Reasons and reason prefixes of SKIPPED and DEAD messages.
 const (
 	// ReasonDuplicateOf prefixes the owner of a taken identity:
@@ -85,8 +96,9 @@ func ReasonClass(reason string) string {
 	return strings.TrimSuffix(class, "-of")
 }
 
-// FlightDay is an entry of the router's FLID → operation-day index
-// (docs/design.md#operation-day).
+// FlightDay is an entry of the router's flight index: FLID → operation day
+// (docs/design.md#operation-day) and the flight's own link to its master
+// (docs/design.md#codeshare).
 type FlightDay struct {
 	FLID string
 	// Day is nil while the flight's operation day is not known yet (an
@@ -94,7 +106,29 @@ type FlightDay struct {
 	Day *time.Time
 	// FirstMsgID is the message that created the entry.
 	FirstMsgID int64
+	// Link is the flight's link as of the messages the router decided so
+	// far.
+	Link FlightLink
 }
+
+// FlightLink is what the router's flight index holds of one flight so that
+// it can tell what a message implies for the flights it links — MAFL
+// updates of masters, cascades to children (flight.Expand): the flight's
+// lifecycle state and its raw MAID and FLNO, exactly as the flights table
+// holds them after the same messages. The zero value is "not a flight":
+// never created, or taken out by the history sweep.
+type FlightLink struct {
+	// State is "ACTIVE" or "DELETED" (flight.StateActive, StateDeleted); ""
+	// for no flight.
+	State string `json:"state,omitempty"`
+	// MAID is the flight's MAID field as stored ("" when absent).
+	MAID string `json:"maid,omitempty"`
+	// FLNO is the flight's FLNO field as stored ("" when absent).
+	FLNO string `json:"flno,omitempty"`
+}
+
+// IsFlight reports whether l is the link of a flight (ACTIVE or DELETED).
+func (l FlightLink) IsFlight() bool { return l.State != "" }
 
 // RefKey is an entry of the router's reference key-tag index: the tag the
 // records of a category keyed by their first child (refdata.FirstChildTypes)
@@ -116,6 +150,10 @@ type Query struct {
 	// Days are the operation days whose earlier flights are listed
 	// (absent-flight deletion).
 	Days []time.Time
+	// Cascade are the FLIDs the message deletes: the index entries of their
+	// live descendants (children, their children, …) are read too, as are
+	// those of the flights of Days.
+	Cascade []string
 	// RefType is the reference category whose indexed key tag is read
 	// ("": none).
 	RefType string
@@ -126,7 +164,9 @@ type Query struct {
 type Lookups struct {
 	// Owner is the message holding the identity key, 0 when free.
 	Owner int64
-	// Days are the index entries of the message's FLIDs.
+	// Days are the index entries of the message's FLIDs and of every other
+	// flight its transitions may reach: the flights of Query.Days and the
+	// live descendants of those and of Query.Cascade.
 	Days map[string]FlightDay
 	// Earlier lists, per operation day (YYYY-MM-DD), the flights the index
 	// knew before this message: the "absent from the package" candidates.

@@ -18,6 +18,7 @@ import (
 	"msgx/processors/router"
 	"msgx/sink/backfill"
 	"msgx/sink/status"
+	"msgx/tables/message"
 )
 
 // Sources are the running figures the collector reads; any may be nil when
@@ -36,6 +37,10 @@ type Sources struct {
 	// cached for ReportTTL so scrapes stay cheap.
 	Report    func(ctx context.Context) (status.Report, error)
 	ReportTTL time.Duration
+	// Thresholds are the status alerts' settings, exported so that
+	// alerting rules compare with the very values msgx status uses
+	// (deploy/prometheus/msgx-rules.yml); nil exports none.
+	Thresholds *status.Config
 }
 
 // Observer also receives every latency the histograms observe (the status
@@ -149,7 +154,10 @@ var (
 	recovered       = desc("msgx_transitions_recovered_total", "Redelivered transitions applied again to PostgreSQL's state because the table was ahead of it after a crash.", "processor")
 	paused          = desc("msgx_component_paused", "1 while a running component waits for an unavailable dependency (outage), else 0.", "component")
 	componentState  = desc("msgx_component_state", "1 for the state a component is in (starting, running, paused, restarting, stopped), 0 for the others.", "component", "state")
-	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401).", "reason")
+	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401), throttled (too many wrong tokens from the client address, 429), no-client-cert (/cminmsgs/send without a certificate of MSGX_HTTP_TLS_CLIENT_CA, 403).", "reason")
+	httpWrong       = desc("msgx_http_wrong_credentials_total", "Wrong tokens presented: logins with a wrong read token, wrong bearer tokens on any endpoint (what the login throttle counts).")
+	httpThrottled   = desc("msgx_http_throttled_clients", "Client addresses whose credentials are refused with 429 now (MSGX_HTTP_THROTTLE_FAILURES wrong ones within MSGX_HTTP_THROTTLE_PERIOD).")
+	httpCertExpiry  = desc("msgx_http_tls_certificate_expiry_timestamp_seconds", "When the certificate the HTTP listener serves expires (Unix time; only with MSGX_HTTP_TLS_CERT).")
 	applied         = desc("msgx_transitions_applied_total", "Transitions applied by an applying processor.", "processor")
 	replayed        = desc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
 	rejected        = desc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
@@ -174,13 +182,29 @@ var (
 	lateRows        = desc("msgx_late_rows", "Late rows recorded (all time).")
 	holes           = desc("msgx_permanent_holes", "Permanent holes recorded (all time).")
 	statusUp        = desc("msgx_status_report_ok", "1 when the last status report could be collected.")
+	halted          = desc("msgx_component_halted", "1 while a running component has stopped making progress on purpose until an operator acts (divergence, rejected transition), else 0.", "component")
+	threshold       = desc("msgx_status_threshold", "The settings the status alerts compare with (durations in seconds, counts as counts), by variable name.", "setting")
+	unreadAge       = desc("msgx_inbox_oldest_unread_seconds", "How long the next inbox row above the watermark has waited for ingest (0: none waiting or no receive time).")
+	inboxMaxID      = desc("msgx_inbox_max_id", "MAX(CMINMSGS_ID) of the inbox.")
+	backfillOverdue = desc("msgx_backfill_overdue", "Pending processed marks older than MSGX_OVERDUE_BACKFILL.")
+	groupMembers    = desc("msgx_consumer_group_members", "Running members of a goka group (0: nothing consumes its input).", "group")
+	sourceOK        = desc("msgx_status_source_ok", "1 when the last status report could read the source (postgres, mysql, kafka), 0 when its section says it could not.", "source")
+	bindingRefused  = desc("msgx_kafka_binding_refused", "1 while this process refuses to start because Kafka is not the cluster the database is bound to, else 0.")
+)
+
+// The classes and reasons exported with 0 when none is counted, so that a
+// dashboard or a rule finds the series before the first one happens.
+var (
+	deadClasses      = []string{message.ClassMalformed, message.ClassProtocol, message.ClassCodecError, message.ClassExhausted}
+	abandonedReasons = []string{"MISSING_ROW", "TRANSIENT_DEADLINE"}
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
 		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events,
 		pubTxns, pubFenced, pubExactlyOnce, pubPosition, pubReconciled, pubDeduplicated, backfillMarked, backfillFailed, componentUp, restarts,
-		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp} {
+		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp,
+		httpWrong, httpThrottled, httpCertExpiry, halted, threshold, unreadAge, inboxMaxID, backfillOverdue, groupMembers, sourceOK, bindingRefused} {
 		ch <- d
 	}
 }
@@ -280,6 +304,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, httpRefused, st.SlowClients, "slow")
 		counter(ch, httpRefused, st.Busy, "busy")
 		counter(ch, httpRefused, st.Unauthorized, "unauthorized")
+		counter(ch, httpRefused, st.Throttled, "throttled")
+		counter(ch, httpRefused, st.NoClientCert, "no-client-cert")
+		counter(ch, httpWrong, st.WrongCredentials)
+		gauge(ch, httpThrottled, float64(st.ThrottledClients))
+		if !st.TLSNotAfter.IsZero() {
+			gauge(ch, httpCertExpiry, float64(st.TLSNotAfter.Unix()))
+		}
 	}
 	if s.Health != nil {
 		// The registry's view is the exact one: a component paused by an
@@ -288,12 +319,31 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, comp := range s.Health.Snapshot() {
 			gauge(ch, componentUp, b2f(comp.State == health.Running), comp.Name)
 			gauge(ch, paused, b2f(comp.Paused != ""), comp.Name)
+			gauge(ch, halted, b2f(comp.Halted != ""), comp.Name)
 			for _, state := range health.States {
 				gauge(ch, componentState, b2f(comp.Effective() == state), comp.Name, state)
 			}
 			counter(ch, restarts, int64(comp.Restarts), comp.Name)
 		}
 	}
+	if th := s.Thresholds; th != nil {
+		for _, t := range []struct {
+			name string
+			v    float64
+		}{
+			{"MSGX_MAX_COMMIT_DELAY", th.MaxCommitDelay.Seconds()},
+			{"MSGX_STATUS_UNFINISHED_AGE", th.OldestUnfinishedAge.Seconds()},
+			{"MSGX_STATUS_INBOX_LAG", float64(th.InboxLag)},
+			{"MSGX_STATUS_UNREAD_AGE", th.UnreadAge.Seconds()},
+			{"MSGX_STATUS_GROUP_LAG", float64(th.GroupLag)},
+			{"MSGX_OVERDUE_BACKFILL", th.BackfillOverdue.Seconds()},
+		} {
+			gauge(ch, threshold, t.v, t.name)
+		}
+	}
+	// A process that runs passed the binding check; one that refuses
+	// exports RefusedMetrics instead.
+	gauge(ch, bindingRefused, 0)
 	c.collectReport(ch, s)
 }
 
@@ -314,6 +364,12 @@ func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
 		return
 	}
 	r := c.report
+	// The sources the report could not read: its "status incomplete"
+	// alerts (sink/status.Alerts).
+	pgErrs := len(r.Inbox.Errors) + len(r.Messages.Errors) + len(r.Backfill.Errors)
+	gauge(ch, sourceOK, b2f(pgErrs == 0), "postgres")
+	gauge(ch, sourceOK, b2f(r.Inbox.MaxIDError == ""), "mysql")
+	gauge(ch, sourceOK, b2f(r.GroupsError == ""), "kafka")
 	if r.Inbox.Lag >= 0 {
 		gauge(ch, inboxLag, float64(r.Inbox.Lag))
 	}
@@ -331,18 +387,70 @@ func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
 		age = float64(r.Messages.OldestUnfinished.AgeSeconds)
 	}
 	gauge(ch, oldestOpen, age)
-	for class, n := range r.Messages.DeadByClass {
+	for class, n := range withZeros(r.Messages.DeadByClass, deadClasses) {
 		gauge(ch, deadByClass, float64(n), class)
 	}
 	if r.Backfill.Pending >= 0 {
 		gauge(ch, backfillPending, float64(r.Backfill.Pending))
 	}
-	for reason, n := range r.Backfill.Abandoned {
-		gauge(ch, backfillAband, float64(n), reason)
+	if r.Backfill.Abandoned != nil {
+		for reason, n := range withZeros(r.Backfill.Abandoned, abandonedReasons) {
+			gauge(ch, backfillAband, float64(n), reason)
+		}
 	}
+	if r.Backfill.Overdue >= 0 {
+		gauge(ch, backfillOverdue, float64(r.Backfill.Overdue))
+	}
+	if r.Inbox.MaxID >= 0 {
+		gauge(ch, inboxMaxID, float64(r.Inbox.MaxID))
+	}
+	unread := 0.0
+	if u := r.Inbox.OldestUnread; u != nil && u.AgeSeconds > 0 {
+		unread = float64(u.AgeSeconds)
+	}
+	gauge(ch, unreadAge, unread)
+	members := map[string]int{}
 	for _, g := range r.Groups {
 		if g.Lag >= 0 {
 			gauge(ch, groupLag, float64(g.Lag), g.Group, g.Topic)
 		}
+		// One row per input topic: a group's members are the most any
+		// of its rows saw (a row that could not be read says 0).
+		if g.Error == "" {
+			members[g.Group] = max(members[g.Group], g.Members)
+		}
 	}
+	for group, n := range members {
+		gauge(ch, groupMembers, float64(n), group)
+	}
+}
+
+// withZeros is counts with every key of known present (0 when missing);
+// nil stays nil (the section could not be read).
+func withZeros(counts map[string]int64, known []string) map[string]int64 {
+	if counts == nil {
+		return nil
+	}
+	out := make(map[string]int64, len(counts)+len(known))
+	for _, k := range known {
+		out[k] = 0
+	}
+	for k, n := range counts {
+		out[k] = n
+	}
+	return out
+}
+
+// Refused is the registry of a process that refuses to start because Kafka
+// is not the cluster the database is bound to (docs/design.md#kafka-binding):
+// msgx_kafka_binding_refused 1 beside the Go runtime and process
+// collectors, so that the refusal reaches the operator's alerting and not
+// only the log.
+func Refused() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "msgx_kafka_binding_refused",
+		Help: "1 while this process refuses to start because Kafka is not the cluster the database is bound to, else 0."})
+	g.Set(1)
+	reg.MustRegister(g, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }

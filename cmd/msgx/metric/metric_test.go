@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"msgx/internal/health"
 	"msgx/internal/web"
 	"msgx/processors/router"
+	"msgx/sink/status"
 )
 
 // values returns the samples of a metric family by their label values.
@@ -105,5 +107,100 @@ func TestPublisherExported(t *testing.T) {
 	}
 	if got, ok := values(t, m, "msgx_publisher_exactly_once")[""]; !ok || got != 0 {
 		t.Errorf("msgx_publisher_exactly_once = %v (%v) at least once", got, ok)
+	}
+}
+
+// The HTTP surface's security figures: refusals by the throttle and for
+// want of a client certificate, wrong tokens, throttled addresses, and the
+// certificate's expiry, which is exported only with TLS.
+func TestHTTPSecurityExported(t *testing.T) {
+	notAfter := time.Date(2027, 1, 31, 0, 0, 0, 0, time.UTC)
+	st := web.Stats{Throttled: 7, NoClientCert: 2, WrongCredentials: 11, ThrottledClients: 3, TLSNotAfter: notAfter}
+	m := New()
+	m.SetSources(Sources{HTTP: func() web.Stats { return st }})
+	refused := values(t, m, "msgx_http_refused_total")
+	if refused["throttled/"] != 7 || refused["no-client-cert/"] != 2 {
+		t.Errorf("msgx_http_refused_total %v", refused)
+	}
+	if got := values(t, m, "msgx_http_wrong_credentials_total")[""]; got != 11 {
+		t.Errorf("msgx_http_wrong_credentials_total = %v", got)
+	}
+	if got := values(t, m, "msgx_http_throttled_clients")[""]; got != 3 {
+		t.Errorf("msgx_http_throttled_clients = %v", got)
+	}
+	if got := values(t, m, "msgx_http_tls_certificate_expiry_timestamp_seconds")[""]; got != float64(notAfter.Unix()) {
+		t.Errorf("msgx_http_tls_certificate_expiry_timestamp_seconds = %v", got)
+	}
+	st.TLSNotAfter = time.Time{}
+	if got := values(t, m, "msgx_http_tls_certificate_expiry_timestamp_seconds"); len(got) != 0 {
+		t.Errorf("certificate expiry exported without TLS: %v", got)
+	}
+}
+
+// The figures the alerting rules of deploy/prometheus need: the halted
+// flag, the status thresholds, the report's unread age, max ID, overdue
+// marks, group members and unreadable sources, DEAD classes and abandoned reasons exported
+// with 0 before the first one, and the binding state.
+func TestFiguresForTheAlertingRules(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	reg := health.NewRegistry(func() time.Time { return now })
+	reg.Set("flights", health.Running)
+	reg.WatchHalt("flights", func() string {
+		return "divergence: flight 100 (message #3) is in PostgreSQL flight_schd but not in the flights table"
+	})
+	reg.Set("refdata", health.Running)
+	reg.WatchHalt("refdata", func() string { return "" })
+	th := status.Config{MaxCommitDelay: 5 * time.Minute, OldestUnfinishedAge: 4 * time.Minute, InboxLag: 10000,
+		UnreadAge: 3 * time.Minute, GroupLag: 1000, BackfillOverdue: 720 * time.Hour}
+	rep := status.Report{
+		Inbox:    status.InboxStatus{MaxID: 42, Lag: 7, OldestUnread: &status.UnreadRow{MsgID: 36, AgeSeconds: 95}, MaxIDError: "mysql unreachable"},
+		Messages: status.MessageStatus{DeadByClass: map[string]int64{"PROTOCOL": 2}},
+		Backfill: status.BackfillStatus{Overdue: 3, Abandoned: map[string]int64{}},
+		Groups: []status.GroupLag{{Group: "msgx-router", Topic: "msgx.inbox", Members: 1},
+			{Group: "msgx-flights", Topic: "msgx.flight-transitions", Members: 0},
+			{Group: "msgx-flights", Topic: "msgx.flight-transitions", Members: 0, Error: "unreadable", Lag: -1}},
+	}
+	m := New()
+	m.SetSources(Sources{Health: reg, Thresholds: &th, ReportTTL: time.Hour,
+		Report: func(context.Context) (status.Report, error) { return rep, nil }})
+
+	for name, want := range map[string]map[string]float64{
+		"msgx_component_halted": {"flights/": 1, "refdata/": 0},
+		"msgx_status_threshold": {"MSGX_MAX_COMMIT_DELAY/": 300, "MSGX_STATUS_UNFINISHED_AGE/": 240, "MSGX_STATUS_INBOX_LAG/": 10000,
+			"MSGX_STATUS_UNREAD_AGE/": 180, "MSGX_STATUS_GROUP_LAG/": 1000, "MSGX_OVERDUE_BACKFILL/": 2592000},
+		"msgx_inbox_oldest_unread_seconds": {"": 95},
+		"msgx_inbox_max_id":                {"": 42},
+		"msgx_backfill_overdue":            {"": 3},
+		"msgx_consumer_group_members":      {"msgx-router/": 1, "msgx-flights/": 0},
+		"msgx_dead_messages":               {"MALFORMED/": 0, "PROTOCOL/": 2, "CODEC_ERROR/": 0, "EXHAUSTED/": 0},
+		"msgx_backfill_abandoned":          {"MISSING_ROW/": 0, "TRANSIENT_DEADLINE/": 0},
+		"msgx_kafka_binding_refused":       {"": 0},
+		"msgx_status_source_ok":            {"postgres/": 1, "mysql/": 0, "kafka/": 1},
+	} {
+		got := values(t, m, name)
+		if len(got) != len(want) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+			continue
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("%s{%s} = %v (present %v), want %v", name, k, g, ok, v)
+			}
+		}
+	}
+
+	// A refusing process exports the refusal.
+	fams, err := Refused().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range fams {
+		if f.GetName() == "msgx_kafka_binding_refused" {
+			found = f.GetMetric()[0].GetGauge().GetValue() == 1
+		}
+	}
+	if !found {
+		t.Error("Refused() does not export msgx_kafka_binding_refused 1")
 	}
 }

@@ -4,8 +4,11 @@
 // seconds and shows whether msgx keeps up (lag, throughput and latency over
 // the last minutes, drawn), whether anything is stuck (open hole, the queue's
 // head, groups without members), what needs a human (DEAD messages by class
-// with their latest reasons and a link to the replay dry run, abandoned
-// marks, late rows, alerts), and the components.
+// with their latest reasons and, for a replayable class, a link to the
+// replay dry run — for MALFORMED and PROTOCOL what to do instead —,
+// abandoned marks, late rows, alerts), and the components. Every time it
+// shows carries the browser zone's offset. Its search box leads to a
+// message's or a flight's trace shown as a page ([WriteTrace]).
 //
 // [History] is the data behind the charts: an in-process sampler that takes,
 // every MSGX_PAGE_SAMPLE_INTERVAL on the injected clock, the inbox and

@@ -55,3 +55,34 @@ func (h Handlers) Register(mux *http.ServeMux) {
 	})
 	mux.Handle("GET /status/history", h.History)
 }
+
+var tracePage = template.Must(template.ParseFS(assets, "assets/trace.html"))
+
+// Trace is one trace shown as a page (GET /trace/…?format=html): the CLI's
+// text in a <pre>, or why there is none, with links to the traces it names.
+type Trace struct {
+	// Title names what is traced: "message 42", "flight 100".
+	Title string
+	// Kind and ID fill the search box again ("message" or "flight").
+	Kind, ID string
+	// Text is the trace as `msgx trace` prints it; Error replaces it when
+	// there is no trace (not found, PostgreSQL unreachable).
+	Text, Error string
+	// JSON is the same trace's JSON URL.
+	JSON string
+	// Links lead to the traces of the flights or messages it names.
+	Links []Link
+}
+
+// Link is one link of a trace page.
+type Link struct{ Label, Href string }
+
+// WriteTrace writes t as a page with status code.
+func WriteTrace(w http.ResponseWriter, code int, t Trace) {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", csp)
+	w.WriteHeader(code)
+	_ = tracePage.Execute(w, t)
+}

@@ -41,8 +41,9 @@ func pageReport(now time.Time) status.Report {
 			Backlog: 4,
 			OldestUnfinished: &status.UnfinishedMessage{MsgID: 150, State: "FAILED", EnqueuedAt: now.Add(-time.Hour), AgeSeconds: 3600,
 				Attempts: 3, ErrorClass: "CODEC_ERROR", NextAttemptAt: &next, LastError: "bad date"},
-			DeadByClass: map[string]int64{"MALFORMED": 3, "EXHAUSTED": 1},
-			DeadRecent:  2, DeadRecentWindowSeconds: 3600,
+			DeadByClass:    map[string]int64{"MALFORMED": 3, "EXHAUSTED": 1},
+			DeadReplayable: map[string]bool{"MALFORMED": false, "EXHAUSTED": true},
+			DeadRecent:     2, DeadRecentWindowSeconds: 3600,
 			DeadLatestByClass: map[string][]status.DeadMessage{
 				"MALFORMED": {
 					{MsgID: 110, ErrorClass: "MALFORMED", EnqueuedAt: now, LastError: `XML syntax error: <img src=x onerror="document.title='pwned'">`},
@@ -129,8 +130,8 @@ func TestPageShowsTheReport(t *testing.T) {
 		"#memberless":        {"msgx-refdata (2 records waiting)"},
 		"#dead-recent":       {"2 in the last 1h"},
 		`#dead tr[data-class="MALFORMED"]`: {"MALFORMED", "3", "#110", `<img src=x onerror="document.title='pwned'">`, "#109", "not XML",
-			"msgx replay --class MALFORMED --dry-run"},
-		`#dead tr[data-class="EXHAUSTED"]`:        {"#112", "CODEC_ERROR: unparseable date 2026-13-40"},
+			"not replayable: the message itself is wrong"},
+		`#dead tr[data-class="EXHAUSTED"]`:        {"#112", "CODEC_ERROR: unparseable date 2026-13-40", "msgx replay --class EXHAUSTED --dry-run"},
 		"#abandoned":                              {"MISSING_ROW 1, TRANSIENT_DEADLINE 1"},
 		"#backfill-pending":                       {"1 overdue (pending longer than 30d), 3 pending, oldest 33d8h"},
 		"#late-rows":                              {"1 (IDs 4)"},
@@ -170,8 +171,16 @@ func TestPageShowsTheReport(t *testing.T) {
 	if title, _ := browser.Eval[string](b, `document.title`); title != "msgx status" {
 		t.Errorf("title %q: a reason's markup ran", title)
 	}
-	if href, _ := browser.Eval[string](b, `document.querySelector('#dead tr[data-class="EXHAUSTED"] a').getAttribute("href")`); href != "/replay/dry-run?class=EXHAUSTED" {
+	if href, _ := browser.Eval[string](b, `document.querySelector('#dead tr[data-class="EXHAUSTED"] a[href^="/replay/"]').getAttribute("href")`); href != "/replay/dry-run?class=EXHAUSTED" {
 		t.Errorf("dry-run link %q", href)
+	}
+	// A class no replay can move offers none; each latest message opens
+	// its trace.
+	if n, _ := browser.Eval[int](b, `document.querySelectorAll('#dead tr[data-class="MALFORMED"] a[href^="/replay/"]').length`); n != 0 {
+		t.Errorf("the MALFORMED row offers %d replay links", n)
+	}
+	if href, _ := browser.Eval[string](b, `document.querySelector('#dead tr[data-class="MALFORMED"] a').getAttribute("href")`); href != "/trace/110?format=html" {
+		t.Errorf("trace link %q", href)
 	}
 	// The charts: one line per series, a point per sample (the rates from
 	// the second sample on).

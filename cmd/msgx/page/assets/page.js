@@ -59,6 +59,8 @@
 
   function pad(n) { return String(n).padStart(2, "0"); }
 
+  // Times are shown in the browser's zone, each with its offset: every
+  // time shown names its zone (the inbox's own zone is named apart).
   function stamp(iso) {
     if (!iso) return "?";
     const t = new Date(iso);
@@ -66,7 +68,15 @@
     return t.getFullYear() + "-" + pad(t.getMonth() + 1) + "-" + pad(t.getDate()) + " " + clockTime(t);
   }
 
-  function clockTime(t) { return pad(t.getHours()) + ":" + pad(t.getMinutes()) + ":" + pad(t.getSeconds()); }
+  function clockTime(t) { return pad(t.getHours()) + ":" + pad(t.getMinutes()) + ":" + pad(t.getSeconds()) + " " + zoneLabel(t); }
+
+  // zoneLabel is the browser zone's offset at t: "UTC", "UTC+08:00".
+  function zoneLabel(t) {
+    const off = -t.getTimezoneOffset();
+    if (off === 0) return "UTC";
+    const a = Math.abs(off);
+    return "UTC" + (off < 0 ? "-" : "+") + pad(Math.floor(a / 60)) + ":" + pad(a % 60);
+  }
 
   function idRange(from, to) { return to > from ? from + "-" + to : String(from); }
 
@@ -213,6 +223,24 @@
     const rh = inb.recentHoles || [];
     if (rh.length) holes += "; last " + idRange(rh[0].from, rh[0].to) + " released " + stamp(rh[0].releasedAt) + " (" + rh[0].reason + ")";
     setText("permanent-holes", holes);
+    setText("inbox-zone", inb.zone || "? (MySQL not reached yet)", inb.zone ? "" : "bad");
+    setText("zone-note", "Times on this page are in this browser's zone (" + zoneLabel(new Date()) + "); msgx trace and msgx status print UTC.", "muted");
+  }
+
+  // What to do with DEAD messages of a class msgx replay cannot move
+  // (docs/operations.md 6.8).
+  const NOT_REPLAYABLE = {
+    MALFORMED: "not replayable: the message itself is wrong. Tell the sender; a corrected message is a new inbox row. Otherwise accept it (operations manual 6.8).",
+    PROTOCOL: "not replayable: the package breaks the protocol. Agree the fix with the AODB and ask for a fresh download (msgx request flights | refdata), or accept it (operations manual 6.8).",
+  };
+
+  function replayCell(c, replayable) {
+    if (!replayable) {
+      return el("td", {class: "not-replayable"}, NOT_REPLAYABLE[c] || "not replayable by class; trace a message (msgx trace <MSG_ID>) to see why it died.");
+    }
+    const q = encodeURIComponent(c);
+    return el("td", {}, el("a", {href: "/replay/dry-run?class=" + q, target: "_blank", rel: "noopener"}, "dry run"),
+      " ", el("code", {}, "msgx replay --class " + c + " --dry-run"));
   }
 
   function renderMessages(rep) {
@@ -238,14 +266,13 @@
       const classes = Object.keys(m.deadByClass).sort((a, b) => m.deadByClass[b] - m.deadByClass[a] || a.localeCompare(b));
       rows = classes.map(c => {
         const latest = ((m.deadLatestByClass || {})[c] || []).map(d =>
-          el("div", {}, "#" + d.msgId + " " + stamp(d.enqueuedAt) + ": " + (d.lastError || "(no reason recorded)")));
-        const q = encodeURIComponent(c);
+          el("div", {}, el("a", {href: "/trace/" + d.msgId + "?format=html"}, "#" + d.msgId), " " + stamp(d.enqueuedAt) + ": " +
+            (d.lastError || "(no reason recorded)")));
         return el("tr", {"data-class": c},
           el("td", {}, c),
           el("td", {class: "num"}, m.deadByClass[c]),
           el("td", {class: "reason"}, ...latest),
-          el("td", {}, el("a", {href: "/replay/dry-run?class=" + q, target: "_blank", rel: "noopener"}, "dry run"),
-            " ", el("code", {}, "msgx replay --class " + c + " --dry-run")));
+          replayCell(c, (m.deadReplayable || {})[c]));
       });
       if (!rows.length) rows = [el("tr", {}, el("td", {colspan: 4, class: "ok"}, "none"))];
     }
