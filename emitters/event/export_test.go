@@ -4,6 +4,3 @@ package event
 // PointAfterCommit, PointReconcile): an error returned there is a crash,
 // after which the test discards the publisher as a restart would.
 func SetHook(p *Publisher, f func(point string) error) { p.hook = f }
-
-// Pending reports whether a batch Kafka has still waits for its delete.
-func Pending(p *Publisher) bool { return p.pending != nil }
