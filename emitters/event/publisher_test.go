@@ -133,6 +133,19 @@ func records(rs []*kgo.Record) string {
 
 var errCrash = errors.New("crash")
 
+// commitThenCrash queues evs and publishes them with a publisher that
+// dies between the Kafka commit and the PostgreSQL delete.
+func (e *env) commitThenCrash(evs ...sink.Event) {
+	e.t.Helper()
+	e.queue(evs...)
+	p := e.publisher(config(true), nil)
+	event.SetHook(p, crashAt(event.PointAfterCommit))
+	if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
+		e.t.Fatalf("no crash: %v", err)
+	}
+	p.Close()
+}
+
 // crashAt is a hook that crashes at point.
 func crashAt(point string) func(string) error {
 	return func(p string) error {
@@ -225,14 +238,8 @@ func TestPublisherCrashWindows(t *testing.T) {
 func TestPublisherReconcileCrash(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.queue(ev("ev", "a", 1), ev("ev", "a", 2))
+	e.commitThenCrash(ev("ev", "a", 1), ev("ev", "a", 2))
 	p := e.publisher(config(true), nil)
-	event.SetHook(p, crashAt(event.PointAfterCommit))
-	if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
-		t.Fatalf("no crash: %v", err)
-	}
-	p.Close()
-	p = e.publisher(config(true), nil)
 	event.SetHook(p, crashAt(event.PointReconcile))
 	if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
 		t.Fatalf("no crash in the reconciliation: %v", err)
@@ -395,17 +402,11 @@ func TestPublisherInactive(t *testing.T) {
 func TestPublisherRestoredOutbox(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.queue(ev("ev", "a", 1), ev("ev", "a", 2))
-	p := e.publisher(config(true), nil)
-	event.SetHook(p, crashAt(event.PointAfterCommit))
-	if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
-		t.Fatal(err)
-	}
-	p.Close()
+	e.commitThenCrash(ev("ev", "a", 1), ev("ev", "a", 2))
 	if _, err := e.pool.Exec(e.ctx, `UPDATE event_outbox SET value = '{"flid":"a","stateVersion":9}'::bytea, state_version = 9 WHERE state_version = 2`); err != nil {
 		t.Fatal(err)
 	}
-	p = e.publisher(config(true), nil)
+	p := e.publisher(config(true), nil)
 	if n, err := p.Publish(e.ctx); n != 2 || err != nil {
 		t.Fatalf("published %d %v", n, err)
 	}
@@ -424,13 +425,7 @@ func TestPublisherRestoredOutbox(t *testing.T) {
 func TestPublisherPositionWithoutEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.queue(ev("ev", "a", 1), ev("ev", "a", 2))
-	p := e.publisher(config(true), nil)
-	event.SetHook(p, crashAt(event.PointAfterCommit))
-	if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
-		t.Fatal(err)
-	}
-	p.Close()
+	e.commitThenCrash(ev("ev", "a", 1), ev("ev", "a", 2))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +436,7 @@ func TestPublisherPositionWithoutEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Close()
-	p = e.publisher(config(true), nil)
+	p := e.publisher(config(true), nil)
 	if n, err := p.Publish(e.ctx); n != 2 || err != nil {
 		t.Fatalf("published %d %v, want the batch again", n, err)
 	}
