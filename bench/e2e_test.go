@@ -53,20 +53,38 @@ func readProgress(b *testing.B, c *pgx.Conn) progress {
 //     processed mark;
 //   - the peak RSS of the msgx process (VmHWM, read just before it stops);
 //   - the rate of ingest and of the router on the way.
+//
+// It runs twice: with the exactly-once publisher (Kafka transactions, the
+// default) and with MSGX_EXACTLY_ONCE=false.
 func BenchmarkEndToEnd(b *testing.B) {
-	endToEnd(b, "", realisticDay(11, benchMessages(b)))
+	msgs := realisticDay(11, benchMessages(b))
+	for _, m := range publishModes {
+		b.Run(m.name, func(b *testing.B) { endToEnd(b, "", msgs, m) })
+	}
+}
+
+// publishMode is one setting of MSGX_EXACTLY_ONCE the benchmarks compare.
+type publishMode struct {
+	name string
+	env  string
+}
+
+var publishModes = []publishMode{
+	{"exactly-once", "MSGX_EXACTLY_ONCE=true"},
+	{"at-least-once", "MSGX_EXACTLY_ONCE=false"},
 }
 
 // BenchmarkEndToEndCodeshare is BenchmarkEndToEnd on the codeshare-heavy
 // mix (codeshareDay): one flight in three shared, the router deriving their
-// masters' and children's transitions.
+// masters' and children's transitions; with the default exactly-once
+// publisher only.
 func BenchmarkEndToEndCodeshare(b *testing.B) {
-	endToEnd(b, "codeshare-heavy ", codeshareDay(11, benchMessages(b)))
+	endToEnd(b, "codeshare-heavy ", codeshareDay(11, benchMessages(b)), publishModes[0])
 }
 
 // endToEnd runs BenchmarkEndToEnd on the messages msgs of the mix named
-// mix ("" for the realistic one).
-func endToEnd(b *testing.B, mix string, msgs []string) {
+// mix ("" for the realistic one) with publish mode m.
+func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 	bin := msgxBinary(b)
 	for i := 0; i < b.N; i++ {
 		commitRate := pgbenchCommitRate(b, testenv.NewEmptyPG(b))
@@ -78,7 +96,7 @@ func endToEnd(b *testing.B, mix string, msgs []string) {
 
 		ctx := context.Background()
 		start := time.Now()
-		p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b)), "run")
+		p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b), m.env), "run")
 		conn, err := pgx.Connect(ctx, pgDSN)
 		if err != nil {
 			b.Fatal(err)
@@ -161,7 +179,7 @@ func endToEnd(b *testing.B, mix string, msgs []string) {
 		if mix != "" {
 			bench = "BenchmarkEndToEndCodeshare"
 		}
-		what := fmt.Sprintf("end to end, %s-message %sbacklog (`%s`)", thousands(len(msgs)), mix, bench)
+		what := fmt.Sprintf("end to end, %s-message %sbacklog (`%s`, %s)", thousands(len(msgs)), mix, bench, m.name)
 		printRow(what+": messages per second", fmt.Sprintf("%.0f msg/s", rate))
 		printRow(what+": ÷ pgbench single-row commit rate", fmt.Sprintf("%.2f (pgbench %.0f commits/s)", rate/commitRate, commitRate))
 		printRow(what+": PostgreSQL commits per message", fmt.Sprintf("%.3f", perMsg))

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -104,8 +105,10 @@ func (k LockKey) String() string {
 
 // Lock is a held PostgreSQL session advisory lock. It lives on its own
 // connection: when the process dies, the server ends the session and the
-// lock passes to a waiting standby.
+// lock passes to a waiting standby. Its methods may be called concurrently
+// (the holder's watchdog and the components asking Alive).
 type Lock struct {
+	mu      sync.Mutex // serialises the connection's use
 	conn    *pgx.Conn
 	key     LockKey
 	shared  bool
@@ -223,6 +226,8 @@ func TryPoolLock(ctx context.Context, pool *pgxpool.Pool, key LockKey, timeout t
 // Alive checks the lock's session still exists. A broken session means the
 // lock may already belong to another instance: the holder must stop.
 func (l *Lock) Alive(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if err := l.conn.Ping(ctx); err != nil {
@@ -233,6 +238,8 @@ func (l *Lock) Alive(ctx context.Context) error {
 
 // Release gives the lock up and closes its session.
 func (l *Lock) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	q := "SELECT pg_advisory_unlock($1)"

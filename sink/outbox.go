@@ -81,17 +81,72 @@ func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
-		var r OutboxRow
-		var origin *time.Time
-		err := row.Scan(&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin, &r.Event.MsgID, &r.Event.StateVersion)
-		if origin != nil {
-			r.Event.OriginAt = *origin
-		}
-		return r, err
-	})
+	out, err := pgx.CollectRows(rows, scanOutboxRow)
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox: %w", err)
+	}
+	return out, nil
+}
+
+func scanOutboxRow(row pgx.CollectableRow) (OutboxRow, error) {
+	var r OutboxRow
+	var origin *time.Time
+	err := row.Scan(&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin, &r.Event.MsgID, &r.Event.StateVersion)
+	if origin != nil {
+		r.Event.OriginAt = *origin
+	}
+	return r, err
+}
+
+// ReadOutboxIDs returns the outbox rows with the given ids that still
+// exist, in id order: what the publisher's reconciliation finds of a batch
+// its last Kafka transaction committed.
+func ReadOutboxIDs(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]OutboxRow, error) {
+	rows, err := pool.Query(ctx, `SELECT id, topic, key, value, origin_at, COALESCE(msg_id, 0), COALESCE(state_version, 0)
+		FROM event_outbox WHERE id = ANY($1) ORDER BY id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d outbox rows: %w", len(ids), err)
+	}
+	out, err := pgx.CollectRows(rows, scanOutboxRow)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d outbox rows: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// Version is one flight version a msg event announces: (FLID, state_version).
+type Version struct {
+	FLID         string
+	StateVersion int64
+}
+
+// PublishedVersions returns which of the versions msg_event records as
+// published: their events are on the msg topic already, and an outbox row
+// announcing one again (a transition redelivered after a crash re-queues
+// it) must not be published twice.
+func PublishedVersions(ctx context.Context, pool *pgxpool.Pool, vs []Version) (map[Version]bool, error) {
+	out := map[Version]bool{}
+	if len(vs) == 0 {
+		return out, nil
+	}
+	flids := make([]string, len(vs))
+	versions := make([]int64, len(vs))
+	for i, v := range vs {
+		flids[i], versions[i] = v.FLID, v.StateVersion
+	}
+	// msg_event's primary key (flid, state_version, msg_id) serves the
+	// lookup by its first two columns.
+	rows, err := pool.Query(ctx, `SELECT DISTINCT m.flid, m.state_version FROM msg_event m
+		JOIN unnest($1::text[], $2::bigint[]) AS u(f, v) ON m.flid = u.f AND m.state_version = u.v`, flids, versions)
+	if err != nil {
+		return nil, fmt.Errorf("looking up %d published versions: %w", len(vs), err)
+	}
+	var v Version
+	if _, err := pgx.ForEachRow(rows, []any{&v.FLID, &v.StateVersion}, func() error {
+		out[v] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("looking up %d published versions: %w", len(vs), err)
 	}
 	return out, nil
 }
@@ -104,13 +159,15 @@ type Produced struct {
 	Offset    int64
 }
 
-// DeleteOutbox removes the produced rows and, in the same transaction,
-// records where each msg event of a flight version landed (msg_event,
-// migration 0026: what msgx trace reads instead of scanning the topic). A
-// crash before the commit leaves the rows to be produced again, and the
-// index keeps the first position it recorded of a version.
-func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, now time.Time) error {
-	ids := make([]int64, len(produced))
+// DeleteOutbox removes the produced rows and the skipped ones (rows the
+// publisher did not produce because their version was published already)
+// and, in the same transaction, records where each msg event of a flight
+// version landed (msg_event, migration 0026: what msgx trace reads instead
+// of scanning the topic). A crash before the commit leaves the rows to be
+// produced again (or, with exactly-once publishing, to be reconciled), and
+// the index keeps the first position it recorded of a version.
+func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, skipped []int64, now time.Time) error {
+	ids := make([]int64, len(produced), len(produced)+len(skipped))
 	var flids, topics []string
 	var versions, msgIDs, offsets []int64
 	var parts []int32
@@ -123,6 +180,7 @@ func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, 
 		versions, msgIDs = append(versions, p.Event.StateVersion), append(msgIDs, p.Event.MsgID)
 		parts, offsets = append(parts, p.Partition), append(offsets, p.Offset)
 	}
+	ids = append(ids, skipped...)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(`DELETE FROM event_outbox WHERE id = ANY($1)`, ids)

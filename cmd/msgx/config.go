@@ -113,6 +113,12 @@ func (c *Config) Validate() error {
 	if err := c.HTTP.CheckRecordLimit(c.Kafka.MaxMessageBytes); err != nil {
 		errs = append(errs, err)
 	}
+	// A transaction waits out produce requests of up to MSGX_KAFKA_TIMEOUT
+	// each: a shorter transaction timeout aborts it under them.
+	if c.Publisher.ExactlyOnce && c.Publisher.TxnTimeout < c.Kafka.Timeout {
+		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s is shorter than MSGX_KAFKA_TIMEOUT=%s: Kafka would abort transactions that wait for one produce (docs/operations.md 3.10)",
+			c.Publisher.TxnTimeout, c.Kafka.Timeout))
+	}
 	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)

@@ -19,11 +19,12 @@ import (
 	"msgx/sink"
 )
 
-// buildBinary compiles msgx once for the tests that run it as a child process.
-func buildBinary(t *testing.T) string {
+// buildBinary compiles msgx once for the tests that run it as a child
+// process, with the given build tags (crashpoints: internal/crashpoint).
+func buildBinary(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "msgx")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building msgx: %v\n%s", err, out)
 	}
@@ -83,9 +84,12 @@ func newScenarioOn(t *testing.T, bin string, brokers []string) *scenario {
 	return s
 }
 
-func (s *scenario) start(args ...string) *exec.Cmd {
+func (s *scenario) start(args ...string) *exec.Cmd { return s.startWith(nil, args...) }
+
+// startWith starts the binary with extra environment variables.
+func (s *scenario) startWith(env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(s.bin, args...)
-	cmd.Env = s.env
+	cmd.Env = append(append([]string(nil), s.env...), env...)
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -356,9 +360,11 @@ func assertEqualRun(t *testing.T, s *scenario, want map[string]string, what stri
 	}
 	seen := announcedVersions(t, s)
 	missing := 0
+	final := map[string]int64{}
 	for flid, w := range want {
 		var v int64
 		fmt.Sscanf(w, "v%d", &v)
+		final[flid] = v
 		for i := int64(1); i <= v; i++ {
 			if !seen[fmt.Sprintf("%s@%d", flid, i)] {
 				if missing++; missing < 5 {
@@ -367,5 +373,25 @@ func assertEqualRun(t *testing.T, s *scenario, want map[string]string, what stri
 			}
 		}
 	}
+	assertCommittedOnce(t, s, final)
 	return len(seen)
+}
+
+// assertCommittedOnce checks that a read_committed consumer of msgx.msg
+// reads the versions 1..final[FLID] of every flight exactly once, in
+// order (MSGX_EXACTLY_ONCE, the default; docs/design.md#delivery).
+func assertCommittedOnce(t *testing.T, s *scenario, final map[string]int64) {
+	t.Helper()
+	read, dups := versionsRead(t, testenv.ReadToEnd(t, s.brokers, "msgx.msg", true, time.Minute))
+	bad := 0
+	for flid, v := range final {
+		if got := read[flid]; !exactly(got, v) {
+			if bad++; bad <= 5 {
+				t.Errorf("read_committed: flight %s read as versions %s, want 1..%d once each in order", flid, short(got), v)
+			}
+		}
+	}
+	if bad > 0 || dups > 0 {
+		t.Errorf("read_committed: %d flights not exactly once, %d duplicate events", bad, dups)
+	}
 }

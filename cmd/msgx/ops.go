@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"msgx/cmd/msgx/metric"
+	"msgx/emitters/event"
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
@@ -53,8 +54,9 @@ func processorGroups(cfg Config) []kafka.Group {
 	}
 }
 
-// report collects the status report and adds the components' states.
-func report(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
+// report collects the status report and adds the components' states and
+// the publisher's figures (pub nil: this process does not run it).
+func report(ctx context.Context, cfg Config, d *deps, pub func() event.Stats) (status.Report, error) {
 	r, err := collect(ctx, cfg, d)
 	if err != nil {
 		return r, err
@@ -75,7 +77,25 @@ func report(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 		comps = append(comps, cs)
 	}
 	r.Merge(comps)
+	if pub != nil {
+		r.Publisher = publisherStatus(pub())
+	}
 	return r, nil
+}
+
+// publisherStatus is the report's view of the publisher's figures.
+func publisherStatus(st event.Stats) *status.PublisherStatus {
+	ps := &status.PublisherStatus{ExactlyOnce: st.ExactlyOnce, TransactionalID: st.TransactionalID,
+		Committed: st.Transactions["committed"], Aborted: st.Transactions["aborted"], Fenced: st.Fenced,
+		Position: st.Position, Reconciled: st.Reconciled, Deduplicated: st.Deduplicated}
+	if !st.FencedAt.IsZero() {
+		at := st.FencedAt
+		ps.FencedAt = &at
+	}
+	for _, n := range st.Published {
+		ps.Published += n
+	}
+	return ps
 }
 
 // kafkaReachable asks a broker for metadata: the Kafka readiness probe.
@@ -112,7 +132,7 @@ func registerOps(mux *http.ServeMux, cfg Config, d *deps, m *metric.Metrics) {
 	mux.Handle("GET /readyz", ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		rep, err := report(r.Context(), cfg, d)
+		rep, err := report(r.Context(), cfg, d, m.Sources().Publisher)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

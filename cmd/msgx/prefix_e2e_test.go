@@ -134,7 +134,8 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 	}
 	for _, p := range []string{"a.", "b-"} {
 		for _, n := range []string{"msgx.inbox", "msgx.flight-transitions", "msgx.refdata-transitions", "msgx.msg", "msgx.schd",
-			"msgx-router", "msgx-router-table", "msgx-flights", "msgx-flights-table", "msgx-refdata", "msgx-refdata-table"} {
+			"msgx-router", "msgx-router-table", "msgx-flights", "msgx-flights-table", "msgx-refdata", "msgx-refdata-table",
+			"msgx.publisher-position"} {
 			if !names[p+n] {
 				t.Errorf("%s%s is not on the cluster (%v)", p, n, names)
 			}
@@ -160,7 +161,7 @@ func TestKafkaPrefixNames(t *testing.T) {
 		}
 		return append(out, c.Ingest.Topic, c.Router.InboxTopic, c.Router.FlightTopic, c.Router.RefdataTopic,
 			c.Flights.TransitionTopic, c.Flights.MsgTopic, c.Flights.SchdTopic,
-			c.Refdata.TransitionTopic, c.Schd.Topic)
+			c.Refdata.TransitionTopic, c.Schd.Topic, c.Publisher.PositionTopic, c.Publisher.TransactionalID)
 	}
 	plain, err := loadConfig(map[string]string{})
 	if err != nil {
@@ -168,7 +169,8 @@ func TestKafkaPrefixNames(t *testing.T) {
 	}
 	want := map[string]bool{"msgx-router": true, "msgx-flights": true, "msgx-refdata": true, "msgx-flights-loop": true,
 		"msgx.inbox": true, "msgx.flight-transitions": true, "msgx.refdata-transitions": true, "msgx.msg": true, "msgx.schd": true,
-		"msgx-router-table": true, "msgx-flights-table": true, "msgx-refdata-table": true}
+		"msgx-router-table": true, "msgx-flights-table": true, "msgx-refdata-table": true,
+		"msgx.publisher-position": true, "msgx-publisher": true}
 	got := map[string]bool{}
 	for _, n := range names(plain) {
 		got[n] = true

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,6 +95,13 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 		d.closers = append(d.closers, b.Close)
 		d.brokers = b.Addrs()
 		log.Info("embedded kafka listening", "component", "kafka", "addr", d.brokers[0], "data_dir", filepath.Join(cfg.StateDir, "kafka"))
+		if cfg.Publisher.ExactlyOnce {
+			// kfake keeps no transaction log: restarted after a crash it
+			// aborts the transactions that were open without writing their
+			// markers, which read_committed consumers rely on.
+			log.Warn("exactly-once msg events need a Kafka that outlives msgx: the embedded Kafka runs inside this process, and after a crash (kill -9) read_committed consumers may miss or repeat the events of transactions that were open; run `msgx broker` as its own process or use a cluster (docs/operations.md 3.10)",
+				"component", "kafka")
+		}
 	}
 	pool, err := sink.OpenPG(ctx, cfg.DB)
 	if err != nil {
@@ -199,6 +207,9 @@ func topics(cfg Config) []kafka.TopicSpec {
 	specs := append([]kafka.TopicSpec{cfg.Ingest.TopicSpec()}, cfg.Router.TopicSpecs()...)
 	specs = append(specs, cfg.Flights.TopicSpecs(cfg.Router.Partitions)...)
 	specs = append(specs, cfg.Schd.TopicSpec(cfg.Router.Partitions))
+	if cfg.Publisher.ExactlyOnce {
+		specs = append(specs, cfg.Publisher.TopicSpec())
+	}
 	return append(specs, tableTopics(cfg)...)
 }
 
@@ -253,7 +264,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		return err
 	}
 	src := metric.Sources{Health: d.health, ReportTTL: 5 * time.Second, HTTP: srv.Stats, Thresholds: &cfg.Status,
-		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d) }}
+		Report: func(ctx context.Context) (status.Report, error) { return report(ctx, cfg, d, m.Sources().Publisher) }}
 	g, gctx := errgroup.WithContext(ctx)
 	supervise := func(name string, run func(context.Context) error) {
 		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })
@@ -423,11 +434,14 @@ type lockSpec struct {
 	role   string // for logs: what the lock lets this instance run
 }
 
+// startFunc starts a group of components under a held lock: supervise runs
+// one, alive checks that the lock's session still exists.
+type startFunc func(supervise func(string, func(context.Context) error), m *metric.Metrics, alive func(context.Context) error) error
+
 // whileLocked runs start's components each time this instance holds the
 // lock, until ctx ends. An instance whose lock session is lost (PostgreSQL
 // restarted) stops those components and waits for the lock again.
-func whileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, l lockSpec,
-	start func(supervise func(string, func(context.Context) error), m *metric.Metrics) error) error {
+func whileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, l lockSpec, start startFunc) error {
 	for {
 		err := runLocked(ctx, cfg, d, log, m, l, start)
 		if ctx.Err() != nil {
@@ -442,8 +456,7 @@ func whileLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *
 
 // runLocked waits for the lock, then runs start's components (each
 // supervised) until ctx ends or the lock's session is lost.
-func runLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, l lockSpec,
-	start func(supervise func(string, func(context.Context) error), m *metric.Metrics) error) error {
+func runLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *metric.Metrics, l lockSpec, start startFunc) error {
 	// The lock is retried every MSGX_LOCK_RETRY, through outages too: the
 	// components start at most that long after PostgreSQL is back.
 	outage := &retry.OutageLog{Log: log.With("component", "main"), Clock: d.clock}
@@ -473,7 +486,7 @@ func runLocked(ctx context.Context, cfg Config, d *deps, log *slog.Logger, m *me
 	supervise := func(name string, run func(context.Context) error) {
 		pg.Go(func() error { return retry.Supervise(pctx, d.clock, restartBackoff, log, d.health, name, run) })
 	}
-	if err := start(supervise, m); err != nil {
+	if err := start(supervise, m, lock.Alive); err != nil {
 		return err
 	}
 	pg.Go(func() error {
@@ -500,6 +513,9 @@ type processing struct {
 	reqs *outbound.Requests
 	pub  *event.Publisher
 	bf   *backfill.Sweeper
+	// alive checks the session of the process lock, set each time this
+	// instance takes it (func(context.Context) error).
+	alive atomic.Value
 }
 
 func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*processing, error) {
@@ -507,17 +523,32 @@ func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*p
 	if err != nil {
 		return nil, err
 	}
-	pub, err := event.New(cfg.Publisher, event.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers, Kafka: cfg.Kafka,
-		Clock: d.clock, Log: log, Observe: m.ObserveEndToEnd})
+	p := &processing{cfg: cfg, d: d, log: log, reqs: reqs}
+	// The publisher initialises its transactional ID — fencing whoever
+	// holds it — only while this instance holds the process lock: one that
+	// lost its session without noticing yet must not fence the standby
+	// that took over (docs/design.md#outbox).
+	p.pub, err = event.New(cfg.Publisher, event.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers, Kafka: cfg.Kafka,
+		Clock: d.clock, Log: log, Observe: m.ObserveEndToEnd, Active: p.holdsProcessLock})
 	if err != nil {
 		return nil, err
 	}
-	bf, err := backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
+	p.bf, err = backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
 		Zone: d.zone, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 	if err != nil {
 		return nil, err
 	}
-	return &processing{cfg: cfg, d: d, log: log, reqs: reqs, pub: pub, bf: bf}, nil
+	return p, nil
+}
+
+// holdsProcessLock is nil while this instance holds the process lock and
+// its session is alive.
+func (p *processing) holdsProcessLock(ctx context.Context) error {
+	alive, _ := p.alive.Load().(func(context.Context) error)
+	if alive == nil {
+		return errors.New("this instance has not taken the process lock")
+	}
+	return alive(ctx)
 }
 
 // committed runs after a group commit of the flights or refdata processor:
@@ -532,7 +563,7 @@ func (p *processing) committed() {
 
 // startPartitioned starts the flights and refdata processors under
 // supervision.
-func (p *processing) startPartitioned(supervise func(string, func(context.Context) error), m *metric.Metrics) error {
+func (p *processing) startPartitioned(supervise func(string, func(context.Context) error), m *metric.Metrics, _ func(context.Context) error) error {
 	cfg, d, log := p.cfg, p.d, p.log
 	fp, err := flights.New(cfg.Flights, flights.Deps{Pool: d.pool, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log,
 		Notify: p.committed, OnMessageDone: p.reqs.CompleteFlightResponse})
@@ -558,8 +589,9 @@ func (p *processing) startPartitioned(supervise func(string, func(context.Contex
 // time, under supervision: request tracking, the router, the event
 // publisher, the backfill sweeper, the schd flusher, the maintenance jobs
 // and the flight history sweep.
-func (p *processing) startSingles(supervise func(string, func(context.Context) error), m *metric.Metrics) error {
+func (p *processing) startSingles(supervise func(string, func(context.Context) error), m *metric.Metrics, alive func(context.Context) error) error {
 	cfg, d, log := p.cfg, p.d, p.log
+	p.alive.Store(alive)
 	supervise("requests", p.reqs.Run)
 	msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
 	rt, err := router.New(cfg.Router, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
@@ -579,6 +611,8 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		st := pub.Stats()
 		return st.LastError != "", st.LastError
 	})
+	// Fenced: stopped for good until this instance takes the lock again.
+	d.health.WatchHalt("publisher", func() string { return pub.Stats().Fenced })
 	supervise("backfill", p.bf.Run)
 	fl, err := schd.New(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
 		Kafka: cfg.Kafka, Clock: d.clock, Log: log})

@@ -127,12 +127,14 @@ func waitForSharing(t *testing.T, brokers []string, n int, timeout time.Duration
 	return nil
 }
 
-// announcedVersions reads msgx.msg whole: the set of FLID@version seen.
+// announcedVersions reads msgx.msg whole, once the publisher has emptied
+// the outbox: the set of FLID@version seen by a read_uncommitted consumer.
 func announcedVersions(t *testing.T, s *scenario) map[string]bool {
 	t.Helper()
 	testenv.WaitCaughtUp(t, s.brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
+	s.waitOutboxEmpty(time.Minute)
 	seen := map[string]bool{}
-	for _, r := range testenv.ReadTopic(t, s.brokers, "msgx.msg", 1<<30, 15*time.Second) {
+	for _, r := range testenv.ReadToEnd(t, s.brokers, "msgx.msg", false, time.Minute) {
 		var ev struct {
 			FLID         string `json:"flid"`
 			StateVersion int64  `json:"stateVersion"`

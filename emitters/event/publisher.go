@@ -2,6 +2,7 @@ package event
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
+	"msgx/internal/crashpoint"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/sink"
@@ -19,10 +21,27 @@ import (
 
 // Config configures the publisher.
 type Config struct {
-	// Batch is the most events produced in one request, in events.
+	// Batch is the most events produced in one request (with ExactlyOnce:
+	// in one transaction), in events.
 	Batch int `env:"MSGX_PUBLISH_BATCH" envDefault:"1000"`
 	// Poll is how often the outbox is read when no commit announced events.
 	Poll time.Duration `env:"MSGX_PUBLISH_POLL" envDefault:"1s"`
+	// ExactlyOnce publishes each batch in a Kafka transaction together with
+	// the publisher's position (docs/design.md#outbox): consumers with
+	// isolation.level=read_committed see every event once. false produces
+	// with the idempotent producer alone: at least once.
+	ExactlyOnce bool `env:"MSGX_EXACTLY_ONCE" envDefault:"true"`
+	// TransactionalID identifies the deployment's publisher to Kafka; a
+	// producer that initialises it fences the previous one.
+	TransactionalID string `env:"MSGX_PUBLISH_TRANSACTIONAL_ID,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx-publisher"`
+	// PositionTopic is the compacted topic of the positions committed with
+	// each transaction (one partition, key TransactionalID).
+	PositionTopic string `env:"MSGX_TOPIC_PUBLISHER_POSITION,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.publisher-position"`
+	// TxnTimeout is transaction.timeout.ms: Kafka aborts a transaction left
+	// open longer. It bounds how long a publisher killed inside a batch,
+	// and not restarted, holds back read_committed consumers of the topics
+	// it wrote to; a batch's transaction takes milliseconds.
+	TxnTimeout time.Duration `env:"MSGX_PUBLISH_TXN_TIMEOUT" envDefault:"30s"`
 }
 
 // Validate checks the configuration; errors name the variable.
@@ -34,10 +53,32 @@ func (c Config) Validate() error {
 	if c.Poll <= 0 {
 		errs = append(errs, errors.New("MSGX_PUBLISH_POLL: must be positive"))
 	}
+	if c.ExactlyOnce {
+		if c.TransactionalID == "" {
+			errs = append(errs, errors.New("MSGX_PUBLISH_TRANSACTIONAL_ID: empty"))
+		}
+		if err := kafka.CheckTopicName(c.PositionTopic); err != nil {
+			errs = append(errs, fmt.Errorf("MSGX_TOPIC_PUBLISHER_POSITION: %w", err))
+		}
+		// The broker refuses more than its transaction.max.timeout.ms
+		// (15 minutes by default).
+		if c.TxnTimeout < time.Second || c.TxnTimeout > 15*time.Minute {
+			errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s: must be 1s..15m", c.TxnTimeout))
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// Deps are the publisher's collaborators; all are required except Observe.
+// TopicSpec is the position topic, created at start-up with ExactlyOnce:
+// compacted (only each transactional ID's newest position matters), one
+// partition, and hour-long segments so that compaction, which never cleans
+// the active segment, keeps it small.
+func (c Config) TopicSpec() kafka.TopicSpec {
+	return kafka.TopicSpec{Name: c.PositionTopic, Partitions: 1, Compact: true, Segment: time.Hour}
+}
+
+// Deps are the publisher's collaborators; all are required except Observe
+// and Active.
 type Deps struct {
 	Pool *pgxpool.Pool
 	// DBTimeout bounds every database call (MSGX_DB_TIMEOUT).
@@ -48,6 +89,12 @@ type Deps struct {
 	Log       *slog.Logger
 	// Observe, if set, receives each event's latency from its OriginAt.
 	Observe func(time.Duration)
+	// Active, if set, says whether this instance may publish: nil while it
+	// holds the process lock. It is asked before every new producer
+	// session, because initialising the transactional ID fences whoever
+	// holds it — a process that lost its lock without knowing it yet must
+	// not fence the instance that took over.
+	Active func(context.Context) error
 }
 
 // Stats are the publisher's running figures.
@@ -55,20 +102,76 @@ type Stats struct {
 	Published map[string]int64 `json:"published"`
 	Batches   int64            `json:"batches"`
 	LastError string           `json:"lastError,omitempty"`
+	// ExactlyOnce is MSGX_EXACTLY_ONCE; TransactionalID its ID.
+	ExactlyOnce     bool   `json:"exactlyOnce"`
+	TransactionalID string `json:"transactionalId,omitempty"`
+	// Transactions counts Kafka transactions by result: committed, or
+	// aborted (begun and given up: a produce or the commit failed; the
+	// next producer session's initialisation aborts it at the broker).
+	Transactions map[string]int64 `json:"transactions"`
+	// Fenced is why the publisher stopped because another producer took
+	// its transactional ID ("" while it is not); FencedAt when.
+	Fenced   string    `json:"fenced,omitempty"`
+	FencedAt time.Time `json:"fencedAt,omitzero"`
+	// Position is the last event_outbox id committed with a transaction
+	// (read back at start-up; 0 before the first).
+	Position int64 `json:"position"`
+	// Reconciled counts outbox rows a previous session had committed to
+	// Kafka but not deleted (a crash in between), deleted at start-up
+	// without being published again.
+	Reconciled int64 `json:"reconciled"`
+	// Deduplicated counts outbox rows not published because their
+	// (FLID, version) was published already (msg_event) or earlier in
+	// the same batch.
+	Deduplicated int64 `json:"deduplicated"`
+}
+
+// ErrFenced is what Publish returns once another producer took the
+// publisher's transactional ID: it publishes nothing more until Run is
+// called again (this instance takes the process lock again or restarts).
+var ErrFenced = errors.New("event publisher fenced")
+
+// The crash points of the publisher (internal/crashpoint, the crash tests):
+// inside a batch (its records produced, the transaction not committed);
+// between the Kafka commit (or acknowledgement) and the PostgreSQL delete;
+// during start-up reconciliation, before deleting what the last
+// transaction committed.
+const (
+	PointInBatch     = "publish.in-batch"
+	PointAfterCommit = "publish.after-commit"
+	PointReconcile   = "publish.reconcile"
+)
+
+// batch is what Kafka has of one batch and PostgreSQL still has to
+// forget: the produced rows with where they landed, and the rows skipped
+// as duplicates.
+type batch struct {
+	produced []sink.Produced
+	skipped  []int64
+	// reconciled: a previous session published it (start-up
+	// reconciliation); not counted as published again.
+	reconciled bool
 }
 
 // Publisher produces the outbox in order (see the package comment).
 type Publisher struct {
-	cfg      Config
-	d        Deps
-	log      *slog.Logger
-	notify   chan struct{}
+	cfg    Config
+	d      Deps
+	log    *slog.Logger
+	notify chan struct{}
+
+	// producer is the current producer session (nil: none). With
+	// ExactlyOnce, opening one initialises the transactional ID and
+	// reconciles; any failure of a transaction closes it.
 	producer sarama.SyncProducer
+	// pending is a batch Kafka has and whose rows are not deleted yet: it
+	// is deleted before anything else is produced.
+	pending *batch
 
 	mu    sync.Mutex
 	stats Stats
-	// afterProduce lets tests crash between produce and delete.
-	afterProduce func() error
+	// hook lets tests stop at the crash points (nil: none).
+	hook func(point string) error
 }
 
 // New returns the outbox publisher.
@@ -86,8 +189,11 @@ func New(cfg Config, d Deps) (*Publisher, error) {
 	case d.Clock == nil || d.Log == nil:
 		return nil, errors.New("event publisher: clock and logger are required")
 	}
-	return &Publisher{cfg: cfg, d: d, log: d.Log.With("component", "publisher"), notify: make(chan struct{}, 1),
-		stats: Stats{Published: map[string]int64{}}}, nil
+	st := Stats{Published: map[string]int64{}, Transactions: map[string]int64{}, ExactlyOnce: cfg.ExactlyOnce}
+	if cfg.ExactlyOnce {
+		st.TransactionalID = cfg.TransactionalID
+	}
+	return &Publisher{cfg: cfg, d: d, log: d.Log.With("component", "publisher"), notify: make(chan struct{}, 1), stats: st}, nil
 }
 
 // Notify wakes the publisher: events were committed.
@@ -107,17 +213,38 @@ func (p *Publisher) Stats() Stats {
 	for k, v := range p.stats.Published {
 		s.Published[k] = v
 	}
+	s.Transactions = make(map[string]int64, len(p.stats.Transactions))
+	for k, v := range p.stats.Transactions {
+		s.Transactions[k] = v
+	}
 	return s
 }
 
 // Run publishes until ctx ends; failures (Kafka or PostgreSQL away) are
-// retried, the rows stay until they are produced.
+// retried, the rows stay until they are produced. A fenced publisher
+// stops publishing and waits for ctx to end; each Run starts a new
+// producer session (a standby taking over, or this instance taking the
+// process lock again).
 func (p *Publisher) Run(ctx context.Context) error {
 	defer p.Close()
+	p.mu.Lock()
+	p.stats.Fenced, p.stats.FencedAt, p.stats.LastError = "", time.Time{}, ""
+	p.mu.Unlock()
 	for failures := 0; ; {
 		n, err := p.Publish(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, ErrFenced) {
+			<-ctx.Done()
+			return nil
+		}
+		if err == nil {
+			// Kafka and PostgreSQL answered: not paused, even when the
+			// outbox was empty (no batch to clear it after an outage).
+			p.mu.Lock()
+			p.stats.LastError = ""
+			p.mu.Unlock()
 		}
 		wait := time.Duration(0)
 		switch {
@@ -155,68 +282,399 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 // Publish produces one batch of the oldest events and deletes them; it
-// returns how many.
+// returns how many outbox rows it handled.
+//
+// The sequence (docs/design.md#outbox): a batch Kafka has but PostgreSQL
+// still holds (pending) is deleted first; a new producer session is opened
+// if needed (with ExactlyOnce: the transactional ID is initialised, fencing
+// any other producer and aborting a transaction a crashed session left
+// open, then the committed position is read back and reconciled); the
+// oldest rows are read and de-duplicated; the rest is produced — with
+// ExactlyOnce in one transaction with the position — and only after Kafka
+// committed (acknowledged) it are the rows deleted, with msg_event, in one
+// PostgreSQL transaction. A crash before the commit leaves nothing visible
+// to read_committed consumers; after it, the next session's reconciliation
+// deletes the rows without producing them again.
 func (p *Publisher) Publish(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if p.fenced() {
+		return 0, ErrFenced
+	}
+	if p.pending != nil {
+		if err := p.forget(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if p.producer == nil {
+		if err := p.open(ctx); err != nil {
+			return 0, err
+		}
+	}
+	limit := p.cfg.Batch
+	if p.cfg.ExactlyOnce {
+		limit = min(limit, maxTransactionRows(p.d.Kafka.MaxMessageBytes))
+	}
 	rctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
-	due, err := sink.ReadOutbox(rctx, p.d.Pool, p.cfg.Batch)
+	due, err := sink.ReadOutbox(rctx, p.d.Pool, limit)
 	cancel()
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	if p.producer == nil {
-		prod, err := kafka.NewSyncProducer(p.d.Kafka, p.d.Brokers, "msgx-publisher")
+	rctx, cancel = context.WithTimeout(ctx, p.d.DBTimeout)
+	published, err := sink.PublishedVersions(rctx, p.d.Pool, versions(due))
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	publish, skip := dedupe(due, published)
+	b := &batch{skipped: make([]int64, len(skip))}
+	for i, r := range skip {
+		b.skipped[i] = r.ID
+	}
+	if len(publish) > 0 {
+		if p.cfg.ExactlyOnce {
+			err = p.transact(due, publish, b)
+		} else {
+			err = p.send(publish, b)
+		}
 		if err != nil {
 			return 0, err
 		}
-		p.producer = prod
 	}
-	msgs := make([]*sarama.ProducerMessage, len(due))
-	for i, r := range due {
-		msgs[i] = &sarama.ProducerMessage{Topic: r.Event.Topic, Key: sarama.StringEncoder(r.Event.Key)}
-		if r.Event.Value != nil {
-			msgs[i].Value = sarama.ByteEncoder(r.Event.Value)
-		}
-	}
-	if err := p.producer.SendMessages(msgs); err != nil {
-		p.Close()
-		return 0, retry.Outage("kafka", fmt.Errorf("producing %d events: %w", len(msgs), err))
-	}
-	if p.afterProduce != nil {
-		if err := p.afterProduce(); err != nil {
+	p.pending = b
+	if len(publish) > 0 {
+		if err := p.at(PointAfterCommit); err != nil {
 			return 0, err
 		}
 	}
-	// Delete exactly what was produced: a row of a transaction that
-	// committed meanwhile with a smaller id must wait for the next batch.
-	// The producer filled in where each record landed: indexed with the
-	// delete, for msgx trace.
-	now := p.d.Clock.Now()
-	produced := make([]sink.Produced, len(due))
-	for i, r := range due {
-		produced[i] = sink.Produced{ID: r.ID, Event: r.Event, Partition: msgs[i].Partition, Offset: msgs[i].Offset}
-	}
-	dctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
-	defer cancel()
-	if err := sink.DeleteOutbox(dctx, p.d.Pool, produced, now); err != nil {
+	if err := p.forget(ctx); err != nil {
 		return 0, err
 	}
+	return len(due), nil
+}
+
+// open starts a producer session. With ExactlyOnce it initialises the
+// transactional ID — only while this instance is active — and reconciles.
+func (p *Publisher) open(ctx context.Context) error {
+	if !p.cfg.ExactlyOnce {
+		prod, err := kafka.NewSyncProducer(p.d.Kafka, p.d.Brokers, "msgx-publisher")
+		if err != nil {
+			return err
+		}
+		p.producer = prod
+		return nil
+	}
+	if p.d.Active != nil {
+		if err := p.d.Active(ctx); err != nil {
+			return fmt.Errorf("not taking transactional ID %q: %w", p.cfg.TransactionalID, err)
+		}
+	}
+	prod, err := kafka.NewTransactionalProducer(p.d.Kafka, p.d.Brokers, "msgx-publisher", p.cfg.TransactionalID, p.cfg.TxnTimeout)
+	if err != nil {
+		return err
+	}
+	if err := p.reconcile(ctx); err != nil {
+		_ = prod.Close()
+		return err
+	}
+	p.producer = prod
+	return nil
+}
+
+// reconcile reads back the position the transactional ID last committed
+// (read_committed, after the ID was initialised: no transaction of it is
+// open any more) and deletes the rows of that batch that PostgreSQL still
+// holds — a crash fell between that commit and the delete — without
+// producing them again.
+func (p *Publisher) reconcile(ctx context.Context) error {
+	kctx, cancel := context.WithTimeout(ctx, 3*p.d.Kafka.Timeout)
+	value, found, err := kafka.LastCommitted(kctx, p.d.Kafka, p.d.Brokers, p.cfg.PositionTopic, []byte(p.cfg.TransactionalID))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading the committed position from %s: %w", p.cfg.PositionTopic, err)
+	}
+	if !found {
+		return nil
+	}
+	var pos position
+	if err := json.Unmarshal(value, &pos); err != nil {
+		return retry.Permanent(fmt.Errorf("the committed position on %s does not decode: %w", p.cfg.PositionTopic, err))
+	}
 	p.mu.Lock()
-	for _, r := range due {
+	p.stats.Position = pos.LastID
+	p.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
+	rows, err := sink.ReadOutboxIDs(rctx, p.d.Pool, pos.ids())
+	cancel()
+	if err != nil || len(rows) == 0 {
+		return err // none: the last batch was deleted after its commit
+	}
+	if err := pos.check(rows); err != nil {
+		// Not the batch Kafka has: PostgreSQL was restored or re-bound.
+		// Producing the rows again is at least once, deleting them
+		// unpublished could lose them.
+		p.log.Warn("the outbox rows of the last committed transaction are not what it published; publishing them again",
+			"err", err, "position", pos.LastID, "committed_at", pos.CommittedAt)
+		return nil
+	}
+	produced, skipped, err := pos.split(rows)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	// The position is committed; so must its events be. A broker commits a
+	// transaction on all its partitions or none — except the embedded one
+	// (kfake keeps no transaction log) when it dies in the middle of a
+	// commit, the process of `msgx run` killed with it. Deleting rows whose
+	// events were aborted would lose them: publish them again instead.
+	if missing, err := p.invisible(ctx, produced); err != nil {
+		return err
+	} else if missing != "" {
+		p.log.Warn("the last committed position's events are not all visible to read_committed consumers (a broker that died during the commit); publishing the batch again",
+			"missing", missing, "position", pos.LastID, "committed_at", pos.CommittedAt)
+		return nil
+	}
+	if err := p.at(PointReconcile); err != nil {
+		return err
+	}
+	p.pending = &batch{produced: produced, skipped: skipped, reconciled: true}
+	if err := p.forget(ctx); err != nil {
+		return err
+	}
+	p.log.Info("reconciled the last committed transaction: its outbox rows were on Kafka already and are deleted without publishing them again",
+		"rows", len(rows), "position", pos.LastID, "committed_at", pos.CommittedAt)
+	return nil
+}
+
+// invisible checks that every produced record of a committed batch is
+// readable with read_committed at the offset the position says, with its
+// key; it names the first that is not ("" when all are).
+func (p *Publisher) invisible(ctx context.Context, produced []sink.Produced) (string, error) {
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	byPart := map[tp][]sink.Produced{}
+	for _, r := range produced {
+		k := tp{r.Event.Topic, r.Partition}
+		byPart[k] = append(byPart[k], r)
+	}
+	for k, rs := range byPart {
+		from, to := rs[0].Offset, rs[0].Offset
+		for _, r := range rs {
+			from, to = min(from, r.Offset), max(to, r.Offset)
+		}
+		kctx, cancel := context.WithTimeout(ctx, 3*p.d.Kafka.Timeout)
+		keys, err := kafka.CommittedKeys(kctx, p.d.Kafka, p.d.Brokers, k.topic, k.partition, from, int(to-from+1))
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("checking the committed position's events: %w", err)
+		}
+		for _, r := range rs {
+			if key, ok := keys[r.Offset]; !ok || string(key) != r.Event.Key {
+				return fmt.Sprintf("%s[%d]@%d (outbox row %d)", k.topic, k.partition, r.Offset, r.ID), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// transact produces publish in one transaction with the position of the
+// whole batch all (published and skipped rows), and commits it.
+func (p *Publisher) transact(all, publish []sink.OutboxRow, b *batch) error {
+	started := p.d.Clock.Now()
+	if err := p.producer.BeginTxn(); err != nil {
+		p.closeProducer()
+		return retry.Outage("kafka", fmt.Errorf("beginning a transaction: %w", err))
+	}
+	msgs := messages(publish)
+	if err := p.producer.SendMessages(msgs); err != nil {
+		return p.abandon(started, fmt.Errorf("producing %d events in a transaction: %w", len(msgs), kafka.FirstProduceError(err)))
+	}
+	if err := p.at(PointInBatch); err != nil {
+		return err
+	}
+	b.produced = produced(publish, msgs)
+	pos := newPosition(all, b.produced, p.d.Clock.Now())
+	value, err := json.Marshal(pos)
+	if err != nil {
+		return p.abandon(started, err)
+	}
+	if _, _, err := p.producer.SendMessage(&sarama.ProducerMessage{Topic: p.cfg.PositionTopic,
+		Key: sarama.StringEncoder(p.cfg.TransactionalID), Value: sarama.ByteEncoder(value)}); err != nil {
+		return p.abandon(started, fmt.Errorf("producing the position to %s: %w", p.cfg.PositionTopic, err))
+	}
+	if err := p.producer.CommitTxn(); err != nil {
+		// The outcome is unknown (the commit may have reached the
+		// coordinator): the next session reads the position back.
+		return p.abandon(started, fmt.Errorf("committing the transaction of %d events: %w", len(msgs), err))
+	}
+	p.mu.Lock()
+	p.stats.Transactions["committed"]++
+	p.stats.Position = pos.LastID
+	p.mu.Unlock()
+	return nil
+}
+
+// abandon gives up the open transaction: the producer session is closed
+// without aborting — sarama's abort may re-initialise the ID, which only an
+// instance that is still active may do — and the next session's
+// initialisation aborts the transaction at the broker. A fencing error
+// stops the publisher, unless the transaction outlived MSGX_PUBLISH_TXN_TIMEOUT
+// (the broker aborted it and bumped the epoch itself: nobody took over).
+func (p *Publisher) abandon(started time.Time, err error) error {
+	p.closeProducer()
+	p.mu.Lock()
+	p.stats.Transactions["aborted"]++
+	p.mu.Unlock()
+	code := kafka.FenceCode(err)
+	if code == "" {
+		return retry.Outage("kafka", err)
+	}
+	err = fmt.Errorf("%s: %w", code, err)
+	if age := p.d.Clock.Now().Sub(started); age >= p.cfg.TxnTimeout {
+		p.log.Warn("Kafka aborted the publisher's transaction: it was open longer than MSGX_PUBLISH_TXN_TIMEOUT; publishing the batch again",
+			"err", err, "open_for", age.String(), "txn_timeout", p.cfg.TxnTimeout.String())
+		return retry.Outage("kafka", err)
+	}
+	now := p.d.Clock.Now()
+	reason := fmt.Sprintf("fenced: another producer initialised transactional ID %q (a second instance publishing this deployment's outbox); this instance stopped publishing until it restarts or takes the process lock again", p.cfg.TransactionalID)
+	p.mu.Lock()
+	p.stats.Fenced, p.stats.FencedAt, p.stats.LastError = reason, now, err.Error()
+	p.mu.Unlock()
+	p.log.Error("event publisher "+reason, "err", err, "transactional_id", p.cfg.TransactionalID,
+		"what_to_do", "its open transaction was aborted, so nothing it produced is visible to read_committed consumers; if no other instance should publish this outbox, restart this one (docs/operations.md 6.15)")
+	return ErrFenced
+}
+
+// send produces publish with the idempotent producer (ExactlyOnce off).
+func (p *Publisher) send(publish []sink.OutboxRow, b *batch) error {
+	msgs := messages(publish)
+	if err := p.producer.SendMessages(msgs); err != nil {
+		p.closeProducer()
+		return retry.Outage("kafka", fmt.Errorf("producing %d events: %w", len(msgs), kafka.FirstProduceError(err)))
+	}
+	if err := p.at(PointInBatch); err != nil {
+		return err
+	}
+	b.produced = produced(publish, msgs)
+	return nil
+}
+
+// forget deletes the pending batch's rows and records msg_event in one
+// PostgreSQL transaction. It is retried, never produced again, until it
+// succeeds.
+func (p *Publisher) forget(ctx context.Context) error {
+	b := p.pending
+	now := p.d.Clock.Now()
+	dctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
+	defer cancel()
+	if err := sink.DeleteOutbox(dctx, p.d.Pool, b.produced, b.skipped, now); err != nil {
+		return err
+	}
+	p.pending = nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b.reconciled {
+		p.stats.Reconciled += int64(len(b.produced) + len(b.skipped))
+		return nil
+	}
+	for _, r := range b.produced {
 		p.stats.Published[r.Event.Topic]++
 		if p.d.Observe != nil && !r.Event.OriginAt.IsZero() {
 			p.d.Observe(now.Sub(r.Event.OriginAt))
 		}
 	}
+	p.stats.Deduplicated += int64(len(b.skipped))
 	p.stats.Batches++
 	p.stats.LastError = ""
-	p.mu.Unlock()
-	return len(due), nil
+	return nil
 }
 
-// Close releases the producer; Run closes it when it returns.
-func (p *Publisher) Close() {
+// at is a crash point: the binary built for the crash tests may die here,
+// unit tests may stop (hook).
+func (p *Publisher) at(point string) error {
+	crashpoint.Hit(point)
+	if p.hook != nil {
+		return p.hook(point)
+	}
+	return nil
+}
+
+func (p *Publisher) fenced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats.Fenced != ""
+}
+
+func (p *Publisher) closeProducer() {
 	if p.producer != nil {
 		_ = p.producer.Close()
 		p.producer = nil
 	}
+}
+
+// Close releases the producer; Run closes it when it returns.
+func (p *Publisher) Close() { p.closeProducer() }
+
+// messages are the records of rows, in order.
+func messages(rows []sink.OutboxRow) []*sarama.ProducerMessage {
+	msgs := make([]*sarama.ProducerMessage, len(rows))
+	for i, r := range rows {
+		msgs[i] = &sarama.ProducerMessage{Topic: r.Event.Topic, Key: sarama.StringEncoder(r.Event.Key)}
+		if r.Event.Value != nil {
+			msgs[i].Value = sarama.ByteEncoder(r.Event.Value)
+		}
+	}
+	return msgs
+}
+
+// produced pairs rows with where the producer put their records.
+func produced(rows []sink.OutboxRow, msgs []*sarama.ProducerMessage) []sink.Produced {
+	out := make([]sink.Produced, len(rows))
+	for i, r := range rows {
+		out[i] = sink.Produced{ID: r.ID, Event: r.Event, Partition: msgs[i].Partition, Offset: msgs[i].Offset}
+	}
+	return out
+}
+
+// versionOf is the flight version a msg event row announces.
+func versionOf(r sink.OutboxRow) (sink.Version, bool) {
+	if r.Event.MsgID == 0 || r.Event.StateVersion == 0 {
+		return sink.Version{}, false
+	}
+	return sink.Version{FLID: r.Event.Key, StateVersion: r.Event.StateVersion}, true
+}
+
+func versions(rows []sink.OutboxRow) []sink.Version {
+	var out []sink.Version
+	for _, r := range rows {
+		if v, ok := versionOf(r); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// dedupe splits a batch (in id order) into the rows to produce and those
+// to delete unproduced: a msg event whose (FLID, stateVersion) msg_event
+// records as published, or that an earlier row of the batch announces
+// already — a transition redelivered after a crash queues its version's
+// event again. Rows without a version (schd tombstones) are always
+// produced.
+func dedupe(rows []sink.OutboxRow, published map[sink.Version]bool) (publish, skip []sink.OutboxRow) {
+	seen := map[sink.Version]bool{}
+	for _, r := range rows {
+		v, ok := versionOf(r)
+		if ok && (published[v] || seen[v]) {
+			skip = append(skip, r)
+			continue
+		}
+		if ok {
+			seen[v] = true
+		}
+		publish = append(publish, r)
+	}
+	return publish, skip
 }

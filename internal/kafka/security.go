@@ -346,7 +346,8 @@ func (s *scramClient) Done() bool { return s.done }
 
 // NewKgoClient returns a franz-go client for the cluster with the TLS and
 // SASL settings, its dial timeout Kafka.Timeout: the one franz-go client
-// constructor (consumer lag; tests read topics with it). opts add to them.
+// constructor (consumer lag; the event publisher's reads of what its
+// transactions committed; tests read topics with it). opts add to them.
 func NewKgoClient(c Config, brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	s, err := c.security()
 	if err != nil {

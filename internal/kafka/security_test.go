@@ -226,6 +226,27 @@ func exercise(t *testing.T, c kafka.Config, brokers []string) {
 	if err != nil || v != "v1" {
 		t.Fatalf("ReadTable: %v, %v; want v1", v, err)
 	}
+
+	// The exactly-once publisher's clients: a transaction, and the read
+	// of what it committed.
+	txp, err := kafka.NewTransactionalProducer(c, brokers, "msgx-sec-test", "sec-txn", 30*time.Second)
+	if err != nil {
+		t.Fatalf("NewTransactionalProducer: %v", err)
+	}
+	defer txp.Close()
+	if err := txp.BeginTxn(); err != nil {
+		t.Fatalf("BeginTxn: %v", err)
+	}
+	if _, _, err := txp.SendMessage(&sarama.ProducerMessage{Topic: in, Key: sarama.StringEncoder("pos"), Value: sarama.StringEncoder("p1")}); err != nil {
+		t.Fatalf("producing in a transaction: %v", err)
+	}
+	if err := txp.CommitTxn(); err != nil {
+		t.Fatalf("CommitTxn: %v", err)
+	}
+	got, found, err := kafka.LastCommitted(context.Background(), c, brokers, in, []byte("pos"))
+	if err != nil || !found || string(got) != "p1" {
+		t.Fatalf("LastCommitted: %q %v %v; want p1", got, found, err)
+	}
 }
 
 // consume reads the first record of topic with a franz-go client.

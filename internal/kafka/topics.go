@@ -33,6 +33,9 @@ type TopicSpec struct {
 	// Retention: negative keeps records forever (retention.ms=-1), zero leaves
 	// the broker default.
 	Retention time.Duration
+	// Segment sets segment.ms (0: broker default): compaction never cleans
+	// a topic's active segment.
+	Segment time.Duration
 }
 
 func (s TopicSpec) configEntries() map[string]*string {
@@ -53,6 +56,10 @@ func (s TopicSpec) configEntries() map[string]*string {
 	case s.Retention > 0:
 		v := strconv.FormatInt(s.Retention.Milliseconds(), 10)
 		entries["retention.ms"] = &v
+	}
+	if s.Segment > 0 {
+		v := strconv.FormatInt(s.Segment.Milliseconds(), 10)
+		entries["segment.ms"] = &v
 	}
 	return entries
 }

@@ -108,24 +108,80 @@ func WaitCaughtUp(t testing.TB, brokers []string, group string, topics []string,
 }
 
 // ReadAll reads every record of a topic, all partitions, up to the end
-// offsets it has when called (or until timeout passes).
+// offsets it has when called: ReadToEnd as a read_uncommitted consumer
+// (records of aborted transactions included).
 func ReadAll(t testing.TB, brokers []string, topic string, timeout time.Duration) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	return ReadToEnd(t, brokers, topic, false, timeout)
+}
+
+// ReadToEnd reads every partition of topic from its start to its end as
+// of the call — the last stable offset with committed (isolation.level=
+// read_committed), the high watermark without — and returns the data
+// records in partition order, offset order within one. Unlike ReadTopic it
+// needs no expected count and waits for no timeout: control records
+// (transaction markers) are read too, so the reader knows when it reached
+// the end even when the log ends with one, and left out of the result.
+func ReadToEnd(t testing.TB, brokers []string, topic string, committed bool, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	cl.Close()
+	adm := kadm.NewClient(admin)
+	list := adm.ListEndOffsets
+	if committed {
+		list = adm.ListCommittedOffsets
+	}
+	ends, err := list(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	admin.Close()
 	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
+		t.Fatalf("listing the end offsets of %s: %v", topic, err)
 	}
-	n := 0
-	ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
-	if n == 0 {
-		return nil
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords()}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	return ReadTopic(t, brokers, topic, n, timeout)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	byPart := map[int32][]*kgo.Record{}
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s to its end: %v (partitions left %v)", topic, ctx.Err(), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				byPart[r.Partition] = append(byPart[r.Partition], r)
+			}
+			if r.Offset >= end-1 {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	var out []*kgo.Record
+	for p := int32(0); len(byPart) > 0; p++ {
+		out = append(out, byPart[p]...)
+		delete(byPart, p)
+	}
+	return out
 }

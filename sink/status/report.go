@@ -47,7 +47,9 @@ import (
 //	              "abandoned": {REASON: n}, "errors"},
 //	 "groups": [{"group", "topic", "state", "members", "partitions", "committed", "end", "lag", "error"}] | null,
 //	 "groupsError",
-//	 "components": [{"name", "state", "lastError", "lastErrorAt"}], "componentsError"}
+//	 "components": [{"name", "state", "lastError", "lastErrorAt"}], "componentsError",
+//	 "publisher": {"exactlyOnce", "transactionalId", "committed", "aborted", "fenced", "fencedAt", "position",
+//	               "published", "reconciled", "deduplicated"} | absent}
 type Report struct {
 	// GeneratedAt is when the report was taken (the injected clock).
 	GeneratedAt time.Time `json:"generatedAt"`
@@ -73,6 +75,9 @@ type Report struct {
 	// them (msgx status collecting directly: only a running daemon knows
 	// its components).
 	ComponentsError string `json:"componentsError,omitempty"`
+	// Publisher is the event publisher of the daemon that runs it (the
+	// process lock's holder); absent elsewhere. The daemon sets it.
+	Publisher *PublisherStatus `json:"publisher,omitempty"`
 
 	// th are the thresholds the alerts were computed with, kept so that
 	// Merge can recompute them.
@@ -269,6 +274,32 @@ type ComponentState struct {
 	// happened; empty when it has had none.
 	LastError   string     `json:"lastError,omitempty"`
 	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+}
+
+// PublisherStatus is the event publisher's running figures since the
+// daemon started (docs/design.md#outbox). A fenced publisher is also the
+// component "publisher", paused with the reason, among the alerts.
+type PublisherStatus struct {
+	// ExactlyOnce is MSGX_EXACTLY_ONCE: each batch a Kafka transaction
+	// under TransactionalID.
+	ExactlyOnce     bool   `json:"exactlyOnce"`
+	TransactionalID string `json:"transactionalId,omitempty"`
+	// Committed and Aborted count the transactions.
+	Committed int64 `json:"committed"`
+	Aborted   int64 `json:"aborted"`
+	// Fenced is why the publisher stopped ("" while it publishes), FencedAt
+	// since when.
+	Fenced   string     `json:"fenced,omitempty"`
+	FencedAt *time.Time `json:"fencedAt,omitempty"`
+	// Position is the last event_outbox id committed with a transaction.
+	Position int64 `json:"position"`
+	// Published counts the events produced; Reconciled the outbox rows a
+	// crashed session had committed, deleted at start-up without
+	// publishing them again; Deduplicated the rows not published because
+	// their (FLID, stateVersion) had been.
+	Published    int64 `json:"published"`
+	Reconciled   int64 `json:"reconciled"`
+	Deduplicated int64 `json:"deduplicated"`
 }
 
 // Config decides when a figure becomes an alert. Durations are Go

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -862,6 +863,51 @@ func TestReportText(t *testing.T) {
 	if err := (status.Report{GeneratedAt: stNow, ComponentsError: "no msgx daemon answered"}).Text(&ok); err != nil ||
 		!strings.Contains(ok.String(), "COMPONENTS\n  not reached: no msgx daemon answered\n") {
 		t.Errorf("text without the daemon's components (%v):\n%s", err, ok.String())
+	}
+}
+
+// The publisher's section: transactions, fencing and position with
+// exactly-once publishing, the de-duplication advice without it.
+func TestReportTextPublisher(t *testing.T) {
+	t.Parallel()
+	fencedAt := stNow.Add(-time.Minute)
+	for _, tc := range []struct {
+		pub  status.PublisherStatus
+		want []string
+	}{
+		{status.PublisherStatus{ExactlyOnce: true, TransactionalID: "t2.msgx-publisher", Committed: 120, Aborted: 2, Position: 9876,
+			Published: 4000, Reconciled: 3, Deduplicated: 5}, []string{
+			"\nEVENT PUBLISHER (event_outbox → Kafka)\n",
+			"  mode exactly once Kafka transactions as \"t2.msgx-publisher\"; consumers read with isolation.level=read_committed\n",
+			"  transactions  120 committed  2 aborted\n",
+			"  fenced        no\n",
+			"  position      9876  last event_outbox id committed with its events\n",
+			"  events        4000 published  5 duplicates not published; 3 reconciled at start-up\n",
+		}},
+		{status.PublisherStatus{ExactlyOnce: true, TransactionalID: "msgx-publisher", Fenced: "fenced: another producer …", FencedAt: &fencedAt}, []string{
+			"  fenced        YES since 2026-03-10T00:59:00Z  fenced: another producer …\n",
+		}},
+		{status.PublisherStatus{Published: 7}, []string{
+			"  mode    at least once  MSGX_EXACTLY_ONCE=false: consumers de-duplicate by (FLID, stateVersion)\n",
+			"  events  7 published    0 duplicates not published; 0 reconciled at start-up\n",
+		}},
+	} {
+		var b bytes.Buffer
+		pub := tc.pub
+		if err := (status.Report{GeneratedAt: stNow, Alerts: []string{}, Publisher: &pub}).Text(&b); err != nil {
+			t.Fatal(err)
+		}
+		// Column widths depend on the other rows: compare with single spaces.
+		squeeze := func(s string) string { return regexp.MustCompile(` {2,}`).ReplaceAllString(s, " ") }
+		for _, frag := range tc.want {
+			if !strings.Contains(squeeze(b.String()), squeeze(frag)) {
+				t.Errorf("text lacks %q:\n%s", frag, b.String())
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := (status.Report{GeneratedAt: stNow, Alerts: []string{}}).Text(&b); err != nil || strings.Contains(b.String(), "PUBLISHER") {
+		t.Errorf("a report without the publisher shows it (%v):\n%s", err, b.String())
 	}
 }
 

@@ -144,6 +144,30 @@ func (r Report) Text(w io.Writer) error {
 		p.errors([]string{r.GroupsError})
 	}
 
+	if pub := r.Publisher; pub != nil {
+		p.section("EVENT PUBLISHER (event_outbox → Kafka)")
+		t = p.table()
+		if pub.ExactlyOnce {
+			t.row("mode", "exactly once", fmt.Sprintf("Kafka transactions as %q; consumers read with isolation.level=read_committed", pub.TransactionalID))
+			t.row("transactions", fmt.Sprintf("%d committed", pub.Committed), fmt.Sprintf("%d aborted", pub.Aborted))
+			if pub.Fenced != "" {
+				since := ""
+				if pub.FencedAt != nil {
+					since = " since " + stamp(*pub.FencedAt)
+				}
+				t.row("fenced", "YES"+since, pub.Fenced)
+			} else {
+				t.row("fenced", "no", "")
+			}
+			t.row("position", fmt.Sprint(pub.Position), "last event_outbox id committed with its events")
+		} else {
+			t.row("mode", "at least once", "MSGX_EXACTLY_ONCE=false: consumers de-duplicate by (FLID, stateVersion)")
+		}
+		t.row("events", fmt.Sprintf("%d published", pub.Published),
+			fmt.Sprintf("%d duplicates not published; %d reconciled at start-up", pub.Deduplicated, pub.Reconciled))
+		t.flush()
+	}
+
 	p.section("COMPONENTS")
 	switch {
 	case r.ComponentsError != "":

@@ -162,6 +162,12 @@ var (
 	replayed        = desc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
 	rejected        = desc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
 	events          = desc("msgx_events_emitted_total", "Events produced per output topic (schd-flush: latest-state records of the schd flusher).", "topic")
+	pubTxns         = desc("msgx_publisher_transactions_total", "Kafka transactions of the event publisher (MSGX_EXACTLY_ONCE) by result: committed, or aborted (a produce or the commit failed; the next producer session aborts it at the broker and publishes the batch again).", "result")
+	pubFenced       = desc("msgx_publisher_fenced", "1 while the event publisher has stopped because another producer took its transactional ID (PRODUCER_FENCED: a second instance publishing this deployment's outbox), else 0.")
+	pubExactlyOnce  = desc("msgx_publisher_exactly_once", "1 when the event publisher publishes in Kafka transactions (MSGX_EXACTLY_ONCE=true: once for read_committed consumers), 0 when at least once.")
+	pubPosition     = desc("msgx_publisher_position", "The last event_outbox id the event publisher committed in a Kafka transaction with its events (0 before the first since start).")
+	pubReconciled   = desc("msgx_publisher_reconciled_total", "Outbox rows the publisher found committed to Kafka but not deleted when it started (a crash in between), deleted without publishing them again.")
+	pubDeduplicated = desc("msgx_publisher_deduplicated_total", "Outbox rows not published because their (FLID, stateVersion) was published already (msg_event) or earlier in the same batch.")
 	backfillMarked  = desc("msgx_backfill_marked_total", "Processed marks written (or found already written).", "result")
 	backfillFailed  = desc("msgx_backfill_transient_failures_total", "Failed processed-mark attempts (retried with backoff).")
 	componentUp     = desc("msgx_component_up", "1 while a component runs, 0 while it restarts or is stopped.", "component")
@@ -195,7 +201,8 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
-		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events, backfillMarked, backfillFailed, componentUp, restarts,
+		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events,
+		pubTxns, pubFenced, pubExactlyOnce, pubPosition, pubReconciled, pubDeduplicated, backfillMarked, backfillFailed, componentUp, restarts,
 		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp,
 		httpWrong, httpThrottled, httpCertExpiry, halted, threshold, unreadAge, inboxMaxID, backfillOverdue, groupMembers, sourceOK, bindingRefused} {
 		ch <- d
@@ -270,9 +277,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, events, s.Schd().Flushed, "schd-flush")
 	}
 	if s.Publisher != nil {
-		for topic, n := range s.Publisher().Published {
+		st := s.Publisher()
+		for topic, n := range st.Published {
 			counter(ch, events, n, topic)
 		}
+		if st.ExactlyOnce {
+			// Both results always, so that rates and alerts on either
+			// exist before the first abort.
+			counter(ch, pubTxns, st.Transactions["committed"], "committed")
+			counter(ch, pubTxns, st.Transactions["aborted"], "aborted")
+			gauge(ch, pubPosition, float64(st.Position))
+			counter(ch, pubReconciled, st.Reconciled)
+		}
+		gauge(ch, pubFenced, b2f(st.Fenced != ""))
+		gauge(ch, pubExactlyOnce, b2f(st.ExactlyOnce))
+		counter(ch, pubDeduplicated, st.Deduplicated)
 	}
 	if s.Backfill != nil {
 		st := s.Backfill()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"msgx/emitters/event"
 	"msgx/internal/health"
 	"msgx/internal/web"
 	"msgx/processors/router"
@@ -77,6 +78,35 @@ func TestRouterBatchesExported(t *testing.T) {
 	}
 	if got := values(t, m, "msgx_router_batched_messages_total")[""]; got != 1200 {
 		t.Errorf("msgx_router_batched_messages_total = %v, want 1200", got)
+	}
+}
+
+// The exactly-once publisher's transactions, fencing and position are
+// exported; both transaction results exist before the first abort.
+func TestPublisherExported(t *testing.T) {
+	m := New()
+	st := event.Stats{ExactlyOnce: true, Transactions: map[string]int64{"committed": 7}, Position: 42, Reconciled: 3, Deduplicated: 2,
+		Published: map[string]int64{"msgx.msg": 10}}
+	m.SetSources(Sources{Publisher: func() event.Stats { return st }})
+	if got := values(t, m, "msgx_publisher_transactions_total"); got["committed/"] != 7 || got["aborted/"] != 0 || len(got) != 2 {
+		t.Errorf("msgx_publisher_transactions_total %v", got)
+	}
+	for name, want := range map[string]float64{"msgx_publisher_fenced": 0, "msgx_publisher_exactly_once": 1, "msgx_publisher_position": 42,
+		"msgx_publisher_reconciled_total": 3, "msgx_publisher_deduplicated_total": 2} {
+		if got, ok := values(t, m, name)[""]; !ok || got != want {
+			t.Errorf("%s = %v (exported %v), want %v", name, got, ok, want)
+		}
+	}
+	st.Fenced = "fenced: …"
+	if got := values(t, m, "msgx_publisher_fenced")[""]; got != 1 {
+		t.Errorf("msgx_publisher_fenced = %v while fenced", got)
+	}
+	st = event.Stats{Published: map[string]int64{}}
+	if got := values(t, m, "msgx_publisher_transactions_total"); len(got) != 0 {
+		t.Errorf("at-least-once publishing exports transactions %v", got)
+	}
+	if got, ok := values(t, m, "msgx_publisher_exactly_once")[""]; !ok || got != 0 {
+		t.Errorf("msgx_publisher_exactly_once = %v (%v) at least once", got, ok)
 	}
 }
 

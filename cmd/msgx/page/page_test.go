@@ -63,6 +63,8 @@ func pageReport(now time.Time) status.Report {
 			{Name: "ingest", State: "running"},
 			{Name: "router", State: "restarting", LastError: "postgres: connection refused", LastErrorAt: &errAt},
 		},
+		Publisher: &status.PublisherStatus{ExactlyOnce: true, TransactionalID: "msgx-publisher", Committed: 40, Aborted: 1,
+			Fenced: "fenced: another producer initialised transactional ID", FencedAt: &errAt, Position: 5120, Published: 900, Reconciled: 3, Deduplicated: 2},
 	}
 }
 
@@ -139,6 +141,11 @@ func TestPageShowsTheReport(t *testing.T) {
 		`#messages tr[data-state="SKIPPED"]`:      {"5", "duplicate 1, ignored 4"},
 		`#components tr[data-component="router"]`: {"restarting", "postgres: connection refused"},
 		`#components tr[data-component="ingest"]`: {"running"},
+		"#pub-mode":                               {"exactly once for read_committed consumers", "msgx-publisher"},
+		"#pub-transactions":                       {"40 committed, 1 aborted"},
+		"#pub-fenced":                             {"since ", ": fenced: another producer initialised transactional ID"},
+		"#pub-position":                           {"5120"},
+		"#pub-events":                             {"900 published, 2 duplicates not published, 3 reconciled at start-up"},
 		"#decisions-rate":                         {"10.0"},
 		"#events-rate":                            {"4.00"},
 		"#e2e-latency":                            {"14.0 / 19.0 ms (10 at"},
@@ -192,6 +199,7 @@ func TestPageShowsTheReport(t *testing.T) {
 	// The next refresh shows a changed report without a reload.
 	r := pageReport(now)
 	r.Alerts, r.Inbox.Hole, r.Inbox.Lag, r.Messages.OldestUnfinished = []string{}, nil, 0, nil
+	r.Publisher = &status.PublisherStatus{Published: 3}
 	ps.setReport(r)
 	b.WaitFor(t, "the changed report", `document.querySelector("#hole").textContent === "none" && document.querySelector("#inbox-lag").textContent === "0"`, 20*time.Second)
 	if got, _ := b.Text("#alerts"); !strings.Contains(got, "none — keeping up, nothing stuck") {
@@ -199,6 +207,9 @@ func TestPageShowsTheReport(t *testing.T) {
 	}
 	if got, _ := b.Text("#oldest-unfinished"); got != "none" {
 		t.Errorf("oldest unfinished after the change: %q", got)
+	}
+	if got, _ := b.Text("#pub-mode"); !strings.Contains(got, "at least once") {
+		t.Errorf("publisher mode after the change: %q", got)
 	}
 
 	// The page loads nothing but its own files: the CSP would have refused

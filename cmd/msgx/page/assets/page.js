@@ -314,6 +314,26 @@
       el("td", {class: "num"}, g.end), el("td", {class: "num"}, g.lag))));
   }
 
+  function renderPublisher(rep) {
+    const p = rep.publisher;
+    if (!p) {
+      for (const id of ["pub-mode", "pub-transactions", "pub-fenced", "pub-position", "pub-events"]) setText(id, "–", "muted");
+      setText("pub-mode", "not run by this process (a standby, or the ingest role)", "muted");
+      return;
+    }
+    setText("pub-events", p.published + " published, " + p.deduplicated + " duplicates not published, " + p.reconciled + " reconciled at start-up");
+    if (!p.exactlyOnce) {
+      setText("pub-mode", "at least once (MSGX_EXACTLY_ONCE=false): consumers de-duplicate by (FLID, stateVersion)", "warn");
+      for (const id of ["pub-transactions", "pub-fenced", "pub-position"]) setText(id, "–", "muted");
+      return;
+    }
+    setText("pub-mode", "exactly once for read_committed consumers: Kafka transactions as " + p.transactionalId);
+    setText("pub-transactions", p.committed + " committed, " + p.aborted + " aborted", p.aborted > 0 ? "warn" : "");
+    if (p.fenced) setText("pub-fenced", "since " + stamp(p.fencedAt) + ": " + p.fenced, "bad");
+    else setText("pub-fenced", "no", "ok");
+    setText("pub-position", String(p.position));
+  }
+
   function renderComponents(rep) {
     const cs = rep.components || [];
     fillRows("components", cs.length ? cs.map(c => el("tr", {
@@ -329,6 +349,7 @@
     renderMessages(rep);
     renderBackfill(rep);
     renderGroups(rep);
+    renderPublisher(rep);
     renderComponents(rep);
     drawHistory(hist);
   }
