@@ -190,9 +190,9 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"MSGX_HTTP_READ_TIMEOUT": "0s"}, "MSGX_HTTP_READ_TIMEOUT"},
 		{map[string]string{"MSGX_KAFKA_PREFIX": "a b."}, `MSGX_KAFKA_PREFIX: "a b." has ' '`},
 		{map[string]string{"MSGX_TOPIC_MSG": "flight events"}, `topic name: "flight events" has ' '`},
-		{map[string]string{"MSGX_PUBLISH_TXN_TIMEOUT": "20m"}, "MSGX_PUBLISH_TXN_TIMEOUT=20m0s: must be 1s..15m"},
-		{map[string]string{"MSGX_PUBLISH_TXN_TIMEOUT": "5s"}, "MSGX_PUBLISH_TXN_TIMEOUT=5s is shorter than MSGX_KAFKA_TIMEOUT=10s"},
-		{map[string]string{"MSGX_TOPIC_PUBLISHER_POSITION": "a b"}, `MSGX_TOPIC_PUBLISHER_POSITION: "a b" has ' '`},
+		{map[string]string{"MSGX_EXACTLY_ONCE": "true", "MSGX_PUBLISH_TXN_TIMEOUT": "20m"}, "MSGX_PUBLISH_TXN_TIMEOUT=20m0s: must be 1s..15m"},
+		{map[string]string{"MSGX_EXACTLY_ONCE": "true", "MSGX_PUBLISH_TXN_TIMEOUT": "5s"}, "MSGX_PUBLISH_TXN_TIMEOUT=5s is shorter than MSGX_KAFKA_TIMEOUT=10s"},
+		{map[string]string{"MSGX_EXACTLY_ONCE": "true", "MSGX_TOPIC_PUBLISHER_POSITION": "a b"}, `MSGX_TOPIC_PUBLISHER_POSITION: "a b" has ' '`},
 		{map[string]string{"MSGX_ENV": "production"}, "MSGX_KAFKA_BROKERS is empty"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092"}, "MSGX_PG_DSN is the development default"},
 		{map[string]string{"MSGX_ENV": "production", "MSGX_KAFKA_BROKERS": "k1:9092", "MSGX_PG_DSN": "postgres://p@db/msgx"}, "MSGX_MYSQL_DSN is the development default"},
@@ -335,5 +335,28 @@ func TestSharedVariablesHaveOneDefault(t *testing.T) {
 	}
 	if len(defaults["MSGX_TOPIC_FLIGHT_TRANSITIONS"]) != 1 {
 		t.Error("MSGX_TOPIC_FLIGHT_TRANSITIONS not found")
+	}
+}
+
+// With the embedded Kafka inside `msgx run`, which keeps no transaction
+// log, msg events are at least once unless MSGX_EXACTLY_ONCE asks for
+// transactions; against a Kafka of its own, exactly once by default.
+func TestExactlyOnceDefault(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"MSGX_EXACTLY_ONCE": "true"}, true},
+		{map[string]string{"MSGX_KAFKA_BROKERS": "kafka1:9092"}, true},
+		{map[string]string{"MSGX_KAFKA_BROKERS": "kafka1:9092", "MSGX_EXACTLY_ONCE": "false"}, false},
+	} {
+		cfg, err := loadConfig(tc.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Publisher.ExactlyOnce != tc.want {
+			t.Errorf("%v: exactly once %v, want %v", tc.env, cfg.Publisher.ExactlyOnce, tc.want)
+		}
 	}
 }

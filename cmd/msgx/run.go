@@ -95,6 +95,11 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 		d.closers = append(d.closers, b.Close)
 		d.brokers = b.Addrs()
 		log.Info("embedded kafka listening", "component", "kafka", "addr", d.brokers[0], "data_dir", filepath.Join(cfg.StateDir, "kafka"))
+		if cfg.atLeastOnce {
+			log.Info("msg events are published at least once: the embedded Kafka runs inside this process and keeps no transaction log "+
+				"(MSGX_EXACTLY_ONCE=true asks for transactions anyway; run `msgx broker` as its own process or use a cluster for exactly once, docs/operations.md 3.10)",
+				"component", "kafka")
+		}
 		if cfg.Publisher.ExactlyOnce {
 			// kfake keeps no transaction log: restarted after a crash it
 			// aborts the transactions that were open without writing their
