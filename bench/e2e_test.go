@@ -3,6 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,10 +19,14 @@ import (
 
 // progressSQL counts the messages in a terminal state, those the router has
 // decided and the events still in the outbox.
+// One pass over proc_state: the reading competes with msgx for
+// PostgreSQL's CPU (two passes cost ~40 ms every 500 ms on a 50,000-row
+// backlog, 7 % of PostgreSQL's time).
 const progressSQL = `SELECT
-	(SELECT COUNT(*) FILTER (WHERE state IN ('SUCCEEDED','SKIPPED','DEAD','ARCHIVED')) FROM proc_state),
-	(SELECT COUNT(*) FILTER (WHERE state NOT IN ('PENDING','FAILED')) FROM proc_state),
-	(SELECT COUNT(*) FROM event_outbox)`
+	COUNT(*) FILTER (WHERE state IN ('SUCCEEDED','SKIPPED','DEAD','ARCHIVED')),
+	COUNT(*) FILTER (WHERE state NOT IN ('PENDING','FAILED')),
+	(SELECT COUNT(*) FROM event_outbox)
+	FROM proc_state`
 
 // progress is one reading of progressSQL.
 type progress struct{ terminal, decided, outbox int }
@@ -52,6 +61,9 @@ func readProgress(b *testing.B, c *pgx.Conn) progress {
 //   - how long after the start the backfill sweeper had written every
 //     processed mark;
 //   - the peak RSS of the msgx process (VmHWM, read just before it stops);
+//   - the CPU time per message of msgx (its /proc/pid/stat) and of
+//     PostgreSQL (every postgres process's, and what the postmaster reaped
+//     of exited backends) until every message was terminal;
 //   - the rate of ingest and of the router on the way.
 //
 // It runs twice: with the exactly-once publisher (Kafka transactions, the
@@ -61,6 +73,38 @@ func BenchmarkEndToEnd(b *testing.B) {
 	for _, m := range publishModes {
 		b.Run(m.name, func(b *testing.B) { endToEnd(b, "", msgs, m) })
 	}
+}
+
+// pprofToken is the read token of a profiled run (MSGX_BENCH_PPROF).
+const pprofToken = "bench-profile-token"
+
+// cpuProfile writes to path a 10-second CPU profile of the msgx serving
+// http://addr, taken 3 s after its start (the backlog flowing), for
+// MSGX_BENCH_PPROF=dir: `go tool pprof` reads it.
+func cpuProfile(b *testing.B, addr, path string) {
+	time.Sleep(3 * time.Second)
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=10", nil)
+	if err != nil {
+		b.Log(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+pprofToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Logf("profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Logf("profile: %v %s", err, resp.Status)
+		return
+	}
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		b.Log(err)
+		return
+	}
+	b.Logf("CPU profile of 3–13 s after the start: %s", path)
 }
 
 // publishMode is one setting of MSGX_EXACTLY_ONCE the benchmarks compare.
@@ -95,8 +139,19 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		commitsBefore := xactCommits(b, pgDSN)
 
 		ctx := context.Background()
+		pgCPU := postgresCPUSeconds()
+		env := msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b), m.env)
+		profile := os.Getenv("MSGX_BENCH_PPROF")
+		var httpAddr string
+		if profile != "" {
+			httpAddr = freeAddr(b)
+			env = append(env, "MSGX_PPROF=true", "MSGX_HTTP_READ_TOKEN="+pprofToken, "MSGX_HTTP_ADDR="+httpAddr)
+		}
 		start := time.Now()
-		p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b), m.env), "run")
+		p := startMsgx(b, bin, env, "run")
+		if profile != "" {
+			go cpuProfile(b, httpAddr, filepath.Join(profile, fmt.Sprintf("%s%s-%d.pprof", strings.ReplaceAll(mix, " ", ""), m.name, len(msgs))))
+		}
 		conn, err := pgx.Connect(ctx, pgDSN)
 		if err != nil {
 			b.Fatal(err)
@@ -127,6 +182,7 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		}
 		total := time.Since(start)
 		peak := peakRSSOf(b, p.cmd.Process.Pid)
+		msgxCPU, pgCPU := cpuSeconds(p.cmd.Process.Pid), postgresCPUSeconds()-pgCPU
 		// The backfill sweeper writes the processed marks behind: it must
 		// keep up, not trail the backlog by minutes.
 		for {
@@ -165,6 +221,8 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		b.ReportMetric(commitRate, "pgbench-commits/s")
 		b.ReportMetric(perMsg, "pg-commits/msg")
 		b.ReportMetric(peak, "peak-RSS-MB")
+		b.ReportMetric(msgxCPU/float64(len(msgs))*1e6, "msgx-cpu-µs/msg")
+		b.ReportMetric(pgCPU/float64(len(msgs))*1e6, "pg-cpu-µs/msg")
 		b.Logf("%d messages, %d flight/refdata transitions applied", len(msgs), applied)
 		b.Logf("ingest: every row enqueued in %v = %.0f rows/s", last.Sub(first).Round(time.Millisecond), float64(len(msgs))/max(last.Sub(first).Seconds(), 0.001))
 		b.Logf("router: every message decided %v after start = %.0f msg/s", routed.Round(time.Millisecond), float64(len(msgs))/routed.Seconds())
@@ -173,6 +231,8 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		b.Logf("backfill: every processed mark written %v after start (%v after the last message was terminal)",
 			marked.Round(time.Millisecond), (marked - total).Round(time.Millisecond))
 		b.Logf("load average at the end: %s", loadAverage())
+		b.Logf("CPU until every message was terminal: msgx %.1f s = %s per message, PostgreSQL %.1f s = %s per message (of %.1f s × 2 cores)",
+			msgxCPU, perMessage(msgxCPU, len(msgs)), pgCPU, perMessage(pgCPU, len(msgs)), total.Seconds())
 		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
 			commitRate, rate/commitRate, commits, perMsg, peak)
 		bench := "BenchmarkEndToEnd"
@@ -184,5 +244,6 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		printRow(what+": ÷ pgbench single-row commit rate", fmt.Sprintf("%.2f (pgbench %.0f commits/s)", rate/commitRate, commitRate))
 		printRow(what+": PostgreSQL commits per message", fmt.Sprintf("%.3f", perMsg))
 		printRow(what+": peak RSS of msgx", fmt.Sprintf("%.0f MB", peak))
+		printRow(what+": CPU per message, msgx / PostgreSQL", fmt.Sprintf("%s / %s", perMessage(msgxCPU, len(msgs)), perMessage(pgCPU, len(msgs))))
 	}
 }

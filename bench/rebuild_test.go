@@ -18,8 +18,11 @@ import (
 
 var rebuildDoneRE = regexp.MustCompile(`rebuild: done, (\d+) messages in (\S+);`)
 
-// BenchmarkRebuild times `msgx rebuild --yes` over an inbox topic of twice
-// MSGX_BENCH_MESSAGES (100,000) messages of the realistic mix.
+// BenchmarkRebuild times `msgx rebuild --yes` over an inbox topic of
+// MSGX_BENCH_REBUILD_MESSAGES messages of the realistic mix (twice
+// MSGX_BENCH_MESSAGES, 100,000, by default; 1000000 for the million-message
+// figure of docs/operations.md 11.1), and prints its peak RSS and its CPU per
+// message beside PostgreSQL's.
 //
 // The topic is filled the way production fills it, but without processing:
 // `msgx broker` (the embedded Kafka, persistent) and `msgx ingest` read the
@@ -31,6 +34,12 @@ var rebuildDoneRE = regexp.MustCompile(`rebuild: done, (\d+) messages in (\S+);`
 // afterwards that every message is terminal in PostgreSQL.
 func BenchmarkRebuild(b *testing.B) {
 	n := 2 * benchMessages(b)
+	if v := os.Getenv("MSGX_BENCH_REBUILD_MESSAGES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 100 {
+			b.Fatalf("MSGX_BENCH_REBUILD_MESSAGES=%q: want a number of messages ≥ 100", v)
+		}
+	}
 	msgs := realisticDay(13, n)
 	bin := msgxBinary(b)
 	for i := 0; i < b.N; i++ {
@@ -74,9 +83,10 @@ func BenchmarkRebuild(b *testing.B) {
 		// of a finished child counts the memory of the benchmark process it
 		// was forked from (ru_maxrss is inherited across fork), which after
 		// the in-process memory benchmarks is hundreds of MB.
-		var peak float64 // written by the reader until peakDone
+		var peak, cpu float64 // written by the reader until peakDone
 		stopPeak := make(chan struct{})
 		peakDone := make(chan struct{})
+		pgCPU := postgresCPUSeconds()
 		err = cmd.Start()
 		if err == nil {
 			go func() {
@@ -84,6 +94,9 @@ func BenchmarkRebuild(b *testing.B) {
 				for {
 					if v, ok := vmHWM(cmd.Process.Pid); ok {
 						peak = max(peak, v)
+					}
+					if v := cpuSeconds(cmd.Process.Pid); v == v { // not NaN: still running
+						cpu = v
 					}
 					select {
 					case <-stopPeak:
@@ -97,6 +110,7 @@ func BenchmarkRebuild(b *testing.B) {
 			<-peakDone
 		}
 		elapsed := time.Since(start)
+		pgCPU = postgresCPUSeconds() - pgCPU
 		b.StopTimer()
 		if err != nil {
 			log, _ := os.ReadFile(f.Name())
@@ -124,9 +138,13 @@ func BenchmarkRebuild(b *testing.B) {
 		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
 		b.Logf("msgx rebuild: %d messages in %v (it says %s) = %.0f msg/s; peak RSS %.0f MB",
 			len(msgs), elapsed.Round(time.Millisecond), m[2], float64(len(msgs))/elapsed.Seconds(), peak)
+		b.Logf("CPU: msgx at least %.1f s = %s per message (read every 100 ms), PostgreSQL %.1f s = %s per message",
+			cpu, perMessage(cpu, len(msgs)), pgCPU, perMessage(pgCPU, len(msgs)))
 		b.Logf("load average at the end: %s", loadAverage())
-		printRow(fmt.Sprintf("rebuild of %s messages (`BenchmarkRebuild`, `msgx rebuild --yes`)", thousands(len(msgs))),
-			fmt.Sprintf("%.0f s (%.0f msg/s)", elapsed.Seconds(), float64(len(msgs))/elapsed.Seconds()))
+		what := fmt.Sprintf("rebuild of %s messages (`BenchmarkRebuild`, `msgx rebuild --yes`)", thousands(len(msgs)))
+		printRow(what, fmt.Sprintf("%.0f s (%.0f msg/s)", elapsed.Seconds(), float64(len(msgs))/elapsed.Seconds()))
+		printRow(what+": peak RSS", fmt.Sprintf("%.0f MB", peak))
+		printRow(what+": CPU per message, msgx / PostgreSQL", fmt.Sprintf("%s / %s", perMessage(cpu, len(msgs)), perMessage(pgCPU, len(msgs))))
 	}
 }
 
