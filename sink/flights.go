@@ -152,9 +152,17 @@ var flightColumns, flightTypes = func() (cols, types []string) {
 //     (docs/design.md#determinism): version v of a flight is the same state
 //     whichever run wrote it. A rebuild under a different configuration
 //     must empty FlightTables first.
+//
+// A group commit writes its flights with QueueFlightGroup instead: one
+// multi-row incremental statement for every flight whose stored row is a
+// version the group's changes build on, the subset shape (each detail
+// table is emptied only for the flights whose versions changed its
+// collections, given as one array per table), and one full statement for
+// the rest.
 type writeShape struct {
 	many        bool
 	incremental bool
+	subset      bool   // many, and each deleted table has its own FLIDs
 	del, ins    uint16 // bit i: detailTables[i] is deleted from / inserted into
 }
 
@@ -216,7 +224,13 @@ func buildWriteSQL(shape writeShape) string {
 	}
 	b.WriteString("  RETURNING flid\n)")
 	for i, d := range detailTables {
-		if shape.del&(1<<i) != 0 {
+		switch {
+		case shape.del&(1<<i) == 0:
+		case shape.subset:
+			n++
+			fmt.Fprintf(&b, ",\ndel_%s AS (DELETE FROM %s t USING up, unnest($%d::text[]) AS c(flid) WHERE t.flid = up.flid AND c.flid = up.flid RETURNING 1)",
+				d.table, d.table, n)
+		default:
 			fmt.Fprintf(&b, ",\ndel_%s AS (DELETE FROM %s t USING up WHERE t.flid = up.flid RETURNING 1)", d.table, d.table)
 		}
 	}
@@ -301,11 +315,8 @@ func WriteFlight(ctx context.Context, tx pgx.Tx, s *flight.State) error {
 	return err
 }
 
-// WriteFlights writes many flights in full in one statement, for a
-// processor that groups transitions into one transaction, and for the full
-// write an incremental one left to do (QueuedFlightWrite.FullWriteNeeded:
-// trying the incremental write again there would find the row it just
-// wrote and stop short). A FLID given more than once is written once, with
+// WriteFlights writes many flights in full in one statement (a group
+// commit uses QueueFlightGroup). A FLID given more than once is written once, with
 // its newest state. written counts the flights whose row was inserted or
 // replaced (older states are skipped).
 func WriteFlights(ctx context.Context, tx pgx.Tx, states []*flight.State) (written int, err error) {
@@ -333,6 +344,15 @@ func WriteEncodedFlights(ctx context.Context, tx pgx.Tx, encoded []*Encoded) (wr
 		ctx, cancel = context.WithTimeout(ctx, DefaultFlightWriteTimeout)
 		defer cancel()
 	}
+	sql, args := fullWrite(encoded)
+	if err := tx.QueryRow(ctx, sql, args...).Scan(&written); err != nil {
+		return 0, fmt.Errorf("writing %s: %w", describeFlights(encoded), err)
+	}
+	return written, nil
+}
+
+// fullWrite is the statement of a full write of encoded (each FLID once).
+func fullWrite(encoded []*Encoded) (string, []any) {
 	states := make([]*flight.State, len(encoded))
 	for i, e := range encoded {
 		states[i] = e.State
@@ -350,65 +370,104 @@ func WriteEncodedFlights(ctx context.Context, tx pgx.Tx, encoded []*Encoded) (wr
 			args = append(args, cols...)
 		}
 	}
-	if err := tx.QueryRow(ctx, writeSQL(shape), args...).Scan(&written); err != nil {
-		return 0, fmt.Errorf("writing %s: %w", describeFlights(states), err)
-	}
-	return written, nil
+	return writeSQL(shape), args
 }
 
-// writeIncremental writes s touching only the detail tables of the
-// collections its version changed. done is false when the caller must still
-// do a full write: the stored row is older than the previous version
-// (nothing was written), or there was no row and s is not a first version
-// (the row was written without the untouched collections; the full write
-// completes it within the same transaction).
-// QueuedFlightWrite is a single-flight incremental write queued on a batch
-// (QueueFlightWrite): the flights processor sends it together with the rest
-// of its transaction in one round trip.
-type QueuedFlightWrite struct {
-	s                        *flight.State
-	enc                      *Encoded
-	written                  int
-	storedVersion, storedMsg *int64
-	err                      error
+// GroupFlight is one flight of QueueFlightGroup: Enc, the newest state a
+// group commit made of it; Base, the version it had before the group's
+// first version of it (the newest state's own version when the group made
+// none: its lastMsgId moved alone); Changed, every tag the group's
+// versions of it changed (their Last.Changed together).
+type GroupFlight struct {
+	Enc     *Encoded
+	Base    int64
+	Changed []string
 }
 
-// QueueFlightWrite queues the incremental write of e's flight on b. Once
-// the batch has run, FullWriteNeeded tells whether the caller must still
-// write it in full in the same transaction (a first write at a later
-// version, or a stored row older than the previous version; Encoded gives
-// the encoding for WriteEncodedFlights).
-func QueueFlightWrite(b *pgx.Batch, e *Encoded) *QueuedFlightWrite {
-	s := e.State
-	if s.Last == nil {
-		return &QueuedFlightWrite{s: s, enc: e, written: -1}
+// QueueFlightGroup queues on b, to run in tx, the writes of a group
+// commit's flights (each FLID once): after one read of their stored
+// versions, one statement for those it can write incrementally and one for
+// the rest in full. A flight is written incrementally when its stored row
+// is at version Base or later (none counts as 0): every collection the
+// group's versions did not change is the same in the stored row, so only
+// the tables of Changed are rewritten. Otherwise (versions skipped: a
+// rebuild into emptied tables, a lost write; a row without provenance) it
+// is written whole. The never-backwards rule of the upsert holds for both.
+func QueueFlightGroup(ctx context.Context, tx pgx.Tx, b *pgx.Batch, flights []GroupFlight) error {
+	if len(flights) == 0 {
+		return nil
 	}
-	sql, args := incrementalWrite(e)
-	q := &QueuedFlightWrite{s: s, enc: e}
-	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
-		q.err = row.Scan(&q.written, &q.storedVersion, &q.storedMsg)
-		if q.err != nil {
-			q.err = fmt.Errorf("writing flight %s v%d: %w", s.FLID, s.StateVersion, q.err)
+	flids := make([]string, len(flights))
+	for i, g := range flights {
+		flids[i] = g.Enc.State.FLID
+	}
+	stored := make(map[string]int64, len(flights))
+	rows, err := tx.Query(ctx, `SELECT flid, state_version FROM flight_schd WHERE flid = ANY($1)`, flids)
+	if err != nil {
+		return fmt.Errorf("reading the stored versions of %d flights: %w", len(flids), err)
+	}
+	for rows.Next() {
+		var flid string
+		var v int64
+		if err := rows.Scan(&flid, &v); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading the stored versions of %d flights: %w", len(flids), err)
 		}
-		return q.err
-	})
-	return q
+		stored[flid] = v
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading the stored versions of %d flights: %w", len(flids), err)
+	}
+	var inc []GroupFlight
+	var full []*Encoded
+	for _, g := range flights {
+		if g.Enc.State.Last != nil && stored[g.Enc.State.FLID] >= g.Base {
+			inc = append(inc, g)
+		} else {
+			full = append(full, g.Enc)
+		}
+	}
+	if len(inc) > 0 {
+		sql, args := subsetWrite(inc)
+		b.Queue(sql, args...)
+	}
+	if len(full) > 0 {
+		sql, args := fullWrite(full)
+		b.Queue(sql, args...)
+	}
+	return nil
 }
 
-// Encoded is the flight's encoding, for its full write.
-func (q *QueuedFlightWrite) Encoded() *Encoded { return q.enc }
-
-// FullWriteNeeded reports whether the queued write left the flight to a full
-// write.
-func (q *QueuedFlightWrite) FullWriteNeeded() (bool, error) {
-	if q.written < 0 {
-		return true, nil
+// subsetWrite is the statement of QueueFlightGroup's incremental write.
+func subsetWrite(flights []GroupFlight) (string, []any) {
+	shape := writeShape{many: true, subset: true}
+	encoded := make([]*Encoded, len(flights))
+	for i, g := range flights {
+		encoded[i] = g.Enc
 	}
-	if q.err != nil {
-		return false, q.err
+	args := upsertManyArgs(encoded)
+	changing := make([][]*flight.State, len(detailTables))
+	for i, d := range detailTables {
+		var flids []string
+		for _, g := range flights {
+			if slices.ContainsFunc(d.colls, func(c string) bool { return slices.Contains(g.Changed, c) }) {
+				flids = append(flids, g.Enc.State.FLID)
+				changing[i] = append(changing[i], g.Enc.State)
+			}
+		}
+		if flids != nil {
+			shape.del |= 1 << i
+			args = append(args, flids)
+		}
 	}
-	done := incrementalDone(q.s, q.written, q.storedVersion, q.storedMsg)
-	return !done, nil
+	for i, d := range detailTables {
+		if cols := detailArgs(d, changing[i]); cols != nil {
+			shape.ins |= 1 << i
+			args = append(args, cols...)
+		}
+	}
+	return writeSQL(shape), args
 }
 
 // incrementalWrite is the statement of an incremental single-flight write.
@@ -452,6 +511,12 @@ func incrementalDone(s *flight.State, written int, storedVersion, storedMsg *int
 		*storedVersion == s.StateVersion && *storedMsg > s.LastMsgID)
 }
 
+// writeIncremental writes s touching only the detail tables of the
+// collections its version changed. done is false when the caller must still
+// do a full write: the stored row is older than the previous version
+// (nothing was written), or there was no row and s is not a first version
+// (the row was written without the untouched collections; the full write
+// completes it within the same transaction).
 func writeIncremental(ctx context.Context, tx pgx.Tx, e *Encoded) (written int, done bool, err error) {
 	s := e.State
 	sql, args := incrementalWrite(e)
@@ -495,16 +560,13 @@ func newestPerFLID(states []*flight.State) ([]*flight.State, error) {
 	return out, nil
 }
 
-func describeFlights(states []*flight.State) string {
-	if len(states) == 1 {
-		return fmt.Sprintf("flight %s v%d", states[0].FLID, states[0].StateVersion)
+func describeFlights(encoded []*Encoded) string {
+	if len(encoded) == 1 {
+		return fmt.Sprintf("flight %s v%d", encoded[0].State.FLID, encoded[0].State.StateVersion)
 	}
-	return fmt.Sprintf("%d flights (first %s)", len(states), states[0].FLID)
+	return fmt.Sprintf("%d flights (first %s)", len(encoded), encoded[0].State.FLID)
 }
 
-// encodeFlight returns the flight JSON (doc) and the whole table value
-// (table_state: the bookkeeping too, what msgx reseed writes back into a
-// goka table).
 // Encoded is a flight state with the JSON of its doc and table_state
 // columns (EncodeFlight), for a caller that encodes away from the write: the
 // flights processor encodes in its goka callback, so that its one group
@@ -514,7 +576,11 @@ type Encoded struct {
 	doc, tableState string
 }
 
-// EncodeFlight encodes s for QueueFlightWrite and WriteEncodedFlights.
+// TableState is the JSON of the whole table value (json.Marshal of the
+// *flight.State), the flights table's value too.
+func (e *Encoded) TableState() []byte { return []byte(e.tableState) }
+
+// EncodeFlight encodes s for QueueFlightGroup and WriteEncodedFlights.
 func EncodeFlight(s *flight.State) (*Encoded, error) {
 	if s == nil {
 		return nil, errors.New("encoding flight: nil state")

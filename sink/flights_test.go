@@ -92,6 +92,58 @@ func flWrite(t testing.TB, pool *pgxpool.Pool, states ...*flight.State) {
 	}
 }
 
+// flGroupWrite writes, in one transaction with sink.QueueFlightGroup, the
+// newest state of each chunk as a group commit does: chunk is a run of
+// consecutive states of one flight, after before (nil: none).
+func flGroupWrite(t testing.TB, pool *pgxpool.Pool, chunks ...flChunk) {
+	t.Helper()
+	ctx := context.Background()
+	var flights []sink.GroupFlight
+	for _, c := range chunks {
+		newest := c.states[len(c.states)-1]
+		e, err := sink.EncodeFlight(newest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := sink.GroupFlight{Enc: e, Base: newest.StateVersion}
+		prev := int64(0)
+		if c.before != nil {
+			prev = c.before.StateVersion
+		}
+		for _, st := range c.states {
+			if st.StateVersion > prev {
+				g.Base = min(g.Base, prev)
+				for _, tag := range st.Last.Changed {
+					if !slices.Contains(g.Changed, tag) {
+						g.Changed = append(g.Changed, tag)
+					}
+				}
+			}
+			prev = st.StateVersion
+		}
+		if c.before != nil && g.Base > c.before.StateVersion {
+			g.Base = c.before.StateVersion
+		}
+		flights = append(flights, g)
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		if err := sink.QueueFlightGroup(ctx, tx, b, flights); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flChunk is a run of consecutive states of one flight for flGroupWrite.
+type flChunk struct {
+	before *flight.State
+	states []*flight.State
+}
+
 // rows returns a query's rows as strings ("<nil>" for NULL), one line per row.
 func flRows(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) []string {
 	t.Helper()
@@ -450,12 +502,41 @@ func TestWriteFlightIncrementalEqualsFull(t *testing.T) {
 		flWrite(t, pool, h5[i])
 	}
 
+	// 6: groups of three versions (the group commit's incremental write);
+	// 7: the first four, then all but the next three in one group (the
+	// stored row is older than the group's base: written whole);
+	// 8: the whole history in one group, beside flight 6's first group;
+	// 9: every version, then the older ones again in groups (replays).
+	h6, h7, h8, h9 := flHistory(t, "6"), flHistory(t, "7"), flHistory(t, "8"), flHistory(t, "9")
+	for i := 0; i < len(h6); i += 3 {
+		c := flChunk{states: h6[i:min(i+3, len(h6))]}
+		if i > 0 {
+			c.before = h6[i-1]
+		}
+		if i == 0 {
+			flGroupWrite(t, pool, c, flChunk{states: h8})
+		} else {
+			flGroupWrite(t, pool, c)
+		}
+	}
+	flGroupWrite(t, pool, flChunk{states: h7[:4]})
+	flGroupWrite(t, pool, flChunk{before: h7[6], states: h7[7:]})
+	for i := range h9 {
+		c := flChunk{states: h9[i : i+1]}
+		if i > 0 {
+			c.before = h9[i-1]
+		}
+		flGroupWrite(t, pool, c)
+	}
+	flGroupWrite(t, pool, flChunk{states: h9[:3]})
+	flGroupWrite(t, pool, flChunk{before: h9[3], states: h9[4:6]})
+
 	final := h1[len(h1)-1]
 	if final.State != flight.StateActive || final.StateVersion < 9 {
 		t.Fatalf("history ends at %s v%d", final.State, final.StateVersion)
 	}
 	want := flReadModel(t, pool, "1")
-	for _, flid := range []string{"2", "3", "4", "5"} {
+	for _, flid := range []string{"2", "3", "4", "5", "6", "7", "8", "9"} {
 		if got := flReadModel(t, pool, flid); !slices.Equal(got, want) {
 			t.Errorf("flight %s differs from flight 1:\n got %q\nwant %q", flid, got, want)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -306,7 +307,12 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	case res.Purge, res.State == nil && table != nil:
 		gctx.Delete()
 	case res.State != nil && (!res.Replay || cur != table):
-		gctx.SetValue(res.State)
+		if w != nil && w.enc != nil {
+			// The row's table_state is the table value: encoded once.
+			gctx.SetValue(kafka.Encoded(w.enc.TableState()))
+		} else {
+			gctx.SetValue(res.State)
+		}
 	}
 	p.mu.Lock()
 	if res.Replay {
@@ -554,6 +560,11 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 	// placeholderSeen are the FLIDs a write of the run placed a
 	// placeholder of, or made a flight (or nothing) out of one.
 	placeholderSeen := map[string]bool{}
+	// The versions the run made of each FLID: the first one's predecessor
+	// is what an incremental write of the newest builds on, and their
+	// changes together are what it rewrites (sink.QueueFlightGroup).
+	firstVersion := map[string]int64{}
+	changed := map[string][]string{}
 	for i, w := range ws {
 		if w.row() || w.placed() || w.unplaced {
 			newest[w.t.FLID] = i
@@ -561,12 +572,24 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 		if w.placed() || w.unplaced {
 			placeholderSeen[w.t.FLID] = true
 		}
+		for _, v := range w.res.Versions {
+			if _, ok := firstVersion[v.FLID]; !ok {
+				firstVersion[v.FLID] = v.StateVersion
+			}
+			if v.Last != nil {
+				for _, tag := range v.Last.Changed {
+					if !slices.Contains(changed[v.FLID], tag) {
+						changed[v.FLID] = append(changed[v.FLID], tag)
+					}
+				}
+			}
+		}
 	}
 	now := ws[len(ws)-1].now
 	var events []sink.Event
 	var marks []sink.Mark
 	var changes []sink.Change
-	var queued []*sink.QueuedFlightWrite
+	var flights []sink.GroupFlight
 	var placed []*flight.State
 	var unplaced []string
 	b := &pgx.Batch{}
@@ -590,7 +613,11 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 		}
 		switch {
 		case w.row():
-			queued = append(queued, sink.QueueFlightWrite(b, w.enc))
+			base := w.res.State.StateVersion
+			if first, ok := firstVersion[w.t.FLID]; ok {
+				base = first - 1
+			}
+			flights = append(flights, sink.GroupFlight{Enc: w.enc, Base: base, Changed: changed[w.t.FLID]})
 		case w.placed():
 			placed = append(placed, w.res.State)
 		}
@@ -600,6 +627,9 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 		if !w.placed() && placeholderSeen[w.t.FLID] {
 			unplaced = append(unplaced, w.t.FLID)
 		}
+	}
+	if err := sink.QueueFlightGroup(ctx, tx, b, flights); err != nil {
+		return err
 	}
 	sink.BatchEvents(b, events, now)
 	done := sink.QueueMarksApplied(b, marks, now)
@@ -613,19 +643,6 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-	}
-	var full []*sink.Encoded
-	for _, fw := range queued {
-		need, err := fw.FullWriteNeeded()
-		if err != nil {
-			return err
-		}
-		if need {
-			full = append(full, fw.Encoded())
-		}
-	}
-	if _, err := sink.WriteEncodedFlights(ctx, tx, full); err != nil {
-		return err
 	}
 	completed := map[int64]bool{}
 	for i := len(ws) - 1; i >= 0; i-- {
