@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -35,31 +36,41 @@ func dateOnly(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 }
 
-// AppendSnapLog appends e to schd_snap_log. The router calls it after it
-// decided a SCHD DNLD/RESP, on its own, outside any business transaction:
-// the log is a trace, and losing a line in a crash must not touch state
-// (docs/design.md#schedule-merge).
-func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, e SnapLogEntry) error {
-	if e.MsgID <= 0 || e.STYP == "" || e.RecvAt.IsZero() || e.Flights < 0 {
-		return fmt.Errorf("appending schd_snap_log for message %d: incomplete entry (styp %q, recv_at %v, flights %d)",
-			e.MsgID, e.STYP, e.RecvAt, e.Flights)
+// AppendSnapLog appends entries to schd_snap_log, in one round trip and
+// one transaction (a batch of the router's decisions writes its packages'
+// lines together). The router calls it after it decided SCHD DNLD/RESP
+// messages, on its own, outside any business transaction: the log is a
+// trace, and losing a line in a crash must not touch state
+// (docs/design.md#schedule-merge). An incomplete entry writes nothing.
+func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, entries ...SnapLogEntry) error {
+	if len(entries) == 0 {
+		return nil
 	}
-	days := make([]time.Time, len(e.OperationDays))
-	scope := e.ScopeEnd
-	for i, d := range e.OperationDays {
-		days[i] = dateOnly(d)
-		if e.ScopeEnd.IsZero() && days[i].After(scope) {
-			scope = days[i]
+	b := &pgx.Batch{}
+	for _, e := range entries {
+		if e.MsgID <= 0 || e.STYP == "" || e.RecvAt.IsZero() || e.Flights < 0 {
+			return fmt.Errorf("appending schd_snap_log for message %d: incomplete entry (styp %q, recv_at %v, flights %d)",
+				e.MsgID, e.STYP, e.RecvAt, e.Flights)
 		}
-	}
-	if scope.IsZero() {
-		scope = e.RecvAt
+		days := make([]time.Time, len(e.OperationDays))
+		scope := e.ScopeEnd
+		for i, d := range e.OperationDays {
+			days[i] = dateOnly(d)
+			if e.ScopeEnd.IsZero() && days[i].After(scope) {
+				scope = days[i]
+			}
+		}
+		if scope.IsZero() {
+			scope = e.RecvAt
+		}
+		b.Queue(`INSERT INTO schd_snap_log (msg_id, styp, operation_days, flights, recv_at, scope_end)
+		VALUES ($1, $2, $3, $4, $5, $6)`, e.MsgID, e.STYP, days, e.Flights, e.RecvAt, dateOnly(scope))
 	}
 	ctx, cancel := context.WithTimeout(ctx, snapLogCallTimeout)
 	defer cancel()
-	if _, err := pool.Exec(ctx, `INSERT INTO schd_snap_log (msg_id, styp, operation_days, flights, recv_at, scope_end)
-		VALUES ($1, $2, $3, $4, $5, $6)`, e.MsgID, e.STYP, days, e.Flights, e.RecvAt, dateOnly(scope)); err != nil {
-		return fmt.Errorf("appending schd_snap_log for message %d: %w", e.MsgID, err)
+	// Sent outside a transaction, the batch is one implicit transaction.
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("appending schd_snap_log for messages %d to %d: %w", entries[0].MsgID, entries[len(entries)-1].MsgID, err)
 	}
 	return nil
 }

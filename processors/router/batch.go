@@ -403,9 +403,13 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 	r.stats.Batched += int64(len(ds))
 	r.mu.Unlock()
 	outs := make([]outcome, 0, len(ds))
+	var snaps []sink.SnapLogEntry
 	for _, d := range ds {
 		if d.rec != nil {
 			r.logDecision(ctx, d.p, d.v, *d.rec)
+			if e, ok := snapEntry(d.rec.MsgID, d.p, d.v, now); ok {
+				snaps = append(snaps, e)
+			}
 			r.afterDecision(ctx, d.p, d.rec.MsgID, d.v, now)
 			r.count(d.v.State, d.rec.MsgID)
 			r.countReason(d.v)
@@ -415,6 +419,7 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 		r.observe(d.it)
 		outs = append(outs, d.out)
 	}
+	r.snapLog(ctx, snaps)
 	wait := w.send(outs)
 	if err := w.flush(ctx); err != nil {
 		return 0, false, err

@@ -331,6 +331,9 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 		return outcome{}, &Failure{Class: message.ClassInfra, Err: fmt.Errorf("message %d changed state while it was being decided", rec.MsgID)}, nil
 	}
 	r.logDecision(ctx, p, v, d)
+	if e, ok := snapEntry(rec.MsgID, p, v, now); ok {
+		r.snapLog(ctx, []sink.SnapLogEntry{e})
+	}
 	r.afterDecision(ctx, p, rec.MsgID, v, now)
 	r.count(v.State, rec.MsgID)
 	r.countReason(v)
@@ -370,13 +373,7 @@ func (r *Router) prepare(rec *ingest.Record) Plan {
 // of its (no) data is applied. Both are idempotent; a failure is logged and
 // the request times out instead.
 func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdict, now time.Time) {
-	if p.Msg == nil {
-		return
-	}
-	if p.Msg.Kind == sis.KindSchedule && (p.Msg.Meta.STYP == "DNLD" || p.Msg.Meta.STYP == "RESP") && v.State != message.StateDead {
-		r.snapLog(ctx, msgID, p, v, now)
-	}
-	if r.d.Requests == nil {
+	if p.Msg == nil || r.d.Requests == nil {
 		return
 	}
 	var err error
@@ -393,9 +390,12 @@ func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdi
 	}
 }
 
-// snapLog appends the schedule package's trace line (schd_snap_log). It is
-// outside every business transaction and only a trace: a failure is logged.
-func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, now time.Time) {
+// snapEntry is the trace line (schd_snap_log) of a decided schedule
+// package; false for every other message.
+func snapEntry(msgID int64, p Plan, v Verdict, now time.Time) (sink.SnapLogEntry, bool) {
+	if p.Msg == nil || p.Msg.Kind != sis.KindSchedule || (p.Msg.Meta.STYP != "DNLD" && p.Msg.Meta.STYP != "RESP") || v.State == message.StateDead {
+		return sink.SnapLogEntry{}, false
+	}
 	days := map[string]time.Time{}
 	for _, t := range v.Flights {
 		if d, err := time.Parse(time.DateOnly, t.OperationDay); err == nil {
@@ -406,8 +406,15 @@ func (r *Router) snapLog(ctx context.Context, msgID int64, p Plan, v Verdict, no
 	for _, d := range days {
 		e.OperationDays = append(e.OperationDays, d)
 	}
-	if err := sink.AppendSnapLog(ctx, r.d.Messages.Pool(), e); err != nil {
-		r.log.Warn("schedule trace not written", "msg_id", msgID, "err", err)
+	return e, true
+}
+
+// snapLog appends the trace lines of the schedule packages among a batch's
+// decisions. It is outside every business transaction and only a trace: a
+// failure is logged.
+func (r *Router) snapLog(ctx context.Context, entries []sink.SnapLogEntry) {
+	if err := sink.AppendSnapLog(ctx, r.d.Messages.Pool(), entries...); err != nil {
+		r.log.Warn("schedule trace not written", "messages", len(entries), "err", err)
 	}
 }
 
