@@ -6,18 +6,13 @@ import (
 )
 
 // JSON is the goka codec of a value type T carried as JSON: msgx's
-// transition topics, its goka tables and its events. Encode accepts a T, a
-// *T or the Encoded JSON of one; Decode returns a *T. Types that need more than encoding/json give
+// transition topics, its goka tables and its events. Encode accepts a T or
+// a *T; Decode returns a *T. Types that need more than encoding/json give
 // themselves Marshal/UnmarshalJSON methods (flight.State keeps its shape,
 // refdata.State its Records map). The inbox records have their own codec
 // (ingest.Codec: no HTML escaping, so that their size limit means what it
 // says).
 type JSON[T any] struct{}
-
-// Encoded is the JSON of a *T, encoded already by its caller (json.Marshal
-// of the *T): Encode passes it through. A goka callback that writes the
-// same value to its table and to PostgreSQL encodes it once.
-type Encoded []byte
 
 // Encode implements goka.Codec.
 func (JSON[T]) Encode(v any) ([]byte, error) {
@@ -26,8 +21,6 @@ func (JSON[T]) Encode(v any) ([]byte, error) {
 		return json.Marshal(&x)
 	case *T:
 		return json.Marshal(x)
-	case Encoded:
-		return x, nil
 	}
 	var zero T
 	return nil, fmt.Errorf("codec of %T cannot encode %T", zero, v)

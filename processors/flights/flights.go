@@ -136,6 +136,8 @@ type Processor struct {
 	d    Deps
 	log  *slog.Logger
 
+	// table is the flights table's codec (a cache of decoded values).
+	table *tableCodec
 	// group is the running processor's group commit (RunProcessor).
 	group commit.Slot[*txWrite]
 
@@ -152,7 +154,7 @@ func New(cfg Config, d Deps) (*Processor, error) {
 		return nil, err
 	}
 	return &Processor{cfg: cfg, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
-		d: d, log: d.Log.With("component", "flights")}, nil
+		d: d, log: d.Log.With("component", "flights"), table: newTableCodec()}, nil
 }
 
 // checkDeps reports which of the collaborators every flights component
@@ -187,7 +189,7 @@ func (p *Processor) Stats() Stats {
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(p.cfg.Group(),
 		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[flight.Transition]{}, p.handle),
-		goka.Persist(kafka.JSON[flight.State]{}),
+		goka.Persist(p.table),
 	)
 }
 
@@ -309,7 +311,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	case res.State != nil && (!res.Replay || cur != table):
 		if w != nil && w.enc != nil {
 			// The row's table_state is the table value: encoded once.
-			gctx.SetValue(kafka.Encoded(w.enc.TableState()))
+			gctx.SetValue(encodedState{s: res.State, b: w.enc.TableState()})
 		} else {
 			gctx.SetValue(res.State)
 		}
