@@ -593,11 +593,13 @@ func EncodeFlight(s *flight.State) (*Encoded, error) {
 }
 
 func encodeFlight(s *flight.State) (doc, state string, err error) {
-	d, err := json.Marshal(s.View())
+	// MarshalJSON directly: json.Marshal would compact its (compact)
+	// output once more, a pass over every byte.
+	d, err := s.View().MarshalJSON()
 	if err != nil {
 		return "", "", fmt.Errorf("encoding flight %s: %w", s.FLID, err)
 	}
-	st, err := json.Marshal(s)
+	st, err := s.MarshalJSON()
 	if err != nil {
 		return "", "", fmt.Errorf("encoding the table state of flight %s: %w", s.FLID, err)
 	}

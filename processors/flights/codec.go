@@ -53,7 +53,8 @@ func (c *tableCodec) Encode(v any) ([]byte, error) {
 		c.keep(x.b, x.s)
 		return x.b, nil
 	case *flight.State:
-		b, err := json.Marshal(x)
+		// As json.Marshal(x), without compacting the compact output again.
+		b, err := x.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}

@@ -57,6 +57,13 @@ func TestStateJSON(t *testing.T) {
 	if string(b) != string(b2) {
 		t.Fatalf("JSON not stable:\n%s\n%s", b, b2)
 	}
+	// The writers call MarshalJSON directly (no second compaction pass):
+	// the same bytes as json.Marshal, HTML escaping included.
+	s.Fields["REMK"] = "<a & b>\u2028"
+	marshalled, _ := json.Marshal(s)
+	if direct, err := s.MarshalJSON(); err != nil || string(direct) != string(marshalled) {
+		t.Fatalf("MarshalJSON %v:\n%s\njson.Marshal:\n%s", err, direct, marshalled)
+	}
 
 	// The table value is the flight JSON (docs/design.md#events) plus
 	// bookkeeping keys only.
