@@ -136,8 +136,6 @@ type Processor struct {
 	d    Deps
 	log  *slog.Logger
 
-	// table is the flights table's codec (a cache of decoded values).
-	table *tableCodec
 	// group is the running processor's group commit (RunProcessor).
 	group commit.Slot[*txWrite]
 
@@ -154,7 +152,7 @@ func New(cfg Config, d Deps) (*Processor, error) {
 		return nil, err
 	}
 	return &Processor{cfg: cfg, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
-		d: d, log: d.Log.With("component", "flights"), table: newTableCodec()}, nil
+		d: d, log: d.Log.With("component", "flights")}, nil
 }
 
 // checkDeps reports which of the collaborators every flights component
@@ -189,7 +187,7 @@ func (p *Processor) Stats() Stats {
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(p.cfg.Group(),
 		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[flight.Transition]{}, p.handle),
-		goka.Persist(p.table),
+		goka.Persist(tableCodec{}),
 	)
 }
 
@@ -311,7 +309,7 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 	case res.State != nil && (!res.Replay || cur != table):
 		if w != nil && w.enc != nil {
 			// The row's table_state is the table value: encoded once.
-			gctx.SetValue(encodedState{s: res.State, b: w.enc.TableState()})
+			gctx.SetValue(encodedState(w.enc.TableState()))
 		} else {
 			gctx.SetValue(res.State)
 		}
