@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/tables/flight"
+	"msgx/tables/message"
 )
 
 // DefaultFlightWriteTimeout bounds a flight write whose context has no
@@ -569,41 +570,58 @@ func describeFlights(encoded []*Encoded) string {
 
 // Encoded is a flight state with the JSON of its doc and table_state
 // columns (EncodeFlight), for a caller that encodes away from the write: the
-// flights processor encodes in its goka callback, so that its one group
-// commit worker only writes.
+// flights processor encodes in its goka callback, beside its group commit
+// worker.
+//
+// table_state holds the table value's bookkeeping (links, lastChange,
+// replayed), doc the rest: the table value is doc || table_state
+// (tableValueSQL). One copy of the document is written and parsed, not two.
+// Rows written before that hold the whole value in table_state, which the
+// concatenation reads alike.
 type Encoded struct {
-	State           *flight.State
-	doc, tableState string
+	State                  *flight.State
+	doc, tableState, value string
 }
 
-// TableState is the JSON of the whole table value (json.Marshal of the
-// *flight.State), the flights table's value too.
-func (e *Encoded) TableState() []byte { return []byte(e.tableState) }
+// tableValueSQL is the flights table value of a flight_schd row: NULL for
+// a row written before migration 0020.
+const tableValueSQL = `(doc || table_state)`
+
+// bookkeeping is what the table value holds beyond the flight's doc, with
+// flight.State's JSON names.
+type bookkeeping struct {
+	Links    map[string]flight.ChildLink `json:"links,omitempty"`
+	Last     *flight.Provenance          `json:"lastChange,omitempty"`
+	Replayed *message.ReplayMark         `json:"replayed,omitempty"`
+}
+
+// TableValue is the JSON of the whole table value, as json.Marshal of the
+// *flight.State writes it: the flights table's value too.
+func (e *Encoded) TableValue() []byte { return []byte(e.value) }
 
 // EncodeFlight encodes s for QueueFlightGroup and WriteEncodedFlights.
 func EncodeFlight(s *flight.State) (*Encoded, error) {
 	if s == nil {
 		return nil, errors.New("encoding flight: nil state")
 	}
-	doc, state, err := encodeFlight(s)
-	if err != nil {
-		return nil, err
-	}
-	return &Encoded{State: s, doc: doc, tableState: state}, nil
-}
-
-func encodeFlight(s *flight.State) (doc, state string, err error) {
 	// MarshalJSON directly: json.Marshal would compact its (compact)
 	// output once more, a pass over every byte.
-	d, err := s.View().MarshalJSON()
+	doc, err := s.View().MarshalJSON()
 	if err != nil {
-		return "", "", fmt.Errorf("encoding flight %s: %w", s.FLID, err)
+		return nil, fmt.Errorf("encoding flight %s: %w", s.FLID, err)
 	}
-	st, err := s.MarshalJSON()
+	bk, err := json.Marshal(bookkeeping{Links: s.Links, Last: s.Last, Replayed: s.Replayed})
 	if err != nil {
-		return "", "", fmt.Errorf("encoding the table state of flight %s: %w", s.FLID, err)
+		return nil, fmt.Errorf("encoding the table state of flight %s: %w", s.FLID, err)
 	}
-	return string(d), string(st), nil
+	// The view is the table value without its last three fields, which
+	// encoding/json writes last, in bookkeeping's order, each left out
+	// when empty: the whole value is the two objects joined.
+	value := string(doc)
+	if len(bk) > 2 {
+		value = value[:len(value)-1] + "," + string(bk[1:])
+	}
+	return &Encoded{State: s, doc: string(doc), tableState: string(bk), value: value}, nil
 }
 
 func upsertOneArgs(e *Encoded) []any {

@@ -16,6 +16,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 )
 
 var flT0 = time.Date(2026, 1, 23, 5, 0, 0, 0, time.UTC)
@@ -638,4 +639,52 @@ func flBenchWrite(b *testing.B, next func(*flight.State, int64) *flight.State, f
 		elapsed += time.Since(start)
 	}
 	b.ReportMetric(float64(b.N*perTx)/elapsed.Seconds(), "flights/s")
+}
+
+// The table value is stored as doc plus its bookkeeping in table_state:
+// EncodeFlight's whole value is json.Marshal's, and the flight's table
+// value reads back from PostgreSQL whole, bookkeeping or none.
+func TestTableValueIsDocAndBookkeeping(t *testing.T) {
+	pool := flPool(t)
+	ctx := context.Background()
+	h := flHistory(t, "31")
+	flWrite(t, pool, h...)
+	linked := h[len(h)-1].Clone()
+	linked.FLID = "32"
+	linked.Links = map[string]flight.ChildLink{"33": {FLNO: "MU5101", Live: true}, "34": {Live: false}}
+	linked.Replayed = &message.ReplayMark{Gen: 2, MsgID: 14}
+	bare := h[0].Clone()
+	bare.FLID, bare.Last = "35", nil
+	for _, s := range []*flight.State{h[0], h[len(h)-1], linked, bare} {
+		e, err := sink.EncodeFlight(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(s)
+		if string(e.TableValue()) != string(want) {
+			t.Fatalf("table value of %s:\n%s\nwant\n%s", s.FLID, e.TableValue(), want)
+		}
+		if s == h[0] {
+			continue // another version of flight 31, written below
+		}
+		flWrite(t, pool, s)
+		got, found, err := sink.TableState(ctx, pool, s.FLID)
+		if err != nil || !found {
+			t.Fatalf("reading %s back: %v %v", s.FLID, found, err)
+		}
+		g, _ := json.Marshal(got)
+		if string(g) != string(want) {
+			t.Fatalf("table value of %s read back:\n%s\nwant\n%s", s.FLID, g, want)
+		}
+	}
+	// A row written before the table value was split holds it whole in
+	// table_state: read alike.
+	whole, _ := json.Marshal(linked)
+	if _, err := pool.Exec(ctx, `UPDATE flight_schd SET table_state = $2 WHERE flid = $1`, "32", string(whole)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := sink.TableState(ctx, pool, "32")
+	if g, _ := json.Marshal(got); err != nil || string(g) != string(whole) {
+		t.Fatalf("whole table_state read back: %v\n%s", err, g)
+	}
 }

@@ -31,11 +31,11 @@ func Unfinished(ctx context.Context, pool *pgxpool.Pool) (n, lowest int64, err e
 }
 
 // TableStates reads the whole flights table value of every flight of the
-// read model (flight_schd.table_state, migration 0020), ordered by FLID.
+// read model (doc || table_state, migration 0020), ordered by FLID.
 // legacy lists the flights last written before that migration, whose
 // table value PostgreSQL does not hold.
 func TableStates(ctx context.Context, pool *pgxpool.Pool) (states []*flight.State, legacy []string, err error) {
-	rows, err := pool.Query(ctx, `SELECT flid, table_state FROM flight_schd ORDER BY flid`)
+	rows, err := pool.Query(ctx, `SELECT flid, `+tableValueSQL+` FROM flight_schd ORDER BY flid`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the flights' table states: %w", err)
 	}
@@ -116,13 +116,13 @@ func ResetSchdSent(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 }
 
 // TableState reads the flights table value PostgreSQL holds for flid
-// (flight_schd.table_state): found is false when there is no row, and s is
+// (flight_schd's doc || table_state): found is false when there is no row, and s is
 // nil with found true for a row written before migration 0020. The flights
 // processor reads it when its table may be ahead of what PostgreSQL
 // committed (docs/design.md#group-commits).
 func TableState(ctx context.Context, pool *pgxpool.Pool, flid string) (s *flight.State, found bool, err error) {
 	var raw []byte
-	err = pool.QueryRow(ctx, `SELECT table_state FROM flight_schd WHERE flid = $1`, flid).Scan(&raw)
+	err = pool.QueryRow(ctx, `SELECT `+tableValueSQL+` FROM flight_schd WHERE flid = $1`, flid).Scan(&raw)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
@@ -137,7 +137,7 @@ func TableState(ctx context.Context, pool *pgxpool.Pool, flid string) (s *flight
 	return s, true, nil
 }
 
-// decodeTableState decodes flight flid's flight_schd.table_state.
+// decodeTableState decodes flight flid's table value.
 func decodeTableState(flid string, raw []byte) (*flight.State, error) {
 	s := &flight.State{}
 	if err := json.Unmarshal(raw, s); err != nil {

@@ -26,9 +26,7 @@ import (
 func TestUpgradeFillsTheTableStates(t *testing.T) {
 	ctx := context.Background()
 	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
-	if err := sink.MigrateDown(cfg, 1); err != nil {
-		t.Fatal(err)
-	}
+	migrateBelowLinks(t, cfg)
 	if v, _, err := sink.MigrationVersion(cfg); err != nil || v != sink.LinksVersion-1 {
 		t.Fatalf("schema %d (%v), want %d", v, err, sink.LinksVersion-1)
 	}
@@ -145,9 +143,7 @@ func TestUpgradeNeedsADrainedPipeline(t *testing.T) {
 	if err := sink.UpgradeCheck(ctx, cfg); err != nil {
 		t.Fatalf("a current database: %v", err)
 	}
-	if err := sink.MigrateDown(cfg, 1); err != nil {
-		t.Fatal(err)
-	}
+	migrateBelowLinks(t, cfg)
 	pool, err := sink.OpenPG(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +158,19 @@ func TestUpgradeNeedsADrainedPipeline(t *testing.T) {
 	err = sink.UpgradeCheck(ctx, cfg)
 	if err == nil || !strings.Contains(err.Error(), "1 messages are unfinished (lowest #4)") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("a database with a routed message: %v", err)
+	}
+}
+
+// migrateBelowLinks takes the schema of cfg's database down to the version
+// before sink.LinksVersion, the one an earlier msgx left.
+func migrateBelowLinks(t *testing.T, cfg sink.Config) {
+	t.Helper()
+	newest, _, err := sink.MigrationVersion(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.MigrateDown(cfg, int(newest)-(sink.LinksVersion-1)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -308,8 +308,8 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		gctx.Delete()
 	case res.State != nil && (!res.Replay || cur != table):
 		if w != nil && w.enc != nil {
-			// The row's table_state is the table value: encoded once.
-			gctx.SetValue(encodedState(w.enc.TableState()))
+			// Encoded once, for the row and the table.
+			gctx.SetValue(encodedState(w.enc.TableValue()))
 		} else {
 			gctx.SetValue(res.State)
 		}
