@@ -38,9 +38,18 @@ func loadBacklog(b *testing.B, db *sql.DB, n int) {
 // multi-row inserts.
 func insertMessages(b *testing.B, db *sql.DB, msgs []string) {
 	b.Helper()
-	const perStmt = 500
-	for done := 0; done < len(msgs); done += perStmt {
-		chunk := msgs[done:min(done+perStmt, len(msgs))]
+	// At most 500 rows and 4 MB per statement: MariaDB refuses a packet
+	// above max_allowed_packet (16 MB by default), and a million-message
+	// day's schedule packages are large.
+	const perStmt, maxBytes = 500, 4 << 20
+	for done := 0; done < len(msgs); {
+		end, size := done, 0
+		for end < len(msgs) && end-done < perStmt && (end == done || size+len(msgs[end]) <= maxBytes) {
+			size += len(msgs[end])
+			end++
+		}
+		chunk := msgs[done:end]
+		done = end
 		var sb strings.Builder
 		sb.WriteString("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ")
 		args := make([]any, 0, len(chunk))
