@@ -78,11 +78,12 @@ func latency(b *testing.B, m publishMode) {
 			b.Fatal(err)
 		}
 		defer conn.Close(context.Background())
+		progress := newProgressReader(conn)
 		waitDrained := func(n int) {
 			b.Helper()
 			deadline := time.Now().Add(5 * time.Minute)
 			for {
-				pr := readProgress(b, conn)
+				pr := progress.read(b)
 				if pr.terminal >= n && pr.outbox == 0 {
 					return
 				}
