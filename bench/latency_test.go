@@ -78,12 +78,11 @@ func latency(b *testing.B, m publishMode) {
 			b.Fatal(err)
 		}
 		defer conn.Close(context.Background())
-		progress := newProgressReader(conn)
 		waitDrained := func(n int) {
 			b.Helper()
 			deadline := time.Now().Add(5 * time.Minute)
 			for {
-				pr := progress.read(b)
+				pr := readProgress(b, conn)
 				if pr.terminal >= n && pr.outbox == 0 {
 					return
 				}

@@ -531,6 +531,14 @@ func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, cur *flight.
 // one round trip each (writeRun), a purge on its own (it deletes the rows a
 // later write of its flight would recreate).
 func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) error {
+	// The group's multi-row statements join arrays with tables that grow
+	// from nothing: a generic plan PostgreSQL made while they were small
+	// (after five runs of a prepared statement) would scan them whole ever
+	// after, as the router's batches once did (sink.LoadBatch). Planned
+	// for each group's arguments and the tables' size instead.
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+		return err
+	}
 	for len(ws) > 0 {
 		n := len(ws)
 		for i, w := range ws {
