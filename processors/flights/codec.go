@@ -9,7 +9,7 @@ import (
 
 // tableCodec is the flights table's goka codec: the JSON of *flight.State,
 // as kafka.JSON[flight.State] encodes it, and a value the callback
-// encoded already (encodedState: the row's table_state) passed through, so
+// encoded already (encodedState: spliced from the row's doc and table_state) passed through, so
 // that a version is encoded once for the table and PostgreSQL.
 type tableCodec struct{}
 
