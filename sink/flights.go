@@ -404,20 +404,12 @@ func QueueFlightGroup(ctx context.Context, tx pgx.Tx, b *pgx.Batch, flights []Gr
 	}
 	stored := make(map[string]int64, len(flights))
 	rows, err := tx.Query(ctx, `SELECT flid, state_version FROM flight_schd WHERE flid = ANY($1)`, flids)
-	if err != nil {
-		return fmt.Errorf("reading the stored versions of %d flights: %w", len(flids), err)
-	}
-	for rows.Next() {
+	if err == nil {
 		var flid string
 		var v int64
-		if err := rows.Scan(&flid, &v); err != nil {
-			rows.Close()
-			return fmt.Errorf("reading the stored versions of %d flights: %w", len(flids), err)
-		}
-		stored[flid] = v
+		_, err = pgx.ForEachRow(rows, []any{&flid, &v}, func() error { stored[flid] = v; return nil })
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("reading the stored versions of %d flights: %w", len(flids), err)
 	}
 	var inc []GroupFlight
@@ -579,8 +571,8 @@ func describeFlights(encoded []*Encoded) string {
 // Rows written before that hold the whole value in table_state, which the
 // concatenation reads alike.
 type Encoded struct {
-	State                  *flight.State
-	doc, tableState, value string
+	State           *flight.State
+	doc, tableState string
 }
 
 // tableValueSQL is the flights table value of a flight_schd row: NULL for
@@ -596,8 +588,16 @@ type bookkeeping struct {
 }
 
 // TableValue is the JSON of the whole table value, as json.Marshal of the
-// *flight.State writes it: the flights table's value too.
-func (e *Encoded) TableValue() []byte { return []byte(e.value) }
+// *flight.State writes it: the flights table's value too. The doc is the
+// table value without its last three fields, which encoding/json writes
+// last, in bookkeeping's order, each left out when empty: the whole value
+// is the two objects joined.
+func (e *Encoded) TableValue() []byte {
+	if len(e.tableState) <= 2 {
+		return []byte(e.doc)
+	}
+	return []byte(e.doc[:len(e.doc)-1] + "," + e.tableState[1:])
+}
 
 // EncodeFlight encodes s for QueueFlightGroup and WriteEncodedFlights.
 func EncodeFlight(s *flight.State) (*Encoded, error) {
@@ -614,14 +614,7 @@ func EncodeFlight(s *flight.State) (*Encoded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the table state of flight %s: %w", s.FLID, err)
 	}
-	// The view is the table value without its last three fields, which
-	// encoding/json writes last, in bookkeeping's order, each left out
-	// when empty: the whole value is the two objects joined.
-	value := string(doc)
-	if len(bk) > 2 {
-		value = value[:len(value)-1] + "," + string(bk[1:])
-	}
-	return &Encoded{State: s, doc: string(doc), tableState: string(bk), value: value}, nil
+	return &Encoded{State: s, doc: string(doc), tableState: string(bk)}, nil
 }
 
 func upsertOneArgs(e *Encoded) []any {

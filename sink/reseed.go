@@ -116,8 +116,8 @@ func ResetSchdSent(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 }
 
 // TableState reads the flights table value PostgreSQL holds for flid
-// (flight_schd's doc || table_state): found is false when there is no row, and s is
-// nil with found true for a row written before migration 0020. The flights
+// (flight_schd's doc || table_state): found is false when there is no row,
+// and s is nil with found true for a row written before migration 0020. The flights
 // processor reads it when its table may be ahead of what PostgreSQL
 // committed (docs/design.md#group-commits).
 func TableState(ctx context.Context, pool *pgxpool.Pool, flid string) (s *flight.State, found bool, err error) {

@@ -60,14 +60,14 @@ type Config struct {
 	Requests  outbound.Config
 	Schd      schd.Config
 	Publisher event.Config
+	Jobs      maintenance.Config
+	History   flights.HistoryConfig
+	Status    status.Config
+	Page      page.Config
+
 	// atLeastOnce says MSGX_EXACTLY_ONCE defaulted to false (loadConfig).
 	atLeastOnce bool
-	Jobs        maintenance.Config
-	History     flights.HistoryConfig
-	Status      status.Config
-	Page        page.Config
-
-	loc *time.Location
+	loc         *time.Location
 	// instanceIDDefault: MSGX_KAFKA_INSTANCE_ID was not set, Kafka.InstanceID
 	// is kafka.DefaultInstanceID's.
 	instanceIDDefault bool
