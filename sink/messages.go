@@ -502,10 +502,18 @@ func QueueMarksApplied(b *pgx.Batch, marks []Mark, now time.Time) *QueuedMarks {
 // delete flights absent from packages of the days $2 and delete $3 may
 // touch (flight.Expand). A flight of $1 may be linked under a flight the
 // same messages delete, and take its descendants along in the cascade.
-// UNION ends the walk on a cycle of masters.
+//
+// The walk starts from the FLIDs given, not from their entries: a master
+// may have no entry yet while its children have one (a child indexed before
+// its master), and a batch that creates the master and then deletes it
+// must find those children (sink.LoadBatch reads the index before any of
+// the batch's decisions). UNION ends the walk on a cycle of masters.
 const indexLookupSQL = `WITH RECURSIVE d(flid) AS (
-		SELECT flid FROM flight_index WHERE flid = ANY($3) OR operation_day = ANY($2::date[])
-			OR (cardinality($3::text[]) > 0 OR cardinality($2::date[]) > 0) AND flid = ANY($1)
+		SELECT f FROM unnest($3::text[]) AS f
+		UNION
+		SELECT f FROM unnest($1::text[]) AS f WHERE cardinality($3::text[]) > 0 OR cardinality($2::date[]) > 0
+		UNION
+		SELECT flid FROM flight_index WHERE operation_day = ANY($2::date[])
 		UNION
 		SELECT c.flid FROM flight_index c JOIN d ON c.maid = d.flid WHERE c.state = 'ACTIVE' AND c.maid IS NOT NULL
 	)

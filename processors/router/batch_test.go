@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"math/rand/v2"
+
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
 
@@ -18,6 +20,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
+	"msgx/internal/workload"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/refdata"
@@ -324,6 +327,112 @@ func TestBatchCodeshareAsOneByOne(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A master created and deleted in one batch cascades to the child that was
+// indexed before it (in an earlier batch): the batch reads the index before
+// any of its decisions, when the master has no entry yet, and must still
+// find the children naming it.
+func TestBatchCascadeOfAMasterCreatedInTheBatch(t *testing.T) {
+	raws := []string{
+		dnld(1, fltr("21", "23JAN210535", "<FLNO>C10</FLNO><MAID>10</MAID>")),                       // 1: the child first
+		msg("SCHD", "ADFT", "2", "<SCHD>"+fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")+"</SCHD>"), // 2: its master
+		flop("3", "10", "FDEL", ""), // 3: deletes the master: cascades to 21
+	}
+	one := newBatchRig(t, nil)
+	one.run(raws, 1, 1, 1)
+	split := newBatchRig(t, nil)
+	split.run(raws, 1, 2)
+	o, sp := strings.Join(one.state(), "\n"), strings.Join(split.state(), "\n")
+	if o != sp {
+		t.Fatalf("one per batch\n%s\n\nthe master's creation and deletion in one batch\n%s", o, sp)
+	}
+	for _, want := range []string{"row 3 ROUTED AODB|FLOP|FDEL|3 - \"-\" n=2", "index 21 2021-01-23 by 1: DELETED maid 10 flno C10"} {
+		if !strings.Contains(sp, want) {
+			t.Errorf("missing %q in\n%s", want, sp)
+		}
+	}
+}
+
+// However a codeshare-heavy day is cut into batches, every decision and
+// every index entry equals the serial store's (Memory, as internal/serial
+// uses it): a batch's overlay must hold every entry its decisions read.
+func TestBatchingsOfACodeshareDay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few hundred messages, several times")
+	}
+	msgs := workload.Day(workload.Options{Seed: 5, Flights: 300, Ops: 2500, Codeshare: true})[:800]
+	rng := rand.New(rand.NewPCG(5, 7))
+	for run := range 3 {
+		br := newBatchRig(t, nil)
+		mem := NewMemory()
+		type decision struct {
+			state string
+			n     int
+		}
+		want := map[int64]decision{}
+		flids := map[string]bool{}
+		for i, raw := range msgs {
+			id := int64(i + 1)
+			p := br.r.prepare(&ingest.Record{MsgID: id, Raw: raw})
+			v := Decide(p, mem.Lookups(p), br.clock.Now())
+			mem.Record(id, v)
+			want[id] = decision{v.State, v.N()}
+			for _, e := range v.Index {
+				flids[e.FLID] = true
+			}
+		}
+		var sizes []int
+		for left := len(msgs); left > 0; {
+			n := min(left, 1+rng.IntN(150))
+			sizes = append(sizes, n)
+			left -= n
+		}
+		br.run(msgs, sizes...)
+		rows, err := br.msgs.Pool().Query(context.Background(), `SELECT msg_id, state, COALESCE(n_transitions, 0) FROM proc_state ORDER BY msg_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]decision{}
+		for rows.Next() {
+			var id int64
+			var d decision
+			if err := rows.Scan(&id, &d.state, &d.n); err != nil {
+				t.Fatal(err)
+			}
+			got[id] = d
+		}
+		rows.Close()
+		for id := int64(1); id <= int64(len(msgs)); id++ {
+			if got[id] != want[id] {
+				t.Fatalf("batches %v: message #%d is %v, %v decided serially", sizes, id, got[id], want[id])
+			}
+		}
+		index := map[string]string{}
+		for _, line := range br.state() {
+			if rest, ok := strings.CutPrefix(line, "index "); ok {
+				flid, _, _ := strings.Cut(rest, " ")
+				index[flid] = rest
+			}
+		}
+		for flid := range flids {
+			e, _ := mem.Index(flid)
+			dash := func(s string) string {
+				if s == "" {
+					return "-"
+				}
+				return s
+			}
+			day := "-"
+			if e.Day != nil {
+				day = e.Day.Format(time.DateOnly)
+			}
+			if w := fmt.Sprintf("%s %s by %d: %s maid %s flno %s", flid, day, e.FirstMsgID, dash(e.Link.State), dash(e.Link.MAID), dash(e.Link.FLNO)); index[flid] != w {
+				t.Fatalf("batches %v: index\n got %s\nwant %s", sizes, index[flid], w)
+			}
+		}
+		t.Logf("run %d: %d batches, every decision and index entry as decided serially", run, len(sizes))
 	}
 }
 
