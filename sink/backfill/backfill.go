@@ -335,9 +335,6 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		b.mu.Unlock()
 		return SweepResult{}, err
 	}
-	if !res.Busy {
-		b.refreshPending(ctx)
-	}
 	b.mu.Lock()
 	b.stats.Sweeps++
 	b.stats.LastSweep = now
@@ -394,6 +391,9 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	}
 	res.Scanned = len(claims)
 	if len(claims) == 0 {
+		// Nothing due: the count is the pass's only result, read in its
+		// transaction, which rolls back (no commit of its own).
+		b.countPending(ctx, tx)
 		return res, nil
 	}
 
@@ -418,6 +418,9 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	if err := b.record(ctx, tx, now, claims, outcomes, myErr, &res); err != nil {
 		return res, err
 	}
+	// Counted inside the transaction, with this pass's results: one commit
+	// for both (PostgreSQL commits per message, docs/design.md#backfill).
+	b.countPending(ctx, tx)
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
@@ -673,12 +676,25 @@ func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]markOutcome, ex
 	}
 }
 
-func (b *Sweeper) refreshPending(ctx context.Context) {
+// countPending refreshes Stats.Pending, the terminal rows still owing their
+// mark, within the pass's transaction tx (its own writes counted), under a
+// savepoint: the count is a statistic, and a failed one is logged and
+// leaves the pass's results to commit.
+func (b *Sweeper) countPending(ctx context.Context, tx pgx.Tx) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	var n int64
-	err := b.pg.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE `+sink.BackfillOwed).Scan(&n)
+	sp, err := tx.Begin(ctx)
 	if err != nil {
+		b.log.Debug("counting pending backfills", "err", err)
+		return
+	}
+	var n int64
+	if err := sp.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE `+sink.BackfillOwed).Scan(&n); err != nil {
+		_ = sp.Rollback(ctx)
+		b.log.Debug("counting pending backfills", "err", err)
+		return
+	}
+	if err := sp.Commit(ctx); err != nil {
 		b.log.Debug("counting pending backfills", "err", err)
 		return
 	}
