@@ -74,18 +74,41 @@ type OutboxRow struct {
 }
 
 // ReadOutbox returns up to limit of the oldest outbox rows, in the order
-// they were committed (id order).
-func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow, error) {
-	rows, err := pool.Query(ctx, `SELECT id, topic, key, value, origin_at, COALESCE(msg_id, 0), COALESCE(state_version, 0)
-		FROM event_outbox ORDER BY id LIMIT $1`, limit)
+// they were committed (id order), and which of the versions they announce
+// msg_event records as published: their events are on the msg topic
+// already, and an outbox row announcing one again (a transition redelivered
+// after a crash re-queues it) must not be published twice. One statement,
+// so one commit per publisher round.
+func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow, map[Version]bool, error) {
+	// msg_event's primary key (flid, state_version, msg_id) serves the
+	// lookup by its first two columns.
+	rows, err := pool.Query(ctx, `WITH due AS (
+			SELECT id, topic, key, value, origin_at, COALESCE(msg_id, 0) AS msg_id, COALESCE(state_version, 0) AS state_version
+			FROM event_outbox ORDER BY id LIMIT $1)
+		SELECT d.id, d.topic, d.key, d.value, d.origin_at, d.msg_id, d.state_version,
+			EXISTS (SELECT 1 FROM msg_event m WHERE m.flid = d.key AND m.state_version = d.state_version)
+		FROM due d ORDER BY d.id`, limit)
 	if err != nil {
-		return nil, fmt.Errorf("reading the outbox: %w", err)
+		return nil, nil, fmt.Errorf("reading the outbox: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, scanOutboxRow)
+	published := map[Version]bool{}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
+		var r OutboxRow
+		var origin *time.Time
+		var done bool
+		err := row.Scan(&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin, &r.Event.MsgID, &r.Event.StateVersion, &done)
+		if origin != nil {
+			r.Event.OriginAt = *origin
+		}
+		if done {
+			published[Version{FLID: r.Event.Key, StateVersion: r.Event.StateVersion}] = true
+		}
+		return r, err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the outbox: %w", err)
+		return nil, nil, fmt.Errorf("reading the outbox: %w", err)
 	}
-	return out, nil
+	return out, published, nil
 }
 
 func scanOutboxRow(row pgx.CollectableRow) (OutboxRow, error) {
@@ -118,37 +141,6 @@ func ReadOutboxIDs(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]Outb
 type Version struct {
 	FLID         string
 	StateVersion int64
-}
-
-// PublishedVersions returns which of the versions msg_event records as
-// published: their events are on the msg topic already, and an outbox row
-// announcing one again (a transition redelivered after a crash re-queues
-// it) must not be published twice.
-func PublishedVersions(ctx context.Context, pool *pgxpool.Pool, vs []Version) (map[Version]bool, error) {
-	out := map[Version]bool{}
-	if len(vs) == 0 {
-		return out, nil
-	}
-	flids := make([]string, len(vs))
-	versions := make([]int64, len(vs))
-	for i, v := range vs {
-		flids[i], versions[i] = v.FLID, v.StateVersion
-	}
-	// msg_event's primary key (flid, state_version, msg_id) serves the
-	// lookup by its first two columns.
-	rows, err := pool.Query(ctx, `SELECT DISTINCT m.flid, m.state_version FROM msg_event m
-		JOIN unnest($1::text[], $2::bigint[]) AS u(f, v) ON m.flid = u.f AND m.state_version = u.v`, flids, versions)
-	if err != nil {
-		return nil, fmt.Errorf("looking up %d published versions: %w", len(vs), err)
-	}
-	var v Version
-	if _, err := pgx.ForEachRow(rows, []any{&v.FLID, &v.StateVersion}, func() error {
-		out[v] = true
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("looking up %d published versions: %w", len(vs), err)
-	}
-	return out, nil
 }
 
 // Produced is where Kafka put one produced outbox row.

@@ -317,15 +317,9 @@ func (p *Publisher) Publish(ctx context.Context) (int, error) {
 		limit = min(limit, maxTransactionRows(p.d.Kafka.MaxMessageBytes))
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
-	due, err := sink.ReadOutbox(rctx, p.d.Pool, limit)
+	due, published, err := sink.ReadOutbox(rctx, p.d.Pool, limit)
 	cancel()
 	if err != nil || len(due) == 0 {
-		return 0, err
-	}
-	rctx, cancel = context.WithTimeout(ctx, p.d.DBTimeout)
-	published, err := sink.PublishedVersions(rctx, p.d.Pool, versions(due))
-	cancel()
-	if err != nil {
 		return 0, err
 	}
 	publish, skip := dedupe(due, published)
@@ -645,16 +639,6 @@ func versionOf(r sink.OutboxRow) (sink.Version, bool) {
 		return sink.Version{}, false
 	}
 	return sink.Version{FLID: r.Event.Key, StateVersion: r.Event.StateVersion}, true
-}
-
-func versions(rows []sink.OutboxRow) []sink.Version {
-	var out []sink.Version
-	for _, r := range rows {
-		if v, ok := versionOf(r); ok {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // dedupe splits a batch (in id order) into the rows to produce and those
