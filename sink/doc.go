@@ -15,8 +15,8 @@
 // flight_schd (migrations/0003_flights.up.sql) holds one row per FLID with
 // every scalar in its own column and the full flight JSON in doc; each
 // collection has a detail table keyed (flid, ordinal). [WriteFlight],
-// [WriteFlights] and [QueueFlightGroup] are the only writers. They run inside the flights
-// processor's transaction, next to [MarkApplied], so the read model and the
-// message's completion commit together (docs/design.md#i4-exactly-once-effect,
-// docs/design.md#i6-mark-after-effect).
+// [WriteFlights] and [QueueFlightGroup] are the only writers. They run
+// inside the flights processor's transaction, next to [MarkApplied], so the
+// read model and the message's completion commit together
+// (docs/design.md#i4-exactly-once-effect, docs/design.md#i6-mark-after-effect).
 package sink

@@ -317,9 +317,9 @@ func WriteFlight(ctx context.Context, tx pgx.Tx, s *flight.State) error {
 }
 
 // WriteFlights writes many flights in full in one statement (a group
-// commit uses QueueFlightGroup). A FLID given more than once is written once, with
-// its newest state. written counts the flights whose row was inserted or
-// replaced (older states are skipped).
+// commit uses QueueFlightGroup). A FLID given more than once is written
+// once, with its newest state. written counts the flights whose row was
+// inserted or replaced (older states are skipped).
 func WriteFlights(ctx context.Context, tx pgx.Tx, states []*flight.State) (written int, err error) {
 	states, err = newestPerFLID(states)
 	if err != nil || len(states) == 0 {

@@ -93,13 +93,8 @@ func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow
 	}
 	published := map[Version]bool{}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
-		var r OutboxRow
-		var origin *time.Time
 		var done bool
-		err := row.Scan(&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin, &r.Event.MsgID, &r.Event.StateVersion, &done)
-		if origin != nil {
-			r.Event.OriginAt = *origin
-		}
+		r, err := scanOutbox(row, &done)
 		if done {
 			published[Version{FLID: r.Event.Key, StateVersion: r.Event.StateVersion}] = true
 		}
@@ -111,10 +106,13 @@ func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow
 	return out, published, nil
 }
 
-func scanOutboxRow(row pgx.CollectableRow) (OutboxRow, error) {
+func scanOutboxRow(row pgx.CollectableRow) (OutboxRow, error) { return scanOutbox(row) }
+
+// scanOutbox scans an outbox row's columns, then the extra ones into extra.
+func scanOutbox(row pgx.CollectableRow, extra ...any) (OutboxRow, error) {
 	var r OutboxRow
 	var origin *time.Time
-	err := row.Scan(&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin, &r.Event.MsgID, &r.Event.StateVersion)
+	err := row.Scan(append([]any{&r.ID, &r.Event.Topic, &r.Event.Key, &r.Event.Value, &origin, &r.Event.MsgID, &r.Event.StateVersion}, extra...)...)
 	if origin != nil {
 		r.Event.OriginAt = *origin
 	}

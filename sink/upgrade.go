@@ -152,7 +152,7 @@ func fillFlights(ctx context.Context, tx pgx.Tx) error {
 // children in the read model name and that is no flight, unless it has one
 // (flight.Placeholders).
 func fillPlaceholders(ctx context.Context, tx pgx.Tx, now time.Time) error {
-	rows, err := tx.Query(ctx, `SELECT c.doc || c.table_state FROM flight_schd c
+	rows, err := tx.Query(ctx, `SELECT `+tableValueSQL+` FROM flight_schd c
 		WHERE c.state = 'ACTIVE' AND c.maid IS NOT NULL AND c.maid <> c.flid AND c.table_state IS NOT NULL
 			AND NOT EXISTS (SELECT 1 FROM flight_schd m WHERE m.flid = c.maid)
 			AND NOT EXISTS (SELECT 1 FROM flight_placeholder p WHERE p.flid = c.maid)`)

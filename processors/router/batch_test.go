@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"math/rand/v2"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
@@ -363,32 +362,51 @@ func TestBatchingsOfACodeshareDay(t *testing.T) {
 		t.Skip("a few hundred messages, several times")
 	}
 	msgs := workload.Day(workload.Options{Seed: 5, Flights: 300, Ops: 2500, Codeshare: true})[:800]
+	// The serial store's decisions and index entries, in batchRig.state's
+	// words.
+	type decision struct {
+		state string
+		n     int
+	}
+	set := testConfig().Settings(shanghai)
+	mem := NewMemory()
+	want := map[int64]decision{}
+	flids := map[string]bool{}
+	for i, raw := range msgs {
+		id := int64(i + 1)
+		p := Prepare(id, raw, set)
+		v := Decide(p, mem.Lookups(p), time.Time{})
+		mem.Record(id, v)
+		want[id] = decision{v.State, v.N()}
+		for _, e := range v.Index {
+			flids[e.FLID] = true
+		}
+	}
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	wantIndex := map[string]string{}
+	for flid := range flids {
+		e, _ := mem.Index(flid)
+		day := "-"
+		if e.Day != nil {
+			day = e.Day.Format(time.DateOnly)
+		}
+		wantIndex[flid] = fmt.Sprintf("%s %s by %d: %s maid %s flno %s", flid, day, e.FirstMsgID, dash(e.Link.State), dash(e.Link.MAID), dash(e.Link.FLNO))
+	}
+
 	rng := rand.New(rand.NewPCG(5, 7))
 	for run := range 3 {
-		br := newBatchRig(t, nil)
-		mem := NewMemory()
-		type decision struct {
-			state string
-			n     int
-		}
-		want := map[int64]decision{}
-		flids := map[string]bool{}
-		for i, raw := range msgs {
-			id := int64(i + 1)
-			p := br.r.prepare(&ingest.Record{MsgID: id, Raw: raw})
-			v := Decide(p, mem.Lookups(p), br.clock.Now())
-			mem.Record(id, v)
-			want[id] = decision{v.State, v.N()}
-			for _, e := range v.Index {
-				flids[e.FLID] = true
-			}
-		}
 		var sizes []int
 		for left := len(msgs); left > 0; {
 			n := min(left, 1+rng.IntN(150))
 			sizes = append(sizes, n)
 			left -= n
 		}
+		br := newBatchRig(t, nil)
 		br.run(msgs, sizes...)
 		rows, err := br.msgs.Pool().Query(context.Background(), `SELECT msg_id, state, COALESCE(n_transitions, 0) FROM proc_state ORDER BY msg_id`)
 		if err != nil {
@@ -416,19 +434,8 @@ func TestBatchingsOfACodeshareDay(t *testing.T) {
 				index[flid] = rest
 			}
 		}
-		for flid := range flids {
-			e, _ := mem.Index(flid)
-			dash := func(s string) string {
-				if s == "" {
-					return "-"
-				}
-				return s
-			}
-			day := "-"
-			if e.Day != nil {
-				day = e.Day.Format(time.DateOnly)
-			}
-			if w := fmt.Sprintf("%s %s by %d: %s maid %s flno %s", flid, day, e.FirstMsgID, dash(e.Link.State), dash(e.Link.MAID), dash(e.Link.FLNO)); index[flid] != w {
+		for flid, w := range wantIndex {
+			if index[flid] != w {
 				t.Fatalf("batches %v: index\n got %s\nwant %s", sizes, index[flid], w)
 			}
 		}
