@@ -5,7 +5,7 @@
 // processors write inside their own transactions: message states and
 // completion ([Messages], [MarkApplied]), the flight read model
 // ([WriteFlight]), reference data ([WriteRefData]), the event outbox
-// ([QueueEvents]) and the schedule trace ([AppendSnapLog]). Components above
+// ([QueueEvents]) and the schedule trace ([AppendSnapLogTx], [AppendSnapLog]). Components above
 // it (ingest, processors, emitters, the jobs in sink/backfill,
 // sink/maintenance and sink/status) own their decisions; sink owns how the
 // rows are written.

@@ -37,19 +37,64 @@ func dateOnly(t time.Time) time.Time {
 }
 
 // AppendSnapLog appends entries to schd_snap_log, in one round trip and
-// one transaction (a batch of the router's decisions writes its packages'
-// lines together). The router calls it after it decided SCHD DNLD/RESP
-// messages, on its own, outside any business transaction: the log is a
-// trace, and losing a line in a crash must not touch state
-// (docs/design.md#schedule-merge). An incomplete entry writes nothing.
+// one transaction, outside any business transaction: the log is a trace,
+// and losing a line in a crash must not touch state
+// (docs/design.md#schedule-merge). The router's batches write their
+// packages' lines with their decisions instead (AppendSnapLogTx); this is
+// the path of a message decided alone. An incomplete entry writes nothing.
 func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, entries ...SnapLogEntry) error {
+	b, err := snapLogBatch(entries)
+	if err != nil || b == nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, snapLogCallTimeout)
+	defer cancel()
+	// Sent outside a transaction, the batch is one implicit transaction.
+	if err := pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("appending schd_snap_log for messages %d to %d: %w", entries[0].MsgID, entries[len(entries)-1].MsgID, err)
+	}
+	return nil
+}
+
+// AppendSnapLogTx appends entries inside tx, the router batch's
+// transaction, under a savepoint: the lines commit with the decisions they
+// trace (a batch decided again after a failure writes them once), and a
+// line that cannot be written is rolled back alone, the decisions kept —
+// the error says so and the caller logs it. Folding the trace into the
+// batch saves the commit of its own transaction per batch (one in eleven
+// of a codeshare-heavy backlog's commits, docs/operations.md 11.1).
+//
+// An error of tx itself (the connection lost, the deadline passed) is
+// returned as one too, and the batch's commit fails with it: that is the
+// caller's transaction error, retried as every other.
+func AppendSnapLogTx(ctx context.Context, tx pgx.Tx, entries ...SnapLogEntry) error {
+	b, err := snapLogBatch(entries)
+	if err != nil || b == nil {
+		return err
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("appending schd_snap_log: opening its savepoint: %w", err)
+	}
+	if err := tx.Conn().SendBatch(ctx, b).Close(); err != nil {
+		_ = sp.Rollback(ctx)
+		return fmt.Errorf("appending schd_snap_log for messages %d to %d: %w", entries[0].MsgID, entries[len(entries)-1].MsgID, err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return fmt.Errorf("appending schd_snap_log: releasing its savepoint: %w", err)
+	}
+	return nil
+}
+
+// snapLogBatch queues one INSERT per entry; nil for no entries.
+func snapLogBatch(entries []SnapLogEntry) (*pgx.Batch, error) {
 	if len(entries) == 0 {
-		return nil
+		return nil, nil
 	}
 	b := &pgx.Batch{}
 	for _, e := range entries {
 		if e.MsgID <= 0 || e.STYP == "" || e.RecvAt.IsZero() || e.Flights < 0 {
-			return fmt.Errorf("appending schd_snap_log for message %d: incomplete entry (styp %q, recv_at %v, flights %d)",
+			return nil, fmt.Errorf("appending schd_snap_log for message %d: incomplete entry (styp %q, recv_at %v, flights %d)",
 				e.MsgID, e.STYP, e.RecvAt, e.Flights)
 		}
 		days := make([]time.Time, len(e.OperationDays))
@@ -66,11 +111,5 @@ func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, entries ...SnapLogEn
 		b.Queue(`INSERT INTO schd_snap_log (msg_id, styp, operation_days, flights, recv_at, scope_end)
 		VALUES ($1, $2, $3, $4, $5, $6)`, e.MsgID, e.STYP, days, e.Flights, e.RecvAt, dateOnly(scope))
 	}
-	ctx, cancel := context.WithTimeout(ctx, snapLogCallTimeout)
-	defer cancel()
-	// Sent outside a transaction, the batch is one implicit transaction.
-	if err := pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("appending schd_snap_log for messages %d to %d: %w", entries[0].MsgID, entries[len(entries)-1].MsgID, err)
-	}
-	return nil
+	return b, nil
 }

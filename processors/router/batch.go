@@ -403,13 +403,9 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 	r.stats.Batched += int64(len(ds))
 	r.mu.Unlock()
 	outs := make([]outcome, 0, len(ds))
-	var snaps []sink.SnapLogEntry
 	for _, d := range ds {
 		if d.rec != nil {
 			r.logDecision(ctx, d.p, d.v, *d.rec)
-			if e, ok := snapEntry(d.rec.MsgID, d.p, d.v, now); ok {
-				snaps = append(snaps, e)
-			}
 			r.afterDecision(ctx, d.p, d.rec.MsgID, d.v, now)
 			r.count(d.v.State, d.rec.MsgID)
 			r.countReason(d.v)
@@ -419,7 +415,6 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 		r.observe(d.it)
 		outs = append(outs, d.out)
 	}
-	r.snapLog(ctx, snaps)
 	wait := w.send(outs)
 	if err := w.flush(ctx); err != nil {
 		return 0, false, err
@@ -494,11 +489,11 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 				recs = append(recs, rec)
 			default:
 				// FAILED: its attempts and backoff are the per-message path's.
-				return recordRun(ctx, tx, recs, fresh, ov, now)
+				return w.record(ctx, tx, recs, fresh, ov, out, now)
 			}
 			out = append(out, d)
 		}
-		return recordRun(ctx, tx, recs, fresh, ov, now)
+		return w.record(ctx, tx, recs, fresh, ov, out, now)
 	})
 	if err != nil {
 		return nil, err
@@ -506,12 +501,34 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 	return out, nil
 }
 
-func recordRun(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[int64]sink.Delivery, ov *overlay, now time.Time) error {
+// record writes a run's decisions and the schedule trace of the packages
+// among them (schd_snap_log, sink.AppendSnapLogTx) in the batch's
+// transaction. A trace line that cannot be written is logged and the
+// decisions kept: it is only a trace (docs/design.md#schedule-merge).
+func (w *worker) record(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[int64]sink.Delivery, ov *overlay, ds []decided, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	index, keys := ov.written()
-	return sink.RecordBatch(ctx, tx, recs, fresh, index, keys, now)
+	if err := sink.RecordBatch(ctx, tx, recs, fresh, index, keys, now); err != nil {
+		return err
+	}
+	var snaps []sink.SnapLogEntry
+	for _, d := range ds {
+		if d.rec == nil {
+			continue
+		}
+		if e, ok := snapEntry(d.rec.MsgID, d.p, d.v, now); ok {
+			snaps = append(snaps, e)
+		}
+	}
+	if err := sink.AppendSnapLogTx(ctx, tx, snaps...); err != nil {
+		if tx.Conn().IsClosed() || ctx.Err() != nil {
+			return err
+		}
+		w.r.log.Warn("schedule trace not written", "messages", len(snaps), "err", err)
+	}
+	return nil
 }
 
 // emit produces the batch's transitions and router-table entries and waits

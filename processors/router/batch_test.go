@@ -159,6 +159,24 @@ func (br *batchRig) state() []string {
 		out = append(out, fmt.Sprintf("plan %d %s", id, plan))
 	}
 	rows.Close()
+	// The schedule trace: written with a batch's decisions, or alone after
+	// a message decided alone (sink.AppendSnapLogTx, AppendSnapLog).
+	rows, err = br.msgs.Pool().Query(ctx, `SELECT msg_id, styp, operation_days::text, flights, recv_at, scope_end::text
+		FROM schd_snap_log ORDER BY msg_id`)
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		var styp, days, scope string
+		var n int
+		var recv time.Time
+		if err := rows.Scan(&id, &styp, &days, &n, &recv, &scope); err != nil {
+			br.t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("snap %d %s days %s flights %d recv %s scope %s", id, styp, days, n, recv.UTC().Format(time.RFC3339), scope))
+	}
+	rows.Close()
 	rows, err = br.msgs.Pool().Query(ctx, `SELECT rtype, key_tag, msg_id FROM refdata_key_index ORDER BY rtype`)
 	if err != nil {
 		br.t.Fatal(err)

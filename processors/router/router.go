@@ -409,9 +409,9 @@ func snapEntry(msgID int64, p Plan, v Verdict, now time.Time) (sink.SnapLogEntry
 	return e, true
 }
 
-// snapLog appends the trace lines of the schedule packages among a batch's
-// decisions. It is outside every business transaction and only a trace: a
-// failure is logged.
+// snapLog appends the trace line of a schedule package decided alone (a
+// batch writes its lines in its transaction, worker.record). It is only a
+// trace: a failure is logged.
 func (r *Router) snapLog(ctx context.Context, entries []sink.SnapLogEntry) {
 	if err := sink.AppendSnapLog(ctx, r.d.Messages.Pool(), entries...); err != nil {
 		r.log.Warn("schedule trace not written", "messages", len(entries), "err", err)
