@@ -624,3 +624,45 @@ func (l *logLines) all() []map[string]any {
 	}
 	return out
 }
+
+// A bridge whose ingest lock session is gone stops once it next checks it,
+// at most lockCheck after the last check, even while it polls more often.
+func TestLostLockSessionStopsTheBridge(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.PollInterval = 100 * time.Millisecond })
+	b := h.bridge(h.clock)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(context.Background()) }()
+	if err := h.clock.BlockUntil(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var killed bool
+	if err := h.pool.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminating the lock's session: %v %v", killed, err)
+	}
+	// Polls within lockCheck of the last check go on; the cursor's
+	// compare-and-set is what guards them.
+	h.insert(2)
+	h.clock.Advance(100 * time.Millisecond)
+	if got := ids(h.topic(2)); !reflect.DeepEqual(got, seq(1, 2)) {
+		t.Fatalf("topic %v", got)
+	}
+	if err := h.clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the bridge stopped before its next check: %v", err)
+	default:
+	}
+	h.clock.Advance(lockCheck - 100*time.Millisecond)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "advisory lock session lost") {
+			t.Fatalf("Run returned %v, want the lost session", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the bridge polls on without its lock session")
+	}
+}
