@@ -125,7 +125,14 @@ type Sweeper struct {
 
 	mu    sync.Mutex
 	stats Stats
+	// counted is when countPending last counted (the pass's clock), zero
+	// before.
+	counted time.Time
 }
+
+// countEvery is how long a sweeper behind a backlog goes without counting
+// its pending rows (Stats.Pending).
+const countEvery = 10 * time.Second
 
 // New checks cfg and deps and returns the sweeper.
 func New(cfg Config, deps Deps) (*Sweeper, error) {
@@ -210,7 +217,8 @@ type Stats struct {
 	// Alarms is the number of rows that reached MSGX_BACKFILL_MAX_ATTEMPTS.
 	Alarms int64 `json:"alarms"`
 	// Pending is the number of terminal rows still owing the mark (not
-	// abandoned), counted after the last pass; -1 until first counted.
+	// abandoned), counted after a pass that left nothing due, and every
+	// 10 s meanwhile; -1 until first counted.
 	Pending int64 `json:"pending"`
 	// Sweeps is the number of completed passes; FailedSweeps those that
 	// could not complete (PostgreSQL unreachable, …).
@@ -393,7 +401,7 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	if len(claims) == 0 {
 		// Nothing due: the count is the pass's only result, read in its
 		// transaction, which rolls back (no commit of its own).
-		b.countPending(ctx, tx)
+		b.countPending(ctx, tx, now)
 		return res, nil
 	}
 
@@ -420,7 +428,17 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	}
 	// Counted inside the transaction, with this pass's results: one commit
 	// for both (PostgreSQL commits per message, docs/design.md#backfill).
-	b.countPending(ctx, tx)
+	// A full pass leaves more due, which the next pass claims at once: the
+	// count then waits for the pass that catches up, or countEvery. It is
+	// a count over every owed row, which a backlog of a million messages
+	// makes a scan of tens of milliseconds per pass (docs/operations.md
+	// 11.1).
+	b.mu.Lock()
+	count := len(claims) < b.cfg.Batch || now.Sub(b.counted) >= countEvery
+	b.mu.Unlock()
+	if count {
+		b.countPending(ctx, tx, now)
+	}
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
@@ -680,7 +698,10 @@ func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]markOutcome, ex
 // mark, within the pass's transaction tx (its own writes counted), under a
 // savepoint: the count is a statistic, and a failed one is logged and
 // leaves the pass's results to commit.
-func (b *Sweeper) countPending(ctx context.Context, tx pgx.Tx) {
+func (b *Sweeper) countPending(ctx context.Context, tx pgx.Tx, now time.Time) {
+	b.mu.Lock()
+	b.counted = now
+	b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	sp, err := tx.Begin(ctx)

@@ -264,6 +264,36 @@ func TestBackfillMarksTerminalRows(t *testing.T) {
 	}
 }
 
+// A sweeper behind a backlog (full passes) counts its pending rows at most
+// every 10 s; the pass that catches up counts them again.
+func TestBackfillPendingCountedWhenCaughtUp(t *testing.T) {
+	e := newBF(t, func(c *backfill.Config) { c.Batch = 2 })
+	e.inbox(1, 2, 3, 4, 5, 6, 7)
+	var rows []procRow
+	for id := int64(1); id <= 7; id++ {
+		rows = append(rows, due(id, message.StateSucceeded))
+	}
+	e.proc(rows...)
+	b := e.sweeper(nil)
+	pending := func(want int64) {
+		t.Helper()
+		if got := b.Stats().Pending; got != want {
+			t.Fatalf("pending %d, want %d", got, want)
+		}
+	}
+	e.sweep(b) // the first count: 5 owed
+	pending(5)
+	e.sweep(b) // full: not counted
+	pending(5)
+	e.clk.Advance(10 * time.Second)
+	e.sweep(b) // full, 10 s after the last count
+	pending(1)
+	if res := e.sweep(b); res.Marked != 1 { // caught up
+		t.Fatalf("last pass %+v", res)
+	}
+	pending(0)
+}
+
 // The router's terminal rows carry backfill_next_at; a terminal row without
 // one is the anomaly branch of the predicate and is swept too.
 func TestBackfillNullNextAtIsDue(t *testing.T) {
