@@ -508,6 +508,11 @@ func QueueMarksApplied(b *pgx.Batch, marks []Mark, now time.Time) *QueuedMarks {
 // its master), and a batch that creates the master and then deletes it
 // must find those children (sink.LoadBatch reads the index before any of
 // the batch's decisions). UNION ends the walk on a cycle of masters.
+//
+// The entries are read by one array of keys, not by "flid = ANY($1) OR flid
+// IN (the walk)": PostgreSQL plans that OR as a scan of the whole table,
+// 11 ms per batch at 100,000 flights and growing with them, where the
+// array is probed through the primary key in 1 ms.
 const indexLookupSQL = `WITH RECURSIVE d(flid) AS (
 		SELECT f FROM unnest($3::text[]) AS f
 		UNION
@@ -518,7 +523,7 @@ const indexLookupSQL = `WITH RECURSIVE d(flid) AS (
 		SELECT c.flid FROM flight_index c JOIN d ON c.maid = d.flid WHERE c.state = 'ACTIVE' AND c.maid IS NOT NULL
 	)
 	SELECT flid, operation_day, first_msg_id, COALESCE(state, ''), COALESCE(maid, ''), COALESCE(flno, '')
-	FROM flight_index WHERE flid = ANY($1) OR flid IN (SELECT flid FROM d)`
+	FROM flight_index WHERE flid = ANY(ARRAY(SELECT f FROM unnest($1::text[]) AS f UNION SELECT flid FROM d))`
 
 // indexUpdateSet is how an index entry that exists takes a decision's:
 // its first message stays, its day once set, the link is the decision's.
