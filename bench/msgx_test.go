@@ -235,7 +235,8 @@ func pgAdmin(b *testing.B) *pgx.Conn {
 }
 
 // xactCommits returns pg_stat_database.xact_commit of the database of dsn,
-// once no session is connected to it any more. A backend publishes its
+// once no client session is connected to it any more (an autovacuum worker
+// may stay longer, and commits nothing of msgx's). A backend publishes its
 // counts at the latest when it exits, so waiting for the sessions to end
 // makes the figure complete; it is read from the administrative database,
 // so the reading is not counted.
@@ -251,7 +252,7 @@ func xactCommits(b *testing.B, dsn string) int64 {
 	defer cancel()
 	for {
 		var sessions int
-		if err := admin.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1`, cfg.Database).Scan(&sessions); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, cfg.Database).Scan(&sessions); err != nil {
 			b.Fatalf("counting the sessions of %s: %v", cfg.Database, err)
 		}
 		if sessions == 0 {
