@@ -162,8 +162,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		// Meanwhile a lost session lets a second bridge read for up to
 		// lockCheck beside this one, which the cursor's compare-and-set
 		// stops (ErrCursorMoved) and the router's duplicate detection
-		// absorbs (docs/design.md#locks).
-		if now := b.d.Clock.Now(); checked.IsZero() || now.Sub(checked) >= lockCheck {
+		// absorbs (docs/design.md#locks). checked starts at the zero
+		// time: the first poll checks.
+		if now := b.d.Clock.Now(); now.Sub(checked) >= lockCheck {
 			if err := lock.Alive(ctx); err != nil {
 				if ctx.Err() != nil {
 					return nil

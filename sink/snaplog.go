@@ -72,16 +72,11 @@ func AppendSnapLogTx(ctx context.Context, tx pgx.Tx, entries ...SnapLogEntry) er
 	if err != nil || b == nil {
 		return err
 	}
-	sp, err := tx.Begin(ctx)
+	// pgx.BeginFunc on a transaction opens a savepoint, rolls it back on
+	// an error and releases it otherwise.
+	err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { return sp.SendBatch(ctx, b).Close() })
 	if err != nil {
-		return fmt.Errorf("appending schd_snap_log: opening its savepoint: %w", err)
-	}
-	if err := tx.Conn().SendBatch(ctx, b).Close(); err != nil {
-		_ = sp.Rollback(ctx)
 		return fmt.Errorf("appending schd_snap_log for messages %d to %d: %w", entries[0].MsgID, entries[len(entries)-1].MsgID, err)
-	}
-	if err := sp.Commit(ctx); err != nil {
-		return fmt.Errorf("appending schd_snap_log: releasing its savepoint: %w", err)
 	}
 	return nil
 }

@@ -523,9 +523,8 @@ func (w *worker) record(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fr
 		}
 	}
 	if err := sink.AppendSnapLogTx(ctx, tx, snaps...); err != nil {
-		if tx.Conn().IsClosed() || ctx.Err() != nil {
-			return err
-		}
+		// A lost connection fails the batch's commit next, as it would
+		// without the trace.
 		w.r.log.Warn("schedule trace not written", "messages", len(snaps), "err", err)
 	}
 	return nil
