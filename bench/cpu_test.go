@@ -85,6 +85,45 @@ func postgresCPUSeconds() float64 {
 	return total
 }
 
+// processCPUSeconds is the CPU time the running processes named comm have
+// spent so far (their own, not their reaped children's).
+func processCPUSeconds(comm string) float64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	total := 0.0
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if st, ok := readProcStat(pid); ok && st.comm == comm {
+			total += st.own
+		}
+	}
+	return total
+}
+
+// machineBusySeconds is the CPU time every core of the machine has spent
+// busy so far (user, nice, system, irq, softirq and steal of /proc/stat's
+// first line): what is left of it after msgx, PostgreSQL and MariaDB is the
+// benchmark itself, the kernel's own threads and anything else running.
+func machineBusySeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return math.NaN()
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return math.NaN()
+	}
+	total := 0.0
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		total += v
+	}
+	return total / clockTicks
+}
+
 // perMessage formats CPU seconds spent on n messages as µs per message.
 func perMessage(seconds float64, n int) string {
 	return fmt.Sprintf("%.0f µs", seconds/float64(n)*1e6)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,16 @@ func cpuProfile(b *testing.B, addr, path string) {
 		after = d
 	}
 	time.Sleep(after)
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=10", nil)
+	// The allocations of the same 10 s, beside the CPU profile (-sample_index=alloc_space).
+	go fetchProfile(b, addr, "allocs", strings.TrimSuffix(path, ".pprof")+".allocs.pprof")
+	fetchProfile(b, addr, "profile", path)
+	b.Logf("CPU and allocation profiles of the 10 s from %v after the start: %s", after, path)
+}
+
+// fetchProfile writes to path the 10-second profile kind (profile, allocs)
+// of the msgx serving http://addr.
+func fetchProfile(b *testing.B, addr, kind, path string) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/debug/pprof/"+kind+"?seconds=10", nil)
 	if err != nil {
 		b.Log(err)
 		return
@@ -127,9 +137,7 @@ func cpuProfile(b *testing.B, addr, path string) {
 	}
 	if err := os.WriteFile(path, body, 0o644); err != nil {
 		b.Log(err)
-		return
 	}
-	b.Logf("CPU profile of the 10 s from %v after the start: %s", after, path)
 }
 
 // publishMode is one setting of MSGX_EXACTLY_ONCE the benchmarks compare.
@@ -164,7 +172,7 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		commitsBefore := xactCommits(b, pgDSN)
 
 		ctx := context.Background()
-		pgCPU := postgresCPUSeconds()
+		pgCPU, myCPU, busyCPU := postgresCPUSeconds(), processCPUSeconds("mariadbd"), machineBusySeconds()
 		env := msgxEnv(pgDSN, myDSN, b.TempDir(), freeAddr(b), m.env)
 		profile := os.Getenv("MSGX_BENCH_PPROF")
 		var httpAddr string
@@ -211,6 +219,7 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		total := time.Since(start)
 		peak := peakRSSOf(b, p.cmd.Process.Pid)
 		msgxCPU, pgCPU := cpuSeconds(p.cmd.Process.Pid), postgresCPUSeconds()-pgCPU
+		myCPU, busyCPU = processCPUSeconds("mariadbd")-myCPU, machineBusySeconds()-busyCPU
 		// The backfill sweeper writes the processed marks behind: it must
 		// keep up, not trail the backlog by minutes.
 		for {
@@ -259,8 +268,9 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		b.Logf("backfill: every processed mark written %v after start (%v after the last message was terminal)",
 			marked.Round(time.Millisecond), (marked - total).Round(time.Millisecond))
 		b.Logf("load average at the end: %s", loadAverage())
-		b.Logf("CPU until every message was terminal: msgx %.1f s = %s per message, PostgreSQL %.1f s = %s per message (of %.1f s × 2 cores)",
-			msgxCPU, perMessage(msgxCPU, len(msgs)), pgCPU, perMessage(pgCPU, len(msgs)), total.Seconds())
+		b.Logf("CPU until every message was terminal: msgx %.1f s = %s per message, PostgreSQL %.1f s = %s per message, MariaDB %.1f s = %s, the rest (the benchmark, the kernel) %.1f s = %s; the machine busy %.1f of %.1f s × %d cores",
+			msgxCPU, perMessage(msgxCPU, len(msgs)), pgCPU, perMessage(pgCPU, len(msgs)), myCPU, perMessage(myCPU, len(msgs)),
+			busyCPU-msgxCPU-pgCPU-myCPU, perMessage(busyCPU-msgxCPU-pgCPU-myCPU, len(msgs)), busyCPU, total.Seconds(), runtime.NumCPU())
 		b.Logf("PostgreSQL: pgbench single-row commits %.0f/s; msgx %.2f× that; %d commits = %.3f per message; msgx peak RSS %.0f MB",
 			commitRate, rate/commitRate, commits, perMsg, peak)
 		bench := "BenchmarkEndToEnd"

@@ -599,6 +599,10 @@ func (e *Encoded) TableValue() []byte {
 	return []byte(e.doc[:len(e.doc)-1] + "," + e.tableState[1:])
 }
 
+// Doc is the flight JSON of the state (its doc column): its msg event
+// carries it (flight.EncodeEvent).
+func (e *Encoded) Doc() string { return e.doc }
+
 // EncodeFlight encodes s for QueueFlightGroup and WriteEncodedFlights.
 func EncodeFlight(s *flight.State) (*Encoded, error) {
 	if s == nil {
@@ -606,7 +610,7 @@ func EncodeFlight(s *flight.State) (*Encoded, error) {
 	}
 	// MarshalJSON directly: json.Marshal would compact its (compact)
 	// output once more, a pass over every byte.
-	doc, err := s.View().MarshalJSON()
+	doc, err := s.Doc()
 	if err != nil {
 		return nil, fmt.Errorf("encoding flight %s: %w", s.FLID, err)
 	}

@@ -515,13 +515,13 @@ func (p *Processor) prepare(log *slog.Logger, t *flight.Transition, cur *flight.
 	}
 	w := &txWrite{log: log, t: t, res: res, now: p.d.Clock.Now()}
 	var err error
-	if w.events, err = p.events(t, res); err != nil {
-		return nil, err
-	}
 	if w.row() {
 		if w.enc, err = sink.EncodeFlight(res.State); err != nil {
 			return nil, err
 		}
+	}
+	if w.events, err = p.events(t, res, w.enc); err != nil {
+		return nil, err
 	}
 	w.unplaced = cur.IsPlaceholder() && !res.Replay && !res.State.IsPlaceholder()
 	return w, nil
@@ -698,17 +698,28 @@ func (p *Processor) committed(ws []*txWrite) {
 }
 
 // events are what the result announces: the msg event of each new
-// version and, for a purged flight, the schd tombstone.
-func (p *Processor) events(t *flight.Transition, res flight.Result) ([]sink.Event, error) {
+// version and, for a purged flight, the schd tombstone. enc is the row of
+// res.State when it is written: its document is the newest version's.
+func (p *Processor) events(t *flight.Transition, res flight.Result, enc *sink.Encoded) ([]sink.Event, error) {
 	var out []sink.Event
-	for _, e := range res.Events() {
-		v, err := kafka.JSON[flight.Event]{}.Encode(e)
+	for _, v := range res.Versions {
+		var doc string
+		if enc != nil && v == enc.State {
+			doc = enc.Doc()
+		} else {
+			b, err := v.Doc()
+			if err != nil {
+				return nil, fmt.Errorf("encoding flight %s v%d: %w", v.FLID, v.StateVersion, err)
+			}
+			doc = string(b)
+		}
+		value, err := flight.EncodeEvent(v, doc)
 		if err != nil {
-			return nil, fmt.Errorf("encoding the event of %s v%d: %w", t.FLID, e.StateVersion, err)
+			return nil, err
 		}
 		// Only a first application measures end-to-end latency; a sweep's
 		// tombstone is timed from nothing a message did.
-		ev := sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: v, MsgID: e.MsgID, StateVersion: e.StateVersion}
+		ev := sink.Event{Topic: p.cfg.MsgTopic, Key: t.FLID, Value: value, MsgID: flight.EventMsgID(v), StateVersion: v.StateVersion}
 		if counted(t) {
 			ev.OriginAt = t.At
 		}

@@ -1,6 +1,7 @@
 package flight
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -106,7 +107,7 @@ type Result struct {
 func (r Result) Events() []*Event {
 	out := make([]*Event, len(r.Versions))
 	for i, v := range r.Versions {
-		out[i] = eventOf(v)
+		out[i] = eventOf(v, true)
 	}
 	return out
 }
@@ -818,13 +819,56 @@ func applyPurge(s *State, t Transition) step {
 }
 
 // eventOf is the msg-topic event of the flight's current version.
-func eventOf(s *State) *Event {
-	e := &Event{EventType: EventUpsert, FLID: s.FLID, StateVersion: s.StateVersion, MsgID: s.LastMsgID, Flight: s.View()}
+// EncodeEvent is the msg-topic record of the version s (the JSON of the
+// Event that Events makes of it), given doc, the flight JSON of s (Doc):
+// a version's document is encoded once, for its row and its event.
+func EncodeEvent(s *State, doc string) ([]byte, error) {
+	e := eventOf(s, false)
+	head, err := json.Marshal(eventHead{EventType: e.EventType, FLID: e.FLID, StateVersion: e.StateVersion,
+		MsgID: e.MsgID, Source: e.Source, Changed: e.Changed})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the event of %s v%d: %w", s.FLID, s.StateVersion, err)
+	}
+	// Flight is Event's last field: the record is the head with it
+	// appended, as encoding/json writes it (doc is compact and escaped
+	// alike).
+	const key = `,"flight":`
+	out := make([]byte, 0, len(head)+len(key)+len(doc)+1)
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, key...)
+	out = append(out, doc...)
+	return append(out, '}'), nil
+}
+
+// eventHead is Event without Flight, in Event's order.
+type eventHead struct {
+	EventType    string   `json:"eventType"`
+	FLID         string   `json:"flid"`
+	StateVersion int64    `json:"stateVersion"`
+	MsgID        int64    `json:"msgId"`
+	Source       string   `json:"source"`
+	Changed      []string `json:"changed"`
+}
+
+// EventMsgID is the msgId of the event of version s: the message of its
+// change.
+func EventMsgID(s *State) int64 {
+	if s.Last != nil {
+		return s.Last.MsgID
+	}
+	return s.LastMsgID
+}
+
+func eventOf(s *State, withFlight bool) *Event {
+	e := &Event{EventType: EventUpsert, FLID: s.FLID, StateVersion: s.StateVersion, MsgID: EventMsgID(s)}
+	if withFlight {
+		e.Flight = s.View()
+	}
 	if s.State == StateDeleted {
 		e.EventType = EventTombstone
 	}
 	if s.Last != nil {
-		e.MsgID, e.Source, e.Changed = s.Last.MsgID, s.Last.Source, slices.Clone(s.Last.Changed)
+		e.Source, e.Changed = s.Last.Source, slices.Clone(s.Last.Changed)
 	}
 	if e.Changed == nil {
 		e.Changed = []string{}

@@ -40,7 +40,7 @@ func lastEvent(r Result) *Event {
 	if len(r.Versions) == 0 {
 		return nil
 	}
-	return eventOf(r.Versions[len(r.Versions)-1])
+	return eventOf(r.Versions[len(r.Versions)-1], true)
 }
 
 func mustApply(t *testing.T, s *State, tr Transition, o Options) Result {

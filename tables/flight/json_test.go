@@ -162,3 +162,40 @@ func TestEventJSON(t *testing.T) {
 		t.Fatalf("event flight keys %v", got)
 	}
 }
+
+// TestEncodeEventIsTheEventJSON: the event record spliced from a version's
+// document is byte for byte the JSON of its Event, for a live flight with
+// characters encoding/json escapes, a deleted one and one without
+// provenance.
+func TestEncodeEventIsTheEventJSON(t *testing.T) {
+	rich := richState(t)
+	rich.Fields["REMC"] = `<a & "b"> ` + "\u2028 é \x01"
+	deleted := rich.Clone()
+	deleted.State = StateDeleted
+	bare := rich.Clone()
+	bare.Last = nil
+	for name, s := range map[string]*State{"live": rich, "deleted": deleted, "without provenance": bare} {
+		doc, err := s.Doc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		view, err := json.Marshal(s.View())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(doc) != string(view) {
+			t.Fatalf("%s: Doc differs from the View's JSON:\n%s\n%s", name, doc, view)
+		}
+		got, err := EncodeEvent(s, string(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(eventOf(s, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("%s: EncodeEvent:\n%s\nwant\n%s", name, got, want)
+		}
+	}
+}

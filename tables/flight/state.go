@@ -142,6 +142,14 @@ func (s *State) View() *State {
 	return v
 }
 
+// Doc is the flight JSON of s (docs/design.md#events): the encoding of
+// View, without copying the state first.
+func (s *State) Doc() ([]byte, error) {
+	v := *s
+	v.Links, v.Last, v.Replayed = nil, nil, nil
+	return v.MarshalJSON()
+}
+
 // IsPlaceholder reports whether s is a placeholder: link bookkeeping for a
 // master that is not a flight yet. It is false for nil.
 func (s *State) IsPlaceholder() bool { return s != nil && s.State == StatePlaceholder }
