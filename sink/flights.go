@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/tables/flight"
-	"msgx/tables/message"
 )
 
 // DefaultFlightWriteTimeout bounds a flight write whose context has no
@@ -579,24 +578,19 @@ type Encoded struct {
 // a row written before migration 0020.
 const tableValueSQL = `(doc || table_state)`
 
-// bookkeeping is what the table value holds beyond the flight's doc, with
-// flight.State's JSON names.
-type bookkeeping struct {
-	Links    map[string]flight.ChildLink `json:"links,omitempty"`
-	Last     *flight.Provenance          `json:"lastChange,omitempty"`
-	Replayed *message.ReplayMark         `json:"replayed,omitempty"`
-}
-
 // TableValue is the JSON of the whole table value, as json.Marshal of the
 // *flight.State writes it: the flights table's value too. The doc is the
-// table value without its last three fields, which encoding/json writes
-// last, in bookkeeping's order, each left out when empty: the whole value
-// is the two objects joined.
+// table value without its last three fields (its bookkeeping: links,
+// lastChange, replayed), which come last, each left out when empty: the
+// whole value is the two objects joined.
 func (e *Encoded) TableValue() []byte {
 	if len(e.tableState) <= 2 {
 		return []byte(e.doc)
 	}
-	return []byte(e.doc[:len(e.doc)-1] + "," + e.tableState[1:])
+	b := make([]byte, 0, len(e.doc)+len(e.tableState))
+	b = append(b, e.doc[:len(e.doc)-1]...)
+	b = append(b, ',')
+	return append(b, e.tableState[1:]...)
 }
 
 // Doc is the flight JSON of the state (its doc column): its msg event
@@ -614,11 +608,7 @@ func EncodeFlight(s *flight.State) (*Encoded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding flight %s: %w", s.FLID, err)
 	}
-	bk, err := json.Marshal(bookkeeping{Links: s.Links, Last: s.Last, Replayed: s.Replayed})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the table state of flight %s: %w", s.FLID, err)
-	}
-	return &Encoded{State: s, doc: string(doc), tableState: string(bk)}, nil
+	return &Encoded{State: s, doc: string(doc), tableState: string(s.AppendBookkeeping(nil))}, nil
 }
 
 func upsertOneArgs(e *Encoded) []any {

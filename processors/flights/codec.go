@@ -1,7 +1,6 @@
 package flights
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"msgx/tables/flight"
@@ -31,8 +30,10 @@ func (tableCodec) Encode(v any) ([]byte, error) {
 
 // Decode implements goka.Codec: a *flight.State.
 func (tableCodec) Decode(b []byte) (any, error) {
+	// Directly: json.Unmarshal would scan the value once more to validate
+	// it before calling the same method.
 	var s flight.State
-	if err := json.Unmarshal(b, &s); err != nil {
+	if err := s.UnmarshalJSON(b); err != nil {
 		return nil, fmt.Errorf("decoding %T: %w", s, err)
 	}
 	return &s, nil

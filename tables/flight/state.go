@@ -1,7 +1,6 @@
 package flight
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 	"time"
@@ -190,24 +189,6 @@ func (s *State) Inspect() any {
 		}
 	}
 	return v
-}
-
-// MarshalJSON encodes s with empty (never null) fields, collections and mafl,
-// so that the flight JSON always has the same shape.
-func (s State) MarshalJSON() ([]byte, error) {
-	// plain drops the method set, so json.Marshal does not recurse here.
-	type plain State
-	p := plain(s)
-	if p.Fields == nil {
-		p.Fields = map[string]string{}
-	}
-	if p.Collections == nil {
-		p.Collections = map[string][]Element{}
-	}
-	if p.MAFL == nil {
-		p.MAFL = []MAFLEntry{}
-	}
-	return json.Marshal(p)
 }
 
 func cloneElements(elems []Element) []Element {
