@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 	"github.com/syndtr/goleveldb/leveldb/filter"
 	"github.com/syndtr/goleveldb/leveldb/opt"
 	"golang.org/x/sync/errgroup"
@@ -232,9 +231,10 @@ func tableTopics(cfg Config) []kafka.TopicSpec {
 }
 
 // gokaOptions are the processors' Kafka clients and local table storage
-// (under $MSGX_STATE_DIR/goka; lost storage is recovered from the changelog).
+// (under $MSGX_STATE_DIR/goka, writes in batches; lost storage is recovered
+// from the changelog).
 func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
-	return kafka.GokaOptions(cfg.Kafka, storage.BuilderWithOptions(filepath.Join(cfg.StateDir, "goka"), tableStorage()), log)
+	return kafka.GokaOptions(cfg.Kafka, kafka.TableStorage(filepath.Join(cfg.StateDir, "goka"), tableStorage()), log)
 }
 
 // tableStorage is LevelDB's configuration for one partition of a goka table.
