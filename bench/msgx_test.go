@@ -82,9 +82,14 @@ var (
 	buildErr  error
 )
 
-// msgxBinary builds cmd/msgx once per run of the package.
+// msgxBinary builds cmd/msgx once per run of the package, or takes the
+// binary MSGX_BENCH_BIN names (to measure two builds in turns, one run
+// after the other).
 func msgxBinary(b *testing.B) string {
 	b.Helper()
+	if bin := os.Getenv("MSGX_BENCH_BIN"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "msgx-bench-")
 		if err != nil {
