@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"msgx/tables/flight"
 )
 
 type codecValue struct {
@@ -37,5 +39,31 @@ func TestJSONCodec(t *testing.T) {
 	}
 	if _, err := c.Decode([]byte("nope")); err == nil || !strings.Contains(err.Error(), "kafka.codecValue") {
 		t.Errorf("Decode of garbage: %v", err)
+	}
+}
+
+// A type with its own JSON methods is encoded and decoded by them, and
+// still refuses what is not JSON.
+func TestJSONCodecUsesTheTypesMethods(t *testing.T) {
+	c := JSON[flight.Transition]{}
+	tr := flight.Transition{MsgID: 7, Source: "FLOP-ESTT", Kind: flight.KindFLOP, FLID: "100", Fields: map[string]string{"ESTT": "<x>"}}
+	b, err := c.Encode(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := tr.MarshalJSON(); string(b) != string(want) {
+		t.Fatalf("Encode = %s, want MarshalJSON's %s", b, want)
+	}
+	back, err := c.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := back.(*flight.Transition); p.MsgID != 7 || p.Fields["ESTT"] != "<x>" {
+		t.Fatalf("Decode = %+v", p)
+	}
+	for _, bad := range []string{"nope", `{"msgId":7`, `{"msgId":7} x`, ``} {
+		if _, err := c.Decode([]byte(bad)); err == nil {
+			t.Errorf("Decode(%q) succeeded", bad)
+		}
 	}
 }

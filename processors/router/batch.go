@@ -469,7 +469,9 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 			return err
 		}
 		ov := newOverlay(l)
-		var recs []sink.Decision
+		// Sized once: a decision is large, and a batch is hundreds.
+		out = make([]decided, 0, len(b))
+		recs := make([]sink.Decision, 0, len(b))
 		for _, it := range b {
 			m := rows[it.rec.MsgID]
 			p := it.plan

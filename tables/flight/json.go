@@ -48,41 +48,23 @@ func (s *State) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"lastMsgId":`...)
 	b = strconv.AppendInt(b, s.LastMsgID, 10)
 	b = append(b, `,"updatedAt":`...)
-	t, err := s.UpdatedAt.MarshalJSON()
+	b, err := appendTime(b, s.UpdatedAt)
 	if err != nil {
-		// encoding/json's error for the same field.
-		return json.Marshal(s.UpdatedAt)
+		return nil, err
 	}
-	b = append(b, t...)
 	b = append(b, `,"fields":`...)
 	if s.Fields == nil {
 		b = append(b, "{}"...)
 	} else {
 		b = appendStringMap(b, s.Fields)
 	}
-	b = append(b, `,"collections":{`...)
-	var buf [16]string
-	for i, name := range sortedKeys(buf[:0], s.Collections) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, name)
-		b = append(b, ':')
-		elems := s.Collections[name]
-		if elems == nil {
-			b = append(b, "null"...)
-			continue
-		}
-		b = append(b, '[')
-		for j, e := range elems {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = appendStringMap(b, e)
-		}
-		b = append(b, ']')
+	b = append(b, `,"collections":`...)
+	if s.Collections == nil {
+		b = append(b, "{}"...)
+	} else {
+		b = appendCollections(b, s.Collections)
 	}
-	b = append(b, `},"mafl":[`...)
+	b = append(b, `,"mafl":[`...)
 	for i, m := range s.MAFL {
 		if i > 0 {
 			b = append(b, ',')
@@ -582,17 +564,7 @@ func (d *decoder) state(s *State) bool {
 		case "fields":
 			s.Fields, ok = d.stringMap()
 		case "collections":
-			s.Collections = map[string][]Element{}
-			ok = d.object(func(name string) bool {
-				elems := []Element{}
-				ok := d.array(func() bool {
-					e, ok := d.stringMap()
-					elems = append(elems, e)
-					return ok
-				})
-				s.Collections[name] = elems
-				return ok
-			})
+			s.Collections, ok = d.collections()
 		case "mafl":
 			s.MAFL = []MAFLEntry{}
 			ok = d.array(func() bool {
@@ -658,4 +630,257 @@ func (d *decoder) state(s *State) bool {
 		}
 		return ok
 	})
+}
+
+// plainTransition is Transition without its methods.
+type plainTransition Transition
+
+// MarshalJSON encodes t as encoding/json encodes its fields (the router
+// writes every transition it sends).
+func (t Transition) MarshalJSON() ([]byte, error) {
+	return t.appendJSON(make([]byte, 0, 512))
+}
+
+func (t *Transition) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"msgId":`...)
+	b = strconv.AppendInt(b, t.MsgID, 10)
+	b = append(b, `,"source":`...)
+	b = appendString(b, t.Source)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, string(t.Kind))
+	if t.STYP != "" {
+		b = append(b, `,"styp":`...)
+		b = appendString(b, t.STYP)
+	}
+	b = append(b, `,"flid":`...)
+	b = appendString(b, t.FLID)
+	if t.OperationDay != "" {
+		b = append(b, `,"operationDay":`...)
+		b = appendString(b, t.OperationDay)
+	}
+	b = append(b, `,"at":`...)
+	var err error
+	if b, err = appendTime(b, t.At); err != nil {
+		return nil, err
+	}
+	if len(t.Fields) > 0 {
+		b = append(b, `,"fields":`...)
+		b = appendStringMap(b, t.Fields)
+	}
+	if len(t.Collections) > 0 {
+		b = append(b, `,"collections":`...)
+		b = appendCollections(b, t.Collections)
+	}
+	if t.Link != nil {
+		b = append(b, `,"link":{"flid":`...)
+		b = appendString(b, t.Link.Child)
+		b = append(b, `,"flno":`...)
+		b = appendString(b, t.Link.FLNO)
+		b = append(b, `,"live":`...)
+		b = strconv.AppendBool(b, t.Link.Live)
+		b = append(b, '}')
+	}
+	if t.Cascade {
+		b = append(b, `,"cascade":true`...)
+	}
+	if t.Expect != nil {
+		b = append(b, `,"expect":{`...)
+		first := true
+		for _, f := range [...]struct{ key, v string }{{`"state":`, t.Expect.State}, {`"maid":`, t.Expect.MAID}, {`"flno":`, t.Expect.FLNO}} {
+			if f.v == "" {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, f.key...)
+			b = appendString(b, f.v)
+		}
+		b = append(b, '}')
+	}
+	if len(t.Then) > 0 {
+		b = append(b, `,"then":[`...)
+		for i := range t.Then {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = t.Then[i].appendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if t.PurgeBefore != "" {
+		b = append(b, `,"purgeBefore":`...)
+		b = appendString(b, t.PurgeBefore)
+	}
+	if !t.MsgDTTM.IsZero() {
+		b = append(b, `,"msgDttm":`...)
+		if b, err = appendTime(b, t.MsgDTTM); err != nil {
+			return nil, err
+		}
+	}
+	if t.Replay != 0 {
+		b = append(b, `,"replay":`...)
+		b = strconv.AppendInt(b, t.Replay, 10)
+	}
+	if t.FirstSeen {
+		b = append(b, `,"firstSeen":true`...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON decodes the JSON of a Transition into t, as State's
+// UnmarshalJSON does.
+func (t *Transition) UnmarshalJSON(b []byte) error {
+	if t.isZero() {
+		d := decoder{b: b}
+		if d.transition(t) && d.end() {
+			return nil
+		}
+		*t = Transition{}
+	}
+	return json.Unmarshal(b, (*plainTransition)(t))
+}
+
+func (t *Transition) isZero() bool {
+	return t.MsgID == 0 && t.Source == "" && t.Kind == "" && t.STYP == "" && t.FLID == "" && t.OperationDay == "" &&
+		t.At.IsZero() && t.Fields == nil && t.Collections == nil && t.Link == nil && !t.Cascade && t.Expect == nil &&
+		t.Then == nil && t.PurgeBefore == "" && t.MsgDTTM.IsZero() && t.Replay == 0 && !t.FirstSeen
+}
+
+func (d *decoder) transition(t *Transition) bool {
+	return d.fields(func(k string) bool {
+		ok := true
+		switch k {
+		case "msgId":
+			t.MsgID, ok = d.int()
+		case "source":
+			t.Source, ok = d.string()
+		case "kind":
+			var s string
+			s, ok = d.string()
+			t.Kind = Kind(s)
+		case "styp":
+			t.STYP, ok = d.string()
+		case "flid":
+			t.FLID, ok = d.string()
+		case "operationDay":
+			t.OperationDay, ok = d.string()
+		case "at":
+			ok = d.time(&t.At)
+		case "fields":
+			t.Fields, ok = d.stringMap()
+		case "collections":
+			t.Collections, ok = d.collections()
+		case "link":
+			t.Link = &Link{}
+			ok = d.fields(func(k string) bool {
+				var ok bool
+				switch k {
+				case "flid":
+					t.Link.Child, ok = d.string()
+				case "flno":
+					t.Link.FLNO, ok = d.string()
+				case "live":
+					t.Link.Live, ok = d.bool()
+				}
+				return ok
+			})
+		case "cascade":
+			t.Cascade, ok = d.bool()
+		case "expect":
+			t.Expect = &message.FlightLink{}
+			ok = d.fields(func(k string) bool {
+				var ok bool
+				switch k {
+				case "state":
+					t.Expect.State, ok = d.string()
+				case "maid":
+					t.Expect.MAID, ok = d.string()
+				case "flno":
+					t.Expect.FLNO, ok = d.string()
+				}
+				return ok
+			})
+		case "then":
+			t.Then = []Transition{}
+			ok = d.array(func() bool {
+				var step Transition
+				ok := d.transition(&step)
+				t.Then = append(t.Then, step)
+				return ok
+			})
+		case "purgeBefore":
+			t.PurgeBefore, ok = d.string()
+		case "msgDttm":
+			ok = d.time(&t.MsgDTTM)
+		case "replay":
+			t.Replay, ok = d.int()
+		case "firstSeen":
+			t.FirstSeen, ok = d.bool()
+		default:
+			return false
+		}
+		return ok
+	})
+}
+
+// appendTime appends t as encoding/json writes a time.Time.
+func appendTime(b []byte, t time.Time) ([]byte, error) {
+	v, err := t.MarshalJSON()
+	if err != nil {
+		// encoding/json's error for the same value.
+		_, err = json.Marshal(t)
+		return nil, err
+	}
+	return append(b, v...), nil
+}
+
+// appendCollections appends collections as encoding/json writes a
+// map[string][]Element.
+func appendCollections(b []byte, collections map[string][]Element) []byte {
+	if collections == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '{')
+	var buf [16]string
+	for i, name := range sortedKeys(buf[:0], collections) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, name)
+		b = append(b, ':')
+		elems := collections[name]
+		if elems == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, '[')
+		for j, e := range elems {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendStringMap(b, e)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+// collections reads a map[string][]Element.
+func (d *decoder) collections() (map[string][]Element, bool) {
+	out := map[string][]Element{}
+	ok := d.object(func(name string) bool {
+		elems := []Element{}
+		ok := d.array(func() bool {
+			e, ok := d.stringMap()
+			elems = append(elems, e)
+			return ok
+		})
+		out[name] = elems
+		return ok
+	})
+	return out, ok
 }

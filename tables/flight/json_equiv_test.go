@@ -259,3 +259,153 @@ func BenchmarkStateJSON(b *testing.B) {
 		}
 	})
 }
+
+// refTransition is Transition with the same JSON and no methods at any
+// depth: what encoding/json alone makes of a transition.
+type refTransition struct {
+	MsgID        int64                `json:"msgId"`
+	Source       string               `json:"source"`
+	Kind         Kind                 `json:"kind"`
+	STYP         string               `json:"styp,omitempty"`
+	FLID         string               `json:"flid"`
+	OperationDay string               `json:"operationDay,omitempty"`
+	At           time.Time            `json:"at"`
+	Fields       map[string]string    `json:"fields,omitempty"`
+	Collections  map[string][]Element `json:"collections,omitempty"`
+	Link         *Link                `json:"link,omitempty"`
+	Cascade      bool                 `json:"cascade,omitempty"`
+	Expect       *message.FlightLink  `json:"expect,omitempty"`
+	Then         []refTransition      `json:"then,omitempty"`
+	PurgeBefore  string               `json:"purgeBefore,omitempty"`
+	MsgDTTM      time.Time            `json:"msgDttm,omitzero"`
+	Replay       int64                `json:"replay,omitempty"`
+	FirstSeen    bool                 `json:"firstSeen,omitempty"`
+}
+
+func toRef(t Transition) refTransition {
+	r := refTransition{t.MsgID, t.Source, t.Kind, t.STYP, t.FLID, t.OperationDay, t.At, t.Fields, t.Collections, t.Link,
+		t.Cascade, t.Expect, nil, t.PurgeBefore, t.MsgDTTM, t.Replay, t.FirstSeen}
+	if t.Then != nil {
+		r.Then = []refTransition{}
+		for _, s := range t.Then {
+			r.Then = append(r.Then, toRef(s))
+		}
+	}
+	return r
+}
+
+func randTransition(r *rand.Rand, depth int) Transition {
+	s := randState(r)
+	t := Transition{MsgID: r.Int64N(1 << 40), Source: randString(r), Kind: Kind(randString(r)), FLID: randString(r),
+		At: s.UpdatedAt, Fields: s.Fields, Collections: s.Collections}
+	if r.IntN(2) == 0 {
+		t.STYP = randString(r)
+	}
+	if r.IntN(2) == 0 {
+		t.OperationDay = randString(r)
+	}
+	if r.IntN(3) == 0 {
+		t.Link = &Link{Child: randString(r), FLNO: randString(r), Live: r.IntN(2) == 0}
+	}
+	t.Cascade = r.IntN(4) == 0
+	if r.IntN(3) == 0 {
+		t.Expect = &message.FlightLink{}
+		if r.IntN(2) == 0 {
+			t.Expect.State = randString(r)
+		}
+		if r.IntN(2) == 0 {
+			t.Expect.MAID = randString(r)
+		}
+		if r.IntN(2) == 0 {
+			t.Expect.FLNO = randString(r)
+		}
+	}
+	if depth > 0 && r.IntN(3) == 0 {
+		t.Then = []Transition{}
+		for range r.IntN(3) {
+			t.Then = append(t.Then, randTransition(r, depth-1))
+		}
+	}
+	if r.IntN(4) == 0 {
+		t.PurgeBefore = randString(r)
+	}
+	if r.IntN(3) == 0 {
+		t.MsgDTTM = time.Unix(r.Int64N(4e9), r.Int64N(1e9)).UTC()
+	}
+	if r.IntN(4) == 0 {
+		t.Replay = r.Int64N(100) - 3
+	}
+	t.FirstSeen = r.IntN(3) == 0
+	return t
+}
+
+// decodeTransitionBoth is decodeBoth for a Transition.
+func decodeTransitionBoth(t *testing.T, b []byte) {
+	t.Helper()
+	var fast Transition
+	fastErr := json.Unmarshal(b, &fast)
+	var direct Transition
+	directErr := direct.UnmarshalJSON(b)
+	var want refTransition
+	wantErr := json.Unmarshal(b, &want)
+	if (fastErr == nil) != (wantErr == nil) || (directErr == nil) != (wantErr == nil) {
+		t.Fatalf("decoding %q: error %v (direct %v), encoding/json %v", b, fastErr, directErr, wantErr)
+	}
+	if wantErr != nil {
+		return
+	}
+	if got := toRef(fast); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(toRef(direct), want) {
+		t.Fatalf("decoding %q:\n got %#v\nwant %#v", b, got, want)
+	}
+}
+
+// TestTransitionJSONIsEncodingJSON is TestStateJSONIsEncodingJSON for the
+// transitions the router sends: omitted empty fields, nested steps.
+func TestTransitionJSONIsEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 3000 {
+		tr := randTransition(r, 2)
+		got, err := tr.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(toRef(tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("transition %d:\n got %s\nwant %s", i, got, want)
+		}
+		decodeTransitionBoth(t, got)
+	}
+	for _, in := range transitionJSONSeeds() {
+		decodeTransitionBoth(t, []byte(in))
+	}
+}
+
+func transitionJSONSeeds() []string {
+	base := `{"msgId":12,"source":"SCHD-DNLD","kind":"SCHEDULE","flid":"100","operationDay":"2021-01-23","at":"2026-01-23T13:00:00+08:00",` +
+		`"fields":{"FLNO":"CA1","MAID":"99"},"collections":{"ROUT":[{"APCD":"PEK","RTNO":"1"}]},"expect":{"state":"ACTIVE","maid":"99"},` +
+		`"then":[{"msgId":0,"source":"DERIVED-LINK","kind":"LINK","flid":"","at":"0001-01-01T00:00:00Z","link":{"flid":"101","flno":"MU1","live":true}},` +
+		`{"msgId":12,"source":"CASCADE","kind":"DELETE","flid":"100","at":"2026-01-23T13:00:00Z","cascade":true}],` +
+		`"purgeBefore":"2021-01-01","msgDttm":"2021-01-23T09:00:00Z","replay":3,"firstSeen":true}`
+	seeds := []string{base, strings.ReplaceAll(base, ",", " ,\n"), `{}`, `null`, `{"then":null}`, `{"then":[null]}`, `{"then":[]}`,
+		`{"link":null}`, `{"expect":{}}`, `{"expect":{"state":""}}`, `{"fields":{}}`, `{"collections":{}}`, `{"cascade":false}`,
+		`{"msgDttm":"0001-01-01T00:00:00Z"}`, `{"kind":1}`, `{"then":[{"then":[{"flid":"x"}]}]}`, `{"then":[{"flid":"a","flid":"b"}]}`,
+		`{"Kind":"LINK"}`, `{"link":{"FLID":"1"}}`, `{"replay":-1}`, `{"firstSeen":"true"}`}
+	for n := 1; n < len(base); n += 11 {
+		seeds = append(seeds, base[:n])
+	}
+	return seeds
+}
+
+// FuzzTransitionJSON: whatever the input, the hand-written decoder answers
+// as encoding/json does.
+func FuzzTransitionJSON(f *testing.F) {
+	for _, s := range transitionJSONSeeds() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		decodeTransitionBoth(t, b)
+	})
+}
