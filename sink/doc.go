@@ -13,8 +13,7 @@
 // # The flight read model
 //
 // flight_schd (migrations/0003_flights.up.sql) holds one row per FLID with
-// the full flight JSON in doc and every scalar in its own column, which
-// PostgreSQL derives from doc (0030); each
+// every scalar in its own column and the full flight JSON in doc; each
 // collection has a detail table keyed (flid, ordinal). [WriteFlight],
 // [WriteFlights] and [QueueFlightGroup] are the only writers. They run
 // inside the flights processor's transaction, next to [MarkApplied], so the

@@ -95,11 +95,17 @@ func FlightColumn(tag string) string { return strings.ToLower(tag) }
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 // flightColumns are the flight_schd columns a write sets, in parameter order,
-// with their SQL types. schd_sent_version is not among them: the schd
-// flusher owns it; nor the scalar columns (FlightColumn): PostgreSQL derives
-// them from doc (migration 0030).
-var flightColumns = []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state"}
-var flightTypes = []string{"text", "date", "text", "bigint", "bigint", "timestamptz", "jsonb", "jsonb"}
+// with their SQL types: the fixed ones, then one per flight.FieldTags.
+// schd_sent_version is not among them: the schd flusher owns it.
+var flightColumns, flightTypes = func() (cols, types []string) {
+	cols = []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state"}
+	types = []string{"text", "date", "text", "bigint", "bigint", "timestamptz", "jsonb", "jsonb"}
+	for _, tag := range flight.FieldTags {
+		cols = append(cols, ident(FlightColumn(tag)))
+		types = append(types, "text")
+	}
+	return cols, types
+}()
 
 // A write is one statement, built from the vocabulary so that columns and
 // parameters cannot drift apart:
@@ -274,8 +280,7 @@ func nullable(s string) *string {
 }
 
 // WriteFlight writes one flight state to the read model inside the caller's
-// transaction: the flight_schd row (doc and its bookkeeping, from which
-// PostgreSQL derives the scalar columns) and that FLID's
+// transaction: the flight_schd row (every column and doc) and that FLID's
 // detail rows, replaced as a whole in State order. It is idempotent and never
 // goes backwards: when the stored row is newer than s (a higher
 // state_version, or the same version with a higher last_msg_id) nothing is
@@ -608,7 +613,12 @@ func EncodeFlight(s *flight.State) (*Encoded, error) {
 
 func upsertOneArgs(e *Encoded) []any {
 	s := e.State
-	return []any{s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, e.doc, e.tableState}
+	args := make([]any, 0, len(flightColumns))
+	args = append(args, s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, e.doc, e.tableState)
+	for _, tag := range flight.FieldTags {
+		args = append(args, nullable(s.Fields[tag]))
+	}
+	return args
 }
 
 func upsertManyArgs(encoded []*Encoded) []any {
@@ -617,12 +627,23 @@ func upsertManyArgs(encoded []*Encoded) []any {
 	days := make([]*string, n)
 	versions, lastMsgs := make([]int64, n), make([]int64, n)
 	updated := make([]time.Time, n)
+	fields := make([][]*string, len(flight.FieldTags))
+	for j := range fields {
+		fields[j] = make([]*string, n)
+	}
 	for i, e := range encoded {
 		s := e.State
 		flids[i], days[i], lifecycle[i], docs[i], tstates[i] = s.FLID, nullable(s.OperationDay), s.State, e.doc, e.tableState
 		versions[i], lastMsgs[i], updated[i] = s.StateVersion, s.LastMsgID, s.UpdatedAt
+		for j, tag := range flight.FieldTags {
+			fields[j][i] = nullable(s.Fields[tag])
+		}
 	}
-	return []any{flids, days, lifecycle, versions, lastMsgs, updated, docs, tstates}
+	args := []any{flids, days, lifecycle, versions, lastMsgs, updated, docs, tstates}
+	for _, col := range fields {
+		args = append(args, col)
+	}
+	return args
 }
 
 // detailArgs returns the parameter arrays of d's insert, one per column of

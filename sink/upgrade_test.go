@@ -3,7 +3,6 @@ package sink_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +82,8 @@ func TestUpgradeFillsTheTableStates(t *testing.T) {
 				return err
 			}
 		}
-		// Rows of a version before 0020 and 0027 hold no table value; the
-		// writers before 0030 set the scalar columns themselves.
-		sets := []string{"table_state = NULL"}
-		for _, tag := range flight.FieldTags {
-			sets = append(sets, fmt.Sprintf("%s = NULLIF(doc -> 'fields' ->> '%s', '')", sink.FlightColumn(tag), tag))
-		}
-		if _, err := tx.Exec(ctx, `UPDATE flight_schd SET `+strings.Join(sets, ", ")); err != nil {
+		// Rows of a version before 0020 and 0027 hold no table value.
+		if _, err := tx.Exec(ctx, `UPDATE flight_schd SET table_state = NULL`); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `DELETE FROM ref_table_state`)
