@@ -96,7 +96,9 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 // flightColumns are the flight_schd columns a write sets, in parameter order,
 // with their SQL types: the fixed ones, then one per flight.FieldTags.
-// schd_sent_version is not among them: the schd flusher owns it.
+// schd_sent_version is not among them: the schd flusher owns it. Only the
+// fixed ones are parameters (paramColumns): the statement reads the scalar
+// columns from doc's fields (scalarsSQL).
 var flightColumns, flightTypes = func() (cols, types []string) {
 	cols = []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state"}
 	types = []string{"text", "date", "text", "bigint", "bigint", "timestamptz", "jsonb", "jsonb"}
@@ -106,6 +108,26 @@ var flightColumns, flightTypes = func() (cols, types []string) {
 	}
 	return cols, types
 }()
+
+// paramColumns is how many of flightColumns are the write's parameters.
+const paramColumns = 8
+
+// scalarsSQL derives the scalar columns from doc in the statement: their
+// values (a scalar's field, NULL when absent or empty) and the record of
+// doc's fields they are read from, one jsonb_to_record per flight. The
+// writer sends one copy of each flight — 8 arrays, not 69 — and
+// PostgreSQL reads each document once: generated columns, tried instead,
+// were computed twice per upsert (the proposed row and the update) and
+// cost more than the arrays did.
+var scalarsSQL = func() (values, record string) {
+	vals := make([]string, len(flight.FieldTags))
+	defs := make([]string, len(flight.FieldTags))
+	for i, tag := range flight.FieldTags {
+		vals[i] = fmt.Sprintf("NULLIF(sc.%s, '')", ident(tag))
+		defs[i] = ident(tag) + " text"
+	}
+	return strings.Join(vals, ", "), "jsonb_to_record(%s -> 'fields') AS sc(" + strings.Join(defs, ", ") + ")"
+}
 
 // A write is one statement, built from the vocabulary so that columns and
 // parameters cannot drift apart:
@@ -182,12 +204,13 @@ func writeSQL(shape writeShape) string {
 
 func buildWriteSQL(shape writeShape) string {
 	n := 0
-	param := func(typ string) string {
+	param := func(col, typ string) string {
 		n++
 		if shape.many {
 			// Arrays of date and jsonb travel as text[]: the casts are per
-			// element after unnest.
-			if typ == "date" || typ == "jsonb" {
+			// element after unnest. doc is the exception: jsonb_to_record
+			// reads it too, and a jsonb array is parsed once, at the bind.
+			if typ == "date" || typ == "jsonb" && col != "doc" {
 				return fmt.Sprintf("$%d::text[]", n)
 			}
 			return fmt.Sprintf("$%d::%s[]", n, typ)
@@ -200,22 +223,24 @@ func buildWriteSQL(shape writeShape) string {
 		sets = append(sets, c+" = EXCLUDED."+c)
 	}
 	fmt.Fprintf(&b, "WITH up AS (\n  INSERT INTO flight_schd (%s)\n", strings.Join(flightColumns, ", "))
-	ps := make([]string, len(flightColumns))
-	for i := range flightColumns {
-		ps[i] = param(flightTypes[i])
+	ps := make([]string, paramColumns)
+	for i := range ps {
+		ps[i] = param(flightColumns[i], flightTypes[i])
 	}
+	scalars, record := scalarsSQL()
 	if shape.many {
-		sel := make([]string, len(flightColumns))
-		for i, c := range flightColumns {
+		sel := make([]string, paramColumns)
+		for i, c := range flightColumns[:paramColumns] {
 			sel[i] = "r." + c
-			if t := flightTypes[i]; t == "date" || t == "jsonb" {
-				sel[i] += "::" + t
+			if flightTypes[i] == "date" || c == "table_state" {
+				sel[i] += "::" + flightTypes[i]
 			}
 		}
-		fmt.Fprintf(&b, "  SELECT %s\n  FROM unnest(%s) AS r(%s)\n",
-			strings.Join(sel, ", "), strings.Join(ps, ", "), strings.Join(flightColumns, ", "))
+		fmt.Fprintf(&b, "  SELECT %s, %s\n  FROM unnest(%s) AS r(%s)\n  CROSS JOIN LATERAL %s\n",
+			strings.Join(sel, ", "), scalars, strings.Join(ps, ", "), strings.Join(flightColumns[:paramColumns], ", "),
+			fmt.Sprintf(record, "r.doc"))
 	} else {
-		fmt.Fprintf(&b, "  VALUES (%s)\n", strings.Join(ps, ", "))
+		fmt.Fprintf(&b, "  SELECT %s, %s\n  FROM %s\n", strings.Join(ps, ", "), scalars, fmt.Sprintf(record, ps[slices.Index(flightColumns, "doc")]))
 	}
 	fmt.Fprintf(&b, "  ON CONFLICT (flid) DO UPDATE SET %s\n", strings.Join(sets, ", "))
 	b.WriteString("  WHERE (flight_schd.state_version, flight_schd.last_msg_id) <= (EXCLUDED.state_version, EXCLUDED.last_msg_id)\n")
@@ -613,12 +638,7 @@ func EncodeFlight(s *flight.State) (*Encoded, error) {
 
 func upsertOneArgs(e *Encoded) []any {
 	s := e.State
-	args := make([]any, 0, len(flightColumns))
-	args = append(args, s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, e.doc, e.tableState)
-	for _, tag := range flight.FieldTags {
-		args = append(args, nullable(s.Fields[tag]))
-	}
-	return args
+	return []any{s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, e.doc, e.tableState}
 }
 
 func upsertManyArgs(encoded []*Encoded) []any {
@@ -627,23 +647,12 @@ func upsertManyArgs(encoded []*Encoded) []any {
 	days := make([]*string, n)
 	versions, lastMsgs := make([]int64, n), make([]int64, n)
 	updated := make([]time.Time, n)
-	fields := make([][]*string, len(flight.FieldTags))
-	for j := range fields {
-		fields[j] = make([]*string, n)
-	}
 	for i, e := range encoded {
 		s := e.State
 		flids[i], days[i], lifecycle[i], docs[i], tstates[i] = s.FLID, nullable(s.OperationDay), s.State, e.doc, e.tableState
 		versions[i], lastMsgs[i], updated[i] = s.StateVersion, s.LastMsgID, s.UpdatedAt
-		for j, tag := range flight.FieldTags {
-			fields[j][i] = nullable(s.Fields[tag])
-		}
 	}
-	args := []any{flids, days, lifecycle, versions, lastMsgs, updated, docs, tstates}
-	for _, col := range fields {
-		args = append(args, col)
-	}
-	return args
+	return []any{flids, days, lifecycle, versions, lastMsgs, updated, docs, tstates}
 }
 
 // detailArgs returns the parameter arrays of d's insert, one per column of

@@ -544,6 +544,21 @@ func TestWriteFlightIncrementalEqualsFull(t *testing.T) {
 	}
 	got, _, _ := sink.GetFlight(ctx, pool, "1")
 	flSameJSON(t, got, final.View())
+	// Every scalar column is the final state's field, NULL when cleared:
+	// the statements read them from doc.
+	for _, tag := range flight.FieldTags {
+		var v *string
+		if err := pool.QueryRow(ctx, `SELECT `+sink.FlightColumn(tag)+` FROM flight_schd WHERE flid = '1'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if want := final.Fields[tag]; (v == nil) != (want == "") || v != nil && *v != want {
+			got := "NULL"
+			if v != nil {
+				got = fmt.Sprintf("%q", *v)
+			}
+			t.Errorf("flight_schd.%s = %s, want %q", sink.FlightColumn(tag), got, want)
+		}
+	}
 	// And flight 1's detail rows are exactly the final collections.
 	flExpectRows(t, pool, []string{"1|A01"}, `SELECT source_seq, chkc FROM flight_ckdt WHERE flid = '1'`)
 	// SCHEDULE keeps what the FLTR does not carry (ROUT); ROUT and ERUT
