@@ -609,7 +609,7 @@ func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims [
 			}
 		}
 	}
-	const owed = ` AND ` + sink.BackfillOwed
+	const owed = ` AND ` + sink.BackfillStillOwed
 	batch := &pgx.Batch{}
 	if len(done) > 0 {
 		// updated_at moves when backfill is settled: it is the archive
