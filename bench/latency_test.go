@@ -81,8 +81,9 @@ func latency(b *testing.B, m publishMode) {
 		waitDrained := func(n int) {
 			b.Helper()
 			deadline := time.Now().Add(5 * time.Minute)
+			var pr progress
 			for {
-				pr := readProgress(b, conn)
+				pr = readProgress(b, conn, pr)
 				if pr.terminal >= n && pr.outbox == 0 {
 					return
 				}
