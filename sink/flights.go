@@ -236,9 +236,21 @@ func buildWriteSQL(shape writeShape) string {
 				sel[i] += "::" + flightTypes[i]
 			}
 		}
+		cols := flightColumns[:paramColumns]
+		if shape.subset {
+			// The group's incremental write takes a flight only when its
+			// stored row is at the version its changes build on, or later
+			// (none counts as 0); QueueFlightGroup writes the others whole.
+			n++
+			ps = append(ps, fmt.Sprintf("$%d::bigint[]", n))
+			cols = append(slices.Clip(cols), "base")
+		}
 		fmt.Fprintf(&b, "  SELECT %s, %s\n  FROM unnest(%s) AS r(%s)\n  CROSS JOIN LATERAL %s\n",
-			strings.Join(sel, ", "), scalars, strings.Join(ps, ", "), strings.Join(flightColumns[:paramColumns], ", "),
+			strings.Join(sel, ", "), scalars, strings.Join(ps, ", "), strings.Join(cols, ", "),
 			fmt.Sprintf(record, "r.doc"))
+		if shape.subset {
+			b.WriteString("  LEFT JOIN flight_schd cur ON cur.flid = r.flid\n  WHERE COALESCE(cur.state_version, 0) >= r.base\n")
+		}
 	} else {
 		fmt.Fprintf(&b, "  SELECT %s, %s\n  FROM %s\n", strings.Join(ps, ", "), scalars, fmt.Sprintf(record, ps[slices.Index(flightColumns, "doc")]))
 	}
@@ -290,6 +302,8 @@ func buildWriteSQL(shape writeShape) string {
 		// stored version before the upsert.
 		b.WriteString("\nSELECT (SELECT count(*) FROM up), f.state_version, f.last_msg_id\n" +
 			"FROM (SELECT 1) AS one LEFT JOIN flight_schd f ON f.flid = $1")
+	} else if shape.subset {
+		b.WriteString("\nSELECT flid FROM up")
 	} else {
 		b.WriteString("\nSELECT count(*) FROM up")
 	}
@@ -409,51 +423,53 @@ type GroupFlight struct {
 	Changed []string
 }
 
-// QueueFlightGroup queues on b, to run in tx, the writes of a group
-// commit's flights (each FLID once): after one read of their stored
-// versions, one statement for those it can write incrementally and one for
-// the rest in full. A flight is written incrementally when its stored row
-// is at version Base or later (none counts as 0): every collection the
-// group's versions did not change is the same in the stored row, so only
-// the tables of Changed are rewritten. Otherwise (versions skipped: a
-// rebuild into emptied tables, a lost write; a row without provenance) it
-// is written whole. The never-backwards rule of the upsert holds for both.
-func QueueFlightGroup(ctx context.Context, tx pgx.Tx, b *pgx.Batch, flights []GroupFlight) error {
-	if len(flights) == 0 {
-		return nil
-	}
-	flids := make([]string, len(flights))
-	for i, g := range flights {
-		flids[i] = g.Enc.State.FLID
-	}
-	stored := make(map[string]int64, len(flights))
-	rows, err := tx.Query(ctx, `SELECT flid, state_version FROM flight_schd WHERE flid = ANY($1)`, flids)
-	if err == nil {
-		var flid string
-		var v int64
-		_, err = pgx.ForEachRow(rows, []any{&flid, &v}, func() error { stored[flid] = v; return nil })
-	}
-	if err != nil {
-		return fmt.Errorf("reading the stored versions of %d flights: %w", len(flids), err)
-	}
+// QueueFlightGroup queues on b the writes of a group commit's flights
+// (each FLID once), and returns what to run in tx once b has run: one
+// statement writes incrementally every flight whose stored row is at
+// version Base or later (none counts as 0) — every collection the group's
+// versions did not change is the same in the stored row, so only the
+// tables of Changed are rewritten — and returns the flights it wrote;
+// finish writes the others whole, in a second statement: versions skipped
+// (a rebuild into emptied tables, a lost write), a row without provenance,
+// or a stored row newer than the group's (a redelivery), which the full
+// write's never-backwards rule leaves as it is. In an undisturbed run
+// there are none, and the group costs no read of the stored versions
+// before its writes.
+func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.Context, pgx.Tx) error) {
 	var inc []GroupFlight
 	var full []*Encoded
 	for _, g := range flights {
-		if g.Enc.State.Last != nil && stored[g.Enc.State.FLID] >= g.Base {
+		if g.Enc.State.Last != nil {
 			inc = append(inc, g)
 		} else {
 			full = append(full, g.Enc)
 		}
 	}
+	written := make(map[string]bool, len(inc))
 	if len(inc) > 0 {
 		sql, args := subsetWrite(inc)
-		b.Queue(sql, args...)
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			var flid string
+			_, err := pgx.ForEachRow(rows, []any{&flid}, func() error { written[flid] = true; return nil })
+			return err
+		})
 	}
-	if len(full) > 0 {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		for _, g := range inc {
+			if !written[g.Enc.State.FLID] {
+				full = append(full, g.Enc)
+			}
+		}
+		if len(full) == 0 {
+			return nil
+		}
 		sql, args := fullWrite(full)
-		b.Queue(sql, args...)
+		var n int
+		if err := tx.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			return fmt.Errorf("writing %s whole: %w", describeFlights(full), err)
+		}
+		return nil
 	}
-	return nil
 }
 
 // subsetWrite is the statement of QueueFlightGroup's incremental write.
@@ -464,6 +480,11 @@ func subsetWrite(flights []GroupFlight) (string, []any) {
 		encoded[i] = g.Enc
 	}
 	args := upsertManyArgs(encoded)
+	bases := make([]int64, len(flights))
+	for i, g := range flights {
+		bases[i] = g.Base
+	}
+	args = append(args, bases)
 	changing := make([][]*flight.State, len(detailTables))
 	for i, d := range detailTables {
 		var flids []string

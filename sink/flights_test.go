@@ -129,10 +129,11 @@ func flGroupWrite(t testing.TB, pool *pgxpool.Pool, chunks ...flChunk) {
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		if err := sink.QueueFlightGroup(ctx, tx, b, flights); err != nil {
+		finish := sink.QueueFlightGroup(b, flights)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		return tx.SendBatch(ctx, b).Close()
+		return finish(ctx, tx)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -636,9 +636,7 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 			unplaced = append(unplaced, w.t.FLID)
 		}
 	}
-	if err := sink.QueueFlightGroup(ctx, tx, b, flights); err != nil {
-		return err
-	}
+	finishFlights := sink.QueueFlightGroup(b, flights)
 	sink.BatchEvents(b, events, now)
 	done := sink.QueueMarksApplied(b, marks, now)
 	if err := sink.QueueFlightChanges(b, changes, now); err != nil {
@@ -651,6 +649,9 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
+	}
+	if err := finishFlights(ctx, tx); err != nil {
+		return err
 	}
 	completed := map[int64]bool{}
 	for i := len(ws) - 1; i >= 0; i-- {

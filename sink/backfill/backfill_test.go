@@ -288,10 +288,23 @@ func TestBackfillPendingCountedWhenCaughtUp(t *testing.T) {
 	e.clk.Advance(10 * time.Second)
 	e.sweep(b) // full, 10 s after the last count
 	pending(1)
-	if res := e.sweep(b); res.Marked != 1 { // caught up
+	e.clk.Advance(time.Second)
+	if res := e.sweep(b); res.Marked != 1 { // caught up, a second after the last count
 		t.Fatalf("last pass %+v", res)
 	}
 	pending(0)
+	// A pass that catches up within a second of the last count leaves it:
+	// 9 is owed but not due yet.
+	later := e.clk.Now().Add(time.Hour)
+	e.inbox(8, 9)
+	e.proc(due(8, message.StateSucceeded), procRow{id: 9, state: message.StateSucceeded, enqueued: bfT0, nextAt: &later})
+	if res := e.sweep(b); res.Marked != 1 {
+		t.Fatalf("pass %+v", res)
+	}
+	pending(0)
+	e.clk.Advance(time.Second)
+	e.sweep(b) // nothing due: counted
+	pending(1)
 }
 
 // The router's terminal rows carry backfill_next_at; a terminal row without
