@@ -230,14 +230,15 @@ func tableTopics(cfg Config) []kafka.TopicSpec {
 	}
 }
 
-// gokaOptions are the processors' Kafka clients and local table storage
-// (under $MSGX_STATE_DIR/goka, writes in batches; lost storage is recovered
-// from the changelog).
+// gokaOptions are the processors' Kafka clients and table storage
+// (MSGX_TABLE_STORAGE: in memory, or on disk under $MSGX_STATE_DIR/goka;
+// what is not there is recovered from the changelog).
 func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
-	return kafka.GokaOptions(cfg.Kafka, kafka.TableStorage(filepath.Join(cfg.StateDir, "goka"), tableStorage()), log)
+	return kafka.GokaOptions(cfg.Kafka, cfg.Kafka.Tables(cfg.StateDir, tableStorage()), log)
 }
 
-// tableStorage is LevelDB's configuration for one partition of a goka table.
+// tableStorage is LevelDB's configuration for one partition of a goka table
+// kept on disk (MSGX_TABLE_STORAGE=disk).
 // With goka's defaults (snappy, 2 MiB tables, no filter) a flights table of
 // 100,000 flights cost a quarter of msgx's CPU during a million-message
 // backlog: compactions (16 %, a third of it compressing) and block reads

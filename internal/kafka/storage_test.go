@@ -249,3 +249,76 @@ func TestTableStoragePeriodicWriteAndConcurrentOffsets(t *testing.T) {
 		t.Fatalf("value after the period %q, %v", v, err)
 	}
 }
+
+// Both table storages answer goka alike: values, deletions, the offset,
+// iteration in key order (the offset key never shown), ranges and Seek.
+func TestTableStoragesAnswerAlike(t *testing.T) {
+	for name, build := range map[string]storage.Builder{
+		"memory": MemoryStorage(),
+		"disk":   TableStorage(t.TempDir(), nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := build("msgx-flights-table", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Open(); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if o, err := s.GetOffset(-1); err != nil || o != -1 {
+				t.Fatalf("offset of an empty storage %d, %v", o, err)
+			}
+			for _, k := range []string{"20", "10", "31", "30", "4"} {
+				if err := s.Set(k, []byte("v"+k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Delete("31"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetOffset(0); err != nil {
+				t.Fatal(err)
+			}
+			if o, err := s.GetOffset(-1); err != nil || o != 0 {
+				t.Fatalf("offset %d, %v", o, err)
+			}
+			if has, _ := s.Has("31"); has {
+				t.Fatal("a deleted key is there")
+			}
+			if got := mustGet(t, s, "30") + mustGet(t, s, "31"); got != "v30<none>" {
+				t.Fatalf("30, 31 = %s", got)
+			}
+			collect := func(it storage.Iterator, err error) string {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer it.Release()
+				var out []string
+				for it.Next() {
+					v, err := it.Value()
+					if err != nil {
+						t.Fatal(err)
+					}
+					out = append(out, string(it.Key())+"="+string(v))
+				}
+				return fmt.Sprint(out)
+			}
+			if got := collect(s.Iterator()); got != "[10=v10 20=v20 30=v30 4=v4]" {
+				t.Fatalf("iterated %s", got)
+			}
+			if got := collect(s.IteratorWithRange([]byte("2"), []byte("4"))); got != "[20=v20 30=v30]" {
+				t.Fatalf("range iterated %s", got)
+			}
+			if got := collect(s.IteratorWithRange([]byte("3"), nil)); got != "[30=v30]" {
+				t.Fatalf("prefix iterated %s", got)
+			}
+			it, _ := s.Iterator()
+			if !it.Seek([]byte("25")) || string(it.Key()) != "30" {
+				t.Fatalf("Seek(25) at %q", it.Key())
+			}
+			it.Release()
+		})
+	}
+}
