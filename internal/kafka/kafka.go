@@ -59,9 +59,9 @@ type Config struct {
 	// without it takes "msgx-<host>".
 	InstanceID string `env:"MSGX_KAFKA_INSTANCE_ID"`
 	// TableStorage is where the processors keep their goka tables (the
-	// flights and the reference data): "memory" (the default) holds them in
-	// memory only, recovered from their changelog topics at every start (a
-	// few seconds per 100,000 flights); "disk" keeps them in LevelDB under
+	// flights and the reference data): "memory" (the default; "" alike)
+	// holds them in memory only, recovered from their changelog topics at
+	// every start (a few seconds per 100,000 flights); "disk" keeps them in LevelDB under
 	// MSGX_STATE_DIR/goka, read back at once after a restart, at the cost of
 	// LevelDB's compactions as the tables grow (a fifth of msgx's CPU with
 	// 100,000 flights). docs/operations.md 11.1 has the figures.
@@ -112,7 +112,7 @@ func (c Config) Validate() error {
 	if c.MaxInFlight != 1 {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_MAX_IN_FLIGHT=%d: Kafka producers must use max.in.flight=1 (docs/design.md#kafka-settings)", c.MaxInFlight))
 	}
-	if c.TableStorage != TableMemory && c.TableStorage != TableDisk {
+	if c.TableStorage != "" && c.TableStorage != TableMemory && c.TableStorage != TableDisk {
 		errs = append(errs, fmt.Errorf("MSGX_TABLE_STORAGE=%q: want %s or %s", c.TableStorage, TableMemory, TableDisk))
 	}
 	if err := CheckPrefix(c.Prefix); err != nil {
