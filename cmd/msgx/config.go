@@ -16,7 +16,6 @@ import (
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
 	"msgx/ingest"
-	"msgx/internal/heap"
 	"msgx/internal/kafka"
 	"msgx/internal/web"
 	"msgx/processors/flights"
@@ -65,7 +64,6 @@ type Config struct {
 	History   flights.HistoryConfig
 	Status    status.Config
 	Page      page.Config
-	GC        heap.Config
 
 	// atLeastOnce says MSGX_EXACTLY_ONCE defaulted to false (loadConfig).
 	atLeastOnce bool
@@ -123,7 +121,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s is shorter than MSGX_KAFKA_TIMEOUT=%s: Kafka would abort transactions that wait for one produce (docs/operations.md 3.10)",
 			c.Publisher.TxnTimeout, c.Kafka.Timeout))
 	}
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page, c.GC} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

@@ -26,7 +26,6 @@ import (
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/health"
-	"msgx/internal/heap"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/internal/web"
@@ -298,11 +297,6 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	supervise := func(name string, run func(context.Context) error) {
 		g.Go(func() error { return retry.Supervise(gctx, d.clock, restartBackoff, log, d.health, name, run) })
 	}
-	pacer, err := heap.New(cfg.GC, heap.Deps{Log: log})
-	if err != nil {
-		return err
-	}
-	g.Go(func() error { return pacer.Run(gctx) })
 
 	if r.has(roleIngest) {
 		bridge, err := ingest.New(cfg.Ingest, ingest.Deps{
