@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 	"golang.org/x/sync/errgroup"
 
 	"msgx/internal/clock"
@@ -128,7 +127,7 @@ func runRebuild(ctx context.Context, cfg Config, yes bool, out io.Writer, log *s
 	// The processors, as the daemon runs them, without outbound side
 	// effects (request tracking keeps its own history).
 	opts := func() []goka.ProcessorOption {
-		return kafka.GokaOptions(cfg.Kafka, storage.MemoryBuilder(), log)
+		return kafka.GokaOptions(cfg.Kafka, kafka.MemoryStorage(), log)
 	}
 	rt, err := router.New(cfg.Router, router.Deps{Messages: sink.NewMessages(pool, cfg.DB.Timeout), Clock: clk, Log: log, Loc: cfg.Location()})
 	if err != nil {

@@ -204,7 +204,7 @@ func ReadTable(ctx context.Context, brokers []string, c Config, table goka.Table
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = c.Replication
 	view, err := goka.NewView(brokers, table, codec,
-		goka.WithViewStorageBuilder(storage.MemoryBuilder()),
+		goka.WithViewStorageBuilder(MemoryStorage()),
 		goka.WithViewConsumerSaramaBuilder(goka.SaramaConsumerBuilderWithConfig(c.Sarama("msgx-view"))),
 		goka.WithViewTopicManagerBuilder(goka.TopicManagerBuilderWithConfig(c.Sarama("msgx-view-topics"), tmc)),
 		goka.WithViewLogger(SlogAdapter{Log: log, Level: slog.LevelDebug}))
