@@ -464,8 +464,7 @@ func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.
 			return nil
 		}
 		sql, args := fullWrite(full)
-		var n int
-		if err := tx.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
 			return fmt.Errorf("writing %s whole: %w", describeFlights(full), err)
 		}
 		return nil
