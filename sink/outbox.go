@@ -186,3 +186,17 @@ func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, 
 	}
 	return nil
 }
+
+// VacuumOutbox vacuums event_outbox (skipped while another vacuum of it
+// runs). The publisher reads the oldest rows by id; every row it deleted
+// leaves an entry at the head of the id index that each read steps over
+// until a vacuum removes it, and autovacuum visits a database at most once
+// a minute (autovacuum_naptime) and may be busy with larger tables
+// meanwhile (docs/design.md#outbox). A role that does not own the table
+// gets a warning from PostgreSQL, not an error, and autovacuum alone.
+func VacuumOutbox(ctx context.Context, pool *pgxpool.Pool) error {
+	if _, err := pool.Exec(ctx, `VACUUM (SKIP_LOCKED) event_outbox`); err != nil {
+		return fmt.Errorf("vacuuming the outbox: %w", err)
+	}
+	return nil
+}

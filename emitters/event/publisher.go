@@ -42,6 +42,11 @@ type Config struct {
 	// and not restarted, holds back read_committed consumers of the topics
 	// it wrote to; a batch's transaction takes milliseconds.
 	TxnTimeout time.Duration `env:"MSGX_PUBLISH_TXN_TIMEOUT" envDefault:"30s"`
+	// VacuumRows is how many outbox rows the publisher deletes between two
+	// vacuums of event_outbox, in rows; 0 leaves it to autovacuum. The
+	// deleted rows' index entries slow every read of the outbox until a
+	// vacuum removes them (sink.VacuumOutbox).
+	VacuumRows int `env:"MSGX_PUBLISH_VACUUM_ROWS" envDefault:"10000"`
 }
 
 // Validate checks the configuration; errors name the variable.
@@ -52,6 +57,9 @@ func (c Config) Validate() error {
 	}
 	if c.Poll <= 0 {
 		errs = append(errs, errors.New("MSGX_PUBLISH_POLL: must be positive"))
+	}
+	if c.VacuumRows < 0 {
+		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_VACUUM_ROWS=%d: must be 0 (never) or more", c.VacuumRows))
 	}
 	if c.ExactlyOnce {
 		if c.TransactionalID == "" {
@@ -167,6 +175,8 @@ type Publisher struct {
 	// pending is a batch Kafka has and whose rows are not deleted yet: it
 	// is deleted before anything else is produced.
 	pending *batch
+	// deleted counts the rows deleted since the last vacuum of the outbox.
+	deleted int
 
 	mu    sync.Mutex
 	stats Stats
@@ -568,6 +578,7 @@ func (p *Publisher) forget(ctx context.Context) error {
 		return err
 	}
 	p.pending = nil
+	p.vacuum(ctx, len(b.produced)+len(b.skipped))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b.reconciled {
@@ -584,6 +595,25 @@ func (p *Publisher) forget(ctx context.Context) error {
 	p.stats.Batches++
 	p.stats.LastError = ""
 	return nil
+}
+
+// vacuum counts n deleted rows and vacuums the outbox once VacuumRows of
+// them were deleted since the last vacuum. A failed vacuum is a warning:
+// the rows are published and deleted all the same, autovacuum remains, and
+// the next one is tried after as many rows again.
+func (p *Publisher) vacuum(ctx context.Context, n int) {
+	if p.cfg.VacuumRows == 0 {
+		return
+	}
+	if p.deleted += n; p.deleted < p.cfg.VacuumRows {
+		return
+	}
+	p.deleted = 0
+	vctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
+	defer cancel()
+	if err := sink.VacuumOutbox(vctx, p.d.Pool); err != nil && ctx.Err() == nil {
+		p.log.Warn("vacuuming the outbox failed; autovacuum will", "err", err)
+	}
 }
 
 // at is a crash point: the binary built for the crash tests may die here,

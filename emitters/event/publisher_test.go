@@ -302,6 +302,55 @@ func TestPublisherDedupe(t *testing.T) {
 	}
 }
 
+// TestPublisherVacuum: the publisher vacuums the outbox once it has
+// deleted VacuumRows rows since the last vacuum (counting produced and
+// de-duplicated rows alike), and never with VacuumRows 0.
+func TestPublisherVacuum(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	vacuums := func() int64 {
+		t.Helper()
+		var n int64
+		if err := e.pool.QueryRow(e.ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'event_outbox'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	publish := func(p *event.Publisher, evs ...sink.Event) {
+		t.Helper()
+		e.queue(evs...)
+		if n, err := p.Publish(e.ctx); n != len(evs) || err != nil {
+			t.Fatalf("publish: %d %v", n, err)
+		}
+	}
+	cfg := config(true)
+	cfg.VacuumRows = 0
+	off := e.publisher(cfg, nil)
+	publish(off, ev("ev", "a", 1), ev("ev", "a", 2), ev("ev", "a", 3))
+	if n := vacuums(); n != 0 {
+		t.Fatalf("%d vacuums with MSGX_PUBLISH_VACUUM_ROWS=0", n)
+	}
+	off.Close()
+	cfg.VacuumRows = 4
+	p := e.publisher(cfg, nil)
+	publish(p, ev("ev", "b", 1), ev("ev", "b", 2), ev("ev", "b", 3))
+	if n := vacuums(); n != 0 {
+		t.Fatalf("%d vacuums after 3 of 4 rows", n)
+	}
+	// The fourth row, a duplicate, completes the count.
+	publish(p, ev("ev", "b", 3), ev("ev", "c", 1))
+	if n := vacuums(); n != 1 {
+		t.Fatalf("%d vacuums after 5 rows, want 1", n)
+	}
+	publish(p, ev("ev", "c", 2), ev("ev", "c", 3))
+	if n := vacuums(); n != 1 {
+		t.Fatalf("%d vacuums after 2 more rows, want still 1", n)
+	}
+	if st := p.Stats(); st.Published["ev"] != 6 || st.Deduplicated != 1 || e.outbox() != 0 {
+		t.Fatalf("stats %+v, outbox %d", st, e.outbox())
+	}
+}
+
 // TestPublisherFenced runs two publishers against one outbox: the first
 // stops inside a batch (a process paused), the second starts (a standby
 // taking over), which fences the first, aborts its open transaction and
