@@ -1,0 +1,1 @@
+ALTER TABLE event_outbox RESET (parallel_workers);
