@@ -239,8 +239,8 @@ func buildWriteSQL(shape writeShape) string {
 		cols := flightColumns[:paramColumns]
 		if shape.subset {
 			// The group's incremental write takes a flight only when its
-			// stored row is at the version its changes build on, or later
-			// (none counts as 0); QueueFlightGroup writes the others whole.
+			// stored row is at the version its changes build on (none
+			// counts as 0); QueueFlightGroup writes the others whole.
 			n++
 			ps = append(ps, fmt.Sprintf("$%d::bigint[]", n))
 			cols = append(slices.Clip(cols), "base")
@@ -249,7 +249,7 @@ func buildWriteSQL(shape writeShape) string {
 			strings.Join(sel, ", "), scalars, strings.Join(ps, ", "), strings.Join(cols, ", "),
 			fmt.Sprintf(record, "r.doc"))
 		if shape.subset {
-			b.WriteString("  LEFT JOIN flight_schd cur ON cur.flid = r.flid\n  WHERE COALESCE(cur.state_version, 0) >= r.base\n")
+			b.WriteString("  LEFT JOIN flight_schd cur ON cur.flid = r.flid\n  WHERE COALESCE(cur.state_version, 0) = r.base\n")
 		}
 	} else {
 		fmt.Fprintf(&b, "  SELECT %s, %s\n  FROM %s\n", strings.Join(ps, ", "), scalars, fmt.Sprintf(record, ps[slices.Index(flightColumns, "doc")]))
@@ -426,16 +426,21 @@ type GroupFlight struct {
 // QueueFlightGroup queues on b the writes of a group commit's flights
 // (each FLID once), and returns what to run in tx once b has run: one
 // statement writes incrementally every flight whose stored row is at
-// version Base or later (none counts as 0) — every collection the group's
-// versions did not change is the same in the stored row, so only the
-// tables of Changed are rewritten — and returns the flights it wrote;
-// finish writes the others whole, in a second statement: versions skipped
-// (a rebuild into emptied tables, a lost write), a row without provenance,
-// or a stored row newer than the group's (a redelivery), which the full
-// write's never-backwards rule leaves as it is. In an undisturbed run
-// there are none, and the group costs no read of the stored versions
+// version Base (none counts as 0) — every collection the group's versions
+// did not change is the same in the stored row, so only the tables of
+// Changed are rewritten — and returns the flights it wrote; finish writes
+// the others whole, in a second statement: versions skipped (a rebuild
+// into emptied tables, a lost write), a row without provenance, or a
+// stored row at one of the group's versions or newer (a redelivery), which
+// the full write's never-backwards rule leaves as it is. In an undisturbed
+// run there are none, and the group costs no read of the stored versions
 // before its writes.
-func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.Context, pgx.Tx) error) {
+//
+// finish returns the FLIDs written incrementally: their rows were at the
+// version before the group's, so every version the group made of them is
+// new — no earlier transaction committed it or queued its event
+// (Event.New).
+func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.Context, pgx.Tx) (fresh map[string]bool, err error)) {
 	var inc []GroupFlight
 	var full []*Encoded
 	for _, g := range flights {
@@ -454,20 +459,20 @@ func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.
 			return err
 		})
 	}
-	return func(ctx context.Context, tx pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) (map[string]bool, error) {
 		for _, g := range inc {
 			if !written[g.Enc.State.FLID] {
 				full = append(full, g.Enc)
 			}
 		}
 		if len(full) == 0 {
-			return nil
+			return written, nil
 		}
 		sql, args := fullWrite(full)
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {
-			return fmt.Errorf("writing %s whole: %w", describeFlights(full), err)
+			return nil, fmt.Errorf("writing %s whole: %w", describeFlights(full), err)
 		}
-		return nil
+		return written, nil
 	}
 }
 

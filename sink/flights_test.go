@@ -133,7 +133,8 @@ func flGroupWrite(t testing.TB, pool *pgxpool.Pool, chunks ...flChunk) {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		return finish(ctx, tx)
+		_, err := finish(ctx, tx)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,8 @@
 //     delete) are deleted, with msg_event, without being produced again.
 //  2. Read the oldest rows; drop those whose (FLID, stateVersion) msg_event
 //     or an earlier row of the batch already has (a redelivered transition
-//     queues its version's event again).
+//     queues its version's event again). msg_event is asked only about the
+//     rows the flights processor did not queue as new (sink.Event.New).
 //  3. Begin, produce the events, produce the position, commit. A kill
 //     before the commit leaves nothing visible to read_committed consumers;
 //     the next session aborts the transaction and publishes the rows again.

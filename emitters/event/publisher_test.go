@@ -298,6 +298,18 @@ func TestPublisherDedupe(t *testing.T) {
 			if got := e.msgEvents(); got != "a v1 0@0, a v2 0@1, a v3 0@5, b v1 0@2" && !exactlyOnce {
 				t.Fatalf("msg_event %q", got)
 			}
+			// A row queued as new (sink.Event.New: the flights processor
+			// wrote its flight from the version before) is not looked up:
+			// this one would be skipped otherwise.
+			fresh := ev("ev", "b", 1)
+			fresh.New = true
+			e.queue(fresh)
+			if n, err := p.Publish(e.ctx); n != 1 || err != nil {
+				t.Fatalf("publish: %d %v", n, err)
+			}
+			if st := p.Stats(); st.Deduplicated != 4 || st.Published["ev"] != 7 {
+				t.Fatalf("a row queued as new: stats %+v", st)
+			}
 		})
 	}
 }

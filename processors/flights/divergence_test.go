@@ -232,4 +232,9 @@ func TestRedeliveryAfterCrashIsNoDivergence(t *testing.T) {
 	if v, _ := k.pgVersion("4001"); v != 1 {
 		t.Fatalf("flight 4001 at v%d, want 1", v)
 	}
+	// The version is committed already (its event may be published): the
+	// publisher looks it up before producing it again.
+	if got := rechecks(t, k.pool); got != "4001 v1 recheck" {
+		t.Fatalf("outbox %s", got)
+	}
 }

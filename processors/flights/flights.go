@@ -555,12 +555,12 @@ func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) er
 	return nil
 }
 
-// writeRun writes ws in tx in one round trip: a statement each for all
-// their events, applied marks and history lines, the incremental write of
-// the newest state of each flight (docs/design.md#group-commits) and the
+// writeRun writes ws in tx: in one round trip a statement each for all
+// their applied marks and history lines, the incremental write of the
+// newest state of each flight (docs/design.md#group-commits) and the
 // placeholders; then the full writes the incremental ones left to do, in
-// one statement, a purge, and the completion hook of the messages whose
-// last transition was among ws.
+// one statement, their events in another, a purge, and the completion hook
+// of the messages whose last transition was among ws.
 func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) error {
 	// The newest table value of each FLID among ws decides what its rows
 	// become: a flight row, a placeholder row, or neither.
@@ -637,7 +637,6 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 		}
 	}
 	finishFlights := sink.QueueFlightGroup(b, flights)
-	sink.BatchEvents(b, events, now)
 	done := sink.QueueMarksApplied(b, marks, now)
 	if err := sink.QueueFlightChanges(b, changes, now); err != nil {
 		return err
@@ -650,7 +649,21 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 			return err
 		}
 	}
-	if err := finishFlights(ctx, tx); err != nil {
+	fresh, err := finishFlights(ctx, tx)
+	if err != nil {
+		return err
+	}
+	// The events go last, in a statement of their own: whether a version
+	// is new (its event queued for the first time, Event.New) is known
+	// once the flight rows are written. A flight written from the version
+	// before the run's first makes only new versions; any other — a
+	// redelivery after a crash that left the table behind PostgreSQL, a
+	// full write — leaves its events for the publisher to look up in
+	// msg_event.
+	for i, e := range events {
+		events[i].New = e.StateVersion > 0 && fresh[e.Key]
+	}
+	if err := sink.QueueEvents(ctx, tx, events, now); err != nil {
 		return err
 	}
 	completed := map[int64]bool{}

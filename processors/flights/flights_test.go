@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/tester"
@@ -143,6 +144,23 @@ func (rg *rig) events_() []*flight.Event {
 	return out
 }
 
+// rechecks lists the outbox's msg events as "FLID vN new" (queued as new,
+// sink.Event.New) or "FLID vN recheck" (the publisher looks the version
+// up in msg_event first).
+func rechecks(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT key || ' v' || state_version || CASE WHEN recheck THEN ' recheck' ELSE ' new' END
+		FROM event_outbox WHERE state_version IS NOT NULL ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(s, ", ")
+}
+
 func (rg *rig) state(id int64) string {
 	m, _, err := rg.msgs.Get(context.Background(), id)
 	if err != nil {
@@ -173,6 +191,10 @@ func TestFlightsProcessor(t *testing.T) {
 	// its child, both counted in the message's n.
 	if len(out) != 2 || len(out[0].Then) != 1 || rg.state(1) != message.StateSucceeded {
 		t.Fatalf("transitions %+v, message 1 %s", out, rg.state(1))
+	}
+	// Every version is new: the publisher need not look any up.
+	if got := rechecks(t, rg.pool); got != "15 v1 new, 15 v2 new, 16 v1 new" {
+		t.Fatalf("outbox %s", got)
 	}
 	ev := rg.events_()
 	// 15 created, then 15 again with its child in MAFL, then 16 created.
