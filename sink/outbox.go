@@ -53,14 +53,6 @@ func eventArgs(events []Event, now time.Time) []any {
 	return []any{topics, keys, values, origins, now, msgIDs, versions, fresh}
 }
 
-// BatchEvents queues the events' outbox insert on b (to run in the batch's
-// transaction).
-func BatchEvents(b *pgx.Batch, events []Event, now time.Time) {
-	if len(events) > 0 {
-		b.Queue(queueEventsSQL, eventArgs(events, now)...)
-	}
-}
-
 // QueueEvents adds events to the outbox inside the caller's transaction, so
 // they are durable exactly when the state they announce is.
 func QueueEvents(ctx context.Context, tx pgx.Tx, events []Event, now time.Time) error {
