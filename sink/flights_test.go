@@ -705,3 +705,40 @@ func TestTableValueIsDocAndBookkeeping(t *testing.T) {
 		t.Fatalf("whole table_state read back: %v\n%s", err, g)
 	}
 }
+
+// TestBatchPlanning: a batch's transaction plans without a generic plan
+// and without JIT, and only that transaction.
+func TestBatchPlanning(t *testing.T) {
+	pool := flPool(t)
+	ctx := context.Background()
+	settings := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		var mode, jit string
+		if err := q.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), current_setting('jit')`).Scan(&mode, &jit); err != nil {
+			t.Fatal(err)
+		}
+		return mode + " jit=" + jit
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	before := settings(conn)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sink.BatchPlanning); err != nil {
+			return err
+		}
+		if got := settings(tx); got != "force_custom_plan jit=off" {
+			t.Errorf("in the transaction: %q", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := settings(conn); got != before {
+		t.Fatalf("after the transaction: %q, want %q", got, before)
+	}
+}

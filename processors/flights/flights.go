@@ -535,8 +535,8 @@ func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) er
 	// from nothing: a generic plan PostgreSQL made while they were small
 	// (after five runs of a prepared statement) would scan them whole ever
 	// after, as the router's batches once did (sink.LoadBatch). Planned
-	// for each group's arguments and the tables' size instead.
-	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+	// for each group's arguments and the tables' size instead, without JIT.
+	if _, err := tx.Exec(ctx, sink.BatchPlanning); err != nil {
 		return err
 	}
 	for len(ws) > 0 {
