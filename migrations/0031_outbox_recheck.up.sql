@@ -3,6 +3,6 @@
 -- as new (the transaction wrote the flight's row from the version before, so
 -- no earlier one queued this version's event), true otherwise — a
 -- redelivered transition, a full write, and every row an earlier version of
--- msgx queued (the default). At a million versions the lookup was most of
+-- msgx queued (the default). At a million versions the lookup was half of
 -- the publisher's read.
 ALTER TABLE event_outbox ADD COLUMN IF NOT EXISTS recheck boolean NOT NULL DEFAULT true;

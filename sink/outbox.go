@@ -83,7 +83,7 @@ func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow
 	// msg_event's primary key (flid, state_version, msg_id) serves the
 	// lookup by its first two columns. At a million versions a lookup is
 	// an index descent through pages mostly outside shared_buffers, ~25 µs
-	// each: most of the read's time, and needed only by the rows of a
+	// each: half of the read's time, and needed only by the rows of a
 	// redelivery, which the flights processor marks (recheck).
 	rows, err := pool.Query(ctx, `WITH due AS (
 			SELECT id, topic, key, value, origin_at, COALESCE(msg_id, 0) AS msg_id, COALESCE(state_version, 0) AS state_version, recheck

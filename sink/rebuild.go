@@ -24,13 +24,25 @@ func DerivedTables() []string {
 	return append(t, FlightTables...)
 }
 
-// TruncateDerived empties the derived tables in one statement.
+// TruncateDerived empties the derived tables and, in the same transaction,
+// deletes the msg events still waiting in the outbox. The rebuild makes
+// every flight version again and queues its event as new (Event.New: not
+// looked up in msg_event), so a waiting event of the state it replaces
+// would be published beside it. The schd tombstones of purged flights
+// stay: no rebuild purges again.
 func TruncateDerived(ctx context.Context, pool *pgxpool.Pool) error {
 	names := make([]string, 0, len(DerivedTables()))
 	for _, t := range DerivedTables() {
 		names = append(names, pgx.Identifier{t}.Sanitize())
 	}
-	if _, err := pool.Exec(ctx, "TRUNCATE "+strings.Join(names, ", ")); err != nil {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(names, ", ")); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM event_outbox WHERE state_version IS NOT NULL`)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("emptying the derived tables: %w", err)
 	}
 	return nil
