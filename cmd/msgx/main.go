@@ -10,10 +10,11 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"msgx/internal/pacer"
 )
 
 // commands lists every subcommand in the order `msgx help` shows them.
@@ -111,21 +112,14 @@ func noArgs(args []string) error {
 	return nil
 }
 
-// defaultGCPercent is the garbage collector's target (GOGC) when the
-// environment sets neither GOGC nor GOMEMLIMIT: the heap may grow to three times what is
-// live between collections instead of Go's two. At a backlog's pace msgx
-// allocates ~65 KB per message (the PostgreSQL batches' parameters, the
-// Kafka records, the decoded XML) and spent a fifth of its CPU collecting
-// it; at 200 the collector runs half as often, for ~40 MB more RSS on the
-// 50,000-message backlog (docs/operations.md, "Memory"). Setting GOGC or
-// GOMEMLIMIT restores Go's own pacing where memory is tighter than CPU.
-const defaultGCPercent = 200
-
 func main() {
 	_, gogc := os.LookupEnv("GOGC")
 	_, memLimit := os.LookupEnv("GOMEMLIMIT")
 	if !gogc && !memLimit {
-		debug.SetGCPercent(defaultGCPercent)
+		// msgx allocates ~65 KB per message at a backlog's pace while
+		// its live heap is small: with Go's default pacing collecting
+		// took a fifth of its CPU (internal/pacer).
+		pacer.Start(pacer.DefaultHeadroom, nil)
 	}
 	os.Exit(realMain(os.Args[1:], environment(), os.Stdout, os.Stderr))
 }
