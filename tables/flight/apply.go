@@ -21,6 +21,11 @@ type Options struct {
 	// (MSGX_SCHEDULE_MISSING, docs/design.md#schedule-merge). The router
 	// (Expand) and the flights processor (Apply) must use the same.
 	ScheduleMissing string
+
+	// linkOnly stops an update before commit: LinkAfter needs only the
+	// state's link (State, MAID, FLNO), which commit's derived fields,
+	// MAFL projection and change list never touch.
+	linkOnly bool
 }
 
 // Values of Options.ScheduleMissing.
@@ -392,6 +397,9 @@ func applyUpdate(s *State, t Transition, o Options) step {
 	case KindFLOP:
 		replace(next, t)
 		flopSpecials(next, t)
+	}
+	if o.linkOnly {
+		return step{state: next}
 	}
 	return commit(before, next, t)
 }

@@ -187,6 +187,7 @@ func LinkAfter(before message.FlightLink, t Transition, o Options) (message.Flig
 	if err := check(s, t, o); err != nil {
 		return message.FlightLink{}, err
 	}
+	o.linkOnly = true
 	r, err := applyStep(s, t, o)
 	if err != nil {
 		return message.FlightLink{}, err
