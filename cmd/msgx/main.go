@@ -179,7 +179,7 @@ func realMain(args []string, environ map[string]string, stdout, stderr io.Writer
 	level, _ := parseLevel(cfg.LogLevel)
 	var log *slog.Logger
 	if c.daemon {
-		log = slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+		log = slog.New(lazy(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
 	} else {
 		// People read an operator command's output: its own error is the
 		// one line below; the components it drives (goka, the drivers)
