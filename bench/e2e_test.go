@@ -283,10 +283,10 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		marked := time.Since(start)
-		var first, last time.Time
+		var first, last, firstDecided time.Time
 		var applied int
-		if err := conn.QueryRow(ctx, `SELECT MIN(enqueued_at), MAX(enqueued_at), (SELECT COUNT(*) FROM transition_applied)
-			FROM proc_state`).Scan(&first, &last, &applied); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT MIN(enqueued_at), MAX(enqueued_at), MIN(decided_at), (SELECT COUNT(*) FROM transition_applied)
+			FROM proc_state`).Scan(&first, &last, &firstDecided, &applied); err != nil {
 			b.Fatal(err)
 		}
 		polls++
@@ -308,6 +308,8 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		b.ReportMetric(pgCPU/float64(len(msgs))*1e6, "pg-cpu-µs/msg")
 		b.Logf("%d messages, %d flight/refdata transitions applied", len(msgs), applied)
 		b.Logf("ingest: every row enqueued in %v = %.0f rows/s", last.Sub(first).Round(time.Millisecond), float64(len(msgs))/max(last.Sub(first).Seconds(), 0.001))
+		b.Logf("start-up: the first message enqueued %v after start, decided %v after start",
+			first.Sub(start).Round(time.Millisecond), firstDecided.Sub(start).Round(time.Millisecond))
 		b.Logf("router: every message decided %v after start = %.0f msg/s", routed.Round(time.Millisecond), float64(len(msgs))/routed.Seconds())
 		b.Logf("end to end: every message terminal and every event published %v after start (start-up included) = %.0f msg/s, %.0f transitions/s",
 			total.Round(time.Millisecond), rate, float64(applied)/total.Seconds())
