@@ -96,7 +96,8 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 // flightColumns are the flight_schd columns a write sets, in parameter order,
 // with their SQL types: the fixed ones, then one per flight.FieldTags.
-// schd_sent_version is not among them: the schd flusher owns it. Only the
+// schd_sent_version is not among them: the schd flusher owns it; the write
+// sets schd_due_since from updated_at (buildWriteSQL). Only the
 // fixed ones are parameters (paramColumns): the statement reads the scalar
 // columns from doc's fields (scalarsSQL).
 var flightColumns, flightTypes = func() (cols, types []string) {
@@ -218,11 +219,19 @@ func buildWriteSQL(shape writeShape) string {
 		return fmt.Sprintf("$%d::%s", n, typ)
 	}
 	var b strings.Builder
-	sets := make([]string, 0, len(flightColumns)-1)
+	sets := make([]string, 0, len(flightColumns))
 	for _, c := range flightColumns[1:] {
 		sets = append(sets, c+" = EXCLUDED."+c)
 	}
-	fmt.Fprintf(&b, "WITH up AS (\n  INSERT INTO flight_schd (%s)\n", strings.Join(flightColumns, ", "))
+	// The flight is due on the schd topic from its first version the topic
+	// has not seen (emitters/schd): a new row is due at once; an update sets
+	// the mark when it writes a version above the one sent and the mark is
+	// not set yet, and keeps it otherwise — so a write to a flight already
+	// due changes no indexed column and PostgreSQL updates the row in place
+	// (migration 0032).
+	sets = append(sets, "schd_due_since = CASE WHEN EXCLUDED.state_version > flight_schd.schd_sent_version"+
+		" THEN COALESCE(flight_schd.schd_due_since, EXCLUDED.schd_due_since) ELSE flight_schd.schd_due_since END")
+	fmt.Fprintf(&b, "WITH up AS (\n  INSERT INTO flight_schd (%s, schd_due_since)\n", strings.Join(flightColumns, ", "))
 	ps := make([]string, paramColumns)
 	for i := range ps {
 		ps[i] = param(flightColumns[i], flightTypes[i])
@@ -245,14 +254,15 @@ func buildWriteSQL(shape writeShape) string {
 			ps = append(ps, fmt.Sprintf("$%d::bigint[]", n))
 			cols = append(slices.Clip(cols), "base")
 		}
-		fmt.Fprintf(&b, "  SELECT %s, %s\n  FROM unnest(%s) AS r(%s)\n  CROSS JOIN LATERAL %s\n",
+		fmt.Fprintf(&b, "  SELECT %s, %s, r.updated_at\n  FROM unnest(%s) AS r(%s)\n  CROSS JOIN LATERAL %s\n",
 			strings.Join(sel, ", "), scalars, strings.Join(ps, ", "), strings.Join(cols, ", "),
 			fmt.Sprintf(record, "r.doc"))
 		if shape.subset {
 			b.WriteString("  LEFT JOIN flight_schd cur ON cur.flid = r.flid\n  WHERE COALESCE(cur.state_version, 0) = r.base\n")
 		}
 	} else {
-		fmt.Fprintf(&b, "  SELECT %s, %s\n  FROM %s\n", strings.Join(ps, ", "), scalars, fmt.Sprintf(record, ps[slices.Index(flightColumns, "doc")]))
+		fmt.Fprintf(&b, "  SELECT %s, %s, %s\n  FROM %s\n", strings.Join(ps, ", "), scalars, ps[slices.Index(flightColumns, "updated_at")],
+			fmt.Sprintf(record, ps[slices.Index(flightColumns, "doc")]))
 	}
 	fmt.Fprintf(&b, "  ON CONFLICT (flid) DO UPDATE SET %s\n", strings.Join(sets, ", "))
 	b.WriteString("  WHERE (flight_schd.state_version, flight_schd.last_msg_id) <= (EXCLUDED.state_version, EXCLUDED.last_msg_id)\n")

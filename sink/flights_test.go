@@ -215,7 +215,7 @@ func TestSchemaCoversVocabulary(t *testing.T) {
 		}
 	}
 	// Every column is a fixed one or a field tag: the writer sets them all.
-	fixed := []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state", "schd_sent_version"}
+	fixed := []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state", "schd_sent_version", "schd_due_since"}
 	if len(cols) != len(fixed)+len(flight.FieldTags) {
 		t.Errorf("flight_schd has %d columns, want %d", len(cols), len(fixed)+len(flight.FieldTags))
 	}
@@ -471,7 +471,10 @@ func flHistory(t testing.TB, flid string) []*flight.State {
 // that two flights written differently can be compared.
 func flReadModel(t testing.TB, pool *pgxpool.Pool, flid string) []string {
 	t.Helper()
-	out := flRows(t, pool, `SELECT (to_jsonb(f) - 'flid' - 'doc' - 'table_state')::text, (f.doc - 'flid')::text, (f.table_state - 'flid')::text FROM flight_schd f WHERE flid = $1`, flid)
+	// schd_due_since is the time of the first version the schd topic has
+	// not seen: it depends on which versions were written, not only on
+	// the state (TestSchdDueSince).
+	out := flRows(t, pool, `SELECT (to_jsonb(f) - 'flid' - 'doc' - 'table_state' - 'schd_due_since')::text, (f.doc - 'flid')::text, (f.table_state - 'flid')::text FROM flight_schd f WHERE flid = $1`, flid)
 	for _, table := range sink.FlightTables[1:] {
 		out = append(out, table)
 		out = append(out, flRows(t, pool, `SELECT (to_jsonb(t) - 'flid')::text AS r FROM `+table+` t WHERE flid = $1 ORDER BY r`, flid)...)
@@ -740,5 +743,56 @@ func TestBatchPlanning(t *testing.T) {
 	}
 	if got := settings(conn); got != before {
 		t.Fatalf("after the transaction: %q, want %q", got, before)
+	}
+}
+
+// TestSchdDueSince checks the schd mark the writer keeps (migration 0032):
+// a flight is due from the first version above schd_sent_version, the mark
+// keeps that time while more versions come, a write of no newer version
+// leaves a sent flight alone, and a write to a flight already due is a HOT
+// update (no new index entries).
+func TestSchdDueSince(t *testing.T) {
+	pool := flPool(t)
+	ctx := context.Background()
+	v1 := flApply(t, nil, flSchedule(1, "1", map[string]string{"FLNO": "YG1", "SODT": "23JAN260800"}, nil))
+	v2 := flApply(t, v1, flFLOP(2, "1", "ESTT", map[string]string{"ESTT": "23JAN260815"}, nil))
+	v3 := flApply(t, v2, flFLOP(3, "1", "ESTT", map[string]string{"ESTT": "23JAN260820"}, nil))
+	due := func() *time.Time {
+		t.Helper()
+		var since *time.Time
+		if err := pool.QueryRow(ctx, `SELECT schd_due_since FROM flight_schd WHERE flid = '1'`).Scan(&since); err != nil {
+			t.Fatal(err)
+		}
+		return since
+	}
+	var hot int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, s := range []*flight.State{v1, v2} {
+			if err := sink.WriteFlight(ctx, tx, s); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_hot_updated('flight_schd'::regclass)`).Scan(&hot)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hot != 1 {
+		t.Errorf("the write of v2 to a flight due since v1: %d HOT updates, want 1", hot)
+	}
+	if got := due(); got == nil || !got.Equal(v1.UpdatedAt) {
+		t.Fatalf("after v1 and v2: due since %v, want v1's %v", got, v1.UpdatedAt)
+	}
+	// The flusher sent v2 (emitters/schd marks so).
+	if _, err := pool.Exec(ctx, `UPDATE flight_schd SET schd_sent_version = 2, schd_due_since = NULL WHERE flid = '1'`); err != nil {
+		t.Fatal(err)
+	}
+	flWrite(t, pool, v2) // a redelivery: no newer version
+	if got := due(); got != nil {
+		t.Fatalf("v2 written again after it was sent: due since %v, want not due", got)
+	}
+	flWrite(t, pool, v3)
+	if got := due(); got == nil || !got.Equal(v3.UpdatedAt) {
+		t.Fatalf("after v3: due since %v, want v3's %v", got, v3.UpdatedAt)
 	}
 }

@@ -108,7 +108,8 @@ func RefdataStates(ctx context.Context, pool *pgxpool.Pool) ([]*refdata.State, e
 // move, the new cluster's compacted schd topic gets the latest state of
 // every flight from the flusher (emitters/schd).
 func ResetSchdSent(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
-	tag, err := pool.Exec(ctx, `UPDATE flight_schd SET schd_sent_version = 0 WHERE schd_sent_version <> 0`)
+	tag, err := pool.Exec(ctx, `UPDATE flight_schd SET schd_sent_version = 0, schd_due_since = COALESCE(schd_due_since, updated_at)
+		WHERE schd_sent_version <> 0 OR schd_due_since IS NULL`)
 	if err != nil {
 		return 0, fmt.Errorf("marking the flights due on the schd topic: %w", err)
 	}

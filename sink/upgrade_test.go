@@ -47,6 +47,11 @@ func TestUpgradeFillsTheTableStates(t *testing.T) {
 	orphan := &flight.State{FLID: "30", OperationDay: "2026-11-30", State: flight.StateActive, StateVersion: 2, LastMsgID: 9, UpdatedAt: at,
 		Fields: map[string]string{"FLNO": "ZH30", "MAID": "99"}, Last: &flight.Provenance{MsgID: 9, Source: "FLOP-ESTT", Changed: []string{"ESTT"}}}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// This version's writer sets the schd mark of migration 0032
+		// (which adds the column only if it is missing).
+		if _, err := tx.Exec(ctx, `ALTER TABLE flight_schd ADD COLUMN schd_due_since timestamptz`); err != nil {
+			return err
+		}
 		for _, s := range []*flight.State{master, child, orphan} {
 			if err := sink.WriteFlight(ctx, tx, s); err != nil {
 				return err

@@ -11,9 +11,14 @@
 // There is no outbox and nothing in memory: sink.WriteFlight keeps the
 // newest state of each flight in flight_schd (never an older one after a
 // newer one) in the same transaction as the message's completion, and the
-// row is due for publication while state_version > schd_sent_version. Ten
+// row is due for publication while schd_due_since is set: the write sets it
+// (to the time of the first unsent version) when it stores a version above
+// schd_sent_version, the flush clears it when it sent the newest version,
+// so it is set exactly while state_version > schd_sent_version. Ten
 // versions written within one period are one due row, published once with
-// the newest version: that is the aggregation.
+// the newest version: that is the aggregation. (The mark, not the versions,
+// is indexed: a write to a row already due changes no indexed column and
+// is a HOT update, migration 0032.)
 //
 // # A flush
 //
@@ -23,12 +28,13 @@
 //  1. take the transaction-scoped advisory lock sink.LockSchdFlush, or skip this
 //     flush (another instance is flushing: two flushers could otherwise
 //     interleave an older read with a newer send);
-//  2. read up to FlushLimit due rows, oldest updated_at first;
+//  2. read up to FlushLimit due rows, longest due first;
 //  3. produce them synchronously with the producer of
 //     docs/design.md#kafka-settings (acks=all, idempotent, max.in.flight=1), in
 //     that order;
 //  4. mark each row schd_sent_version = GREATEST(schd_sent_version, the
-//     version sent), skipping rows a writer holds locked at that moment;
+//     version sent), and no longer due when that is its state_version,
+//     skipping rows a writer holds locked at that moment;
 //  5. commit.
 //
 // A full batch is followed at once by the next one, so a backlog drains at

@@ -251,7 +251,7 @@ func (f *Flusher) read(ctx context.Context, tx pgx.Tx) ([]due, error) {
 	rctx, cancel := context.WithTimeout(ctx, f.d.DBTimeout)
 	defer cancel()
 	rs, err := tx.Query(rctx, `SELECT flid, state, state_version, doc FROM flight_schd
-		WHERE state_version > schd_sent_version ORDER BY updated_at, flid LIMIT $1`, f.cfg.FlushLimit)
+		WHERE schd_due_since IS NOT NULL ORDER BY schd_due_since, flid LIMIT $1`, f.cfg.FlushLimit)
 	if err != nil {
 		return nil, fmt.Errorf("reading due schd rows: %w", err)
 	}
@@ -322,8 +322,12 @@ func (f *Flusher) produce(ctx context.Context, rows []due) error {
 	}
 }
 
-// mark advances schd_sent_version of the rows sent. GREATEST keeps it from
-// going back; a newer state written meanwhile keeps the row due. SKIP LOCKED:
+// mark advances schd_sent_version of the rows sent and clears
+// schd_due_since of those whose newest version it sent. GREATEST keeps the
+// version from going back; a newer state written meanwhile keeps the row
+// due: the row is locked here, so a writer either committed before (its
+// version is above the one sent, the mark stays) or writes after this
+// transaction (and sets the mark again). SKIP LOCKED:
 // a row a writer holds locked right now is left unmarked (it is about to get
 // a newer version anyway, or is sent once more), so the flusher never waits
 // for a processor transaction and the two can never deadlock.
@@ -341,7 +345,8 @@ func (f *Flusher) mark(ctx context.Context, tx pgx.Tx, rows []due) (int, error) 
 			SELECT f.flid, s.version FROM flight_schd f JOIN sent s ON s.flid = f.flid
 			FOR UPDATE OF f SKIP LOCKED
 		)
-		UPDATE flight_schd f SET schd_sent_version = GREATEST(f.schd_sent_version, l.version)
+		UPDATE flight_schd f SET schd_sent_version = GREATEST(f.schd_sent_version, l.version),
+			schd_due_since = CASE WHEN f.state_version <= GREATEST(f.schd_sent_version, l.version) THEN NULL ELSE f.schd_due_since END
 		FROM locked l WHERE f.flid = l.flid`, flids, versions)
 	if err != nil {
 		return 0, fmt.Errorf("marking %d schd rows sent: %w", len(rows), err)
