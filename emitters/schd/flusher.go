@@ -244,7 +244,7 @@ func (f *Flusher) lock(ctx context.Context, tx pgx.Tx) (bool, error) {
 	return sink.TryXactLock(lctx, tx, sink.LockSchdFlush)
 }
 
-// read returns up to FlushLimit due rows, oldest change first. The doc is
+// read returns up to FlushLimit due rows, longest due first. The doc is
 // read in the same row as its version, so the record and its version always
 // belong together.
 func (f *Flusher) read(ctx context.Context, tx pgx.Tx) ([]due, error) {
