@@ -36,14 +36,17 @@ var once sync.Once
 // live heap that collection found, and calls observe (when not nil) with it.
 // Only the first call arms it.
 func Start(headroom uint64, observe func(percent int)) {
-	once.Do(func() {
-		if headroom == 0 {
-			headroom = DefaultHeadroom
-		}
-		p := &pacer{headroom: headroom, observe: observe, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
-		p.adjust()
-		p.arm()
-	})
+	once.Do(func() { start(headroom, observe) })
+}
+
+// start arms a pacer (Start, once per process; tests, each time).
+func start(headroom uint64, observe func(percent int)) {
+	if headroom == 0 {
+		headroom = DefaultHeadroom
+	}
+	p := &pacer{headroom: headroom, observe: observe, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	p.adjust()
+	p.arm()
 }
 
 type pacer struct {
