@@ -119,7 +119,7 @@ func main() {
 		// msgx allocates ~65 KB per message at a backlog's pace while
 		// its live heap is small: with Go's default pacing collecting
 		// took a fifth of its CPU (internal/pacer).
-		pacer.Start(pacer.DefaultHeadroom, nil)
+		pacer.Start(pacer.DefaultHeadroom)
 	}
 	os.Exit(realMain(os.Args[1:], environment(), os.Stdout, os.Stderr))
 }

@@ -31,19 +31,16 @@ func Percent(live, headroom uint64) int {
 
 var once sync.Once
 
-// Start arms the pacer with headroom bytes (DefaultHeadroom when 0) and sets
-// the first target; after every collection it sets GOGC to Percent of the
-// live heap that collection found, and calls observe (when not nil) with it.
-// Only the first call arms it.
-func Start(headroom uint64, observe func(percent int)) {
-	once.Do(func() { start(headroom, observe) })
+// Start arms the pacer with headroom bytes and sets the first target; after
+// every collection it sets GOGC to Percent of the live heap that collection
+// found. Only the first call arms it.
+func Start(headroom uint64) {
+	once.Do(func() { start(headroom, nil) })
 }
 
-// start arms a pacer (Start, once per process; tests, each time).
+// start arms a pacer that also calls observe (when not nil) with each
+// target it sets: Start's, once per process; a test's, each run.
 func start(headroom uint64, observe func(percent int)) {
-	if headroom == 0 {
-		headroom = DefaultHeadroom
-	}
 	p := &pacer{headroom: headroom, observe: observe, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	p.adjust()
 	p.arm()
