@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/testenv"
-	"msgx/sink"
 )
 
 // progressSQL reads how far the backlog got: the first message not
@@ -270,7 +269,7 @@ func endToEnd(b *testing.B, mix string, msgs []string, m publishMode) {
 		// keep up, not trail the backlog by minutes.
 		for {
 			var owed int
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE `+sink.BackfillOwed).Scan(&owed); err != nil {
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM backfill_owed`).Scan(&owed); err != nil {
 				b.Fatal(err)
 			}
 			polls++

@@ -189,7 +189,8 @@ func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, fresh map[int64]
 					flight_plan = d.flight_plan
 				FROM d
 				WHERE p.msg_id = d.msg_id AND p.state IN ('PENDING', 'FAILED') AND p.replay_gen = d.loaded_gen
-				RETURNING p.msg_id)
+				RETURNING p.msg_id, p.state, p.enqueued_at, p.backfill_next_at),
+			`+owedFromU+`
 			SELECT COUNT(*) FROM u`,
 			c.ids, c.states, c.idents, c.sndrs, c.types, c.styps, c.seqns, c.classes, c.reasons, c.lastErrs, c.ns, c.updated,
 			c.routedAt, c.backfill, c.gens, c.loaded, c.plans).QueryRow(func(row pgx.Row) error { return row.Scan(&recorded) })
@@ -198,7 +199,7 @@ func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, fresh map[int64]
 		// The row Load would have created PENDING, with the columns the
 		// UPDATE above would then have set.
 		c := columnsOf(creates, fresh)
-		b.Queue(`INSERT INTO proc_state (msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, error_class, reason, last_error,
+		b.Queue(`WITH u AS (INSERT INTO proc_state (msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, error_class, reason, last_error,
 				n_transitions, updated_at, routed_at, backfill_next_at, replay_gen, received_at, enqueued_at, decided_at,
 				inbox_partition, inbox_offset, flight_plan)
 			SELECT d.msg_id, d.state, NULLIF(d.identity_key, ''), NULLIF(d.sndr, ''), NULLIF(d.msg_type, ''), NULLIF(d.msg_styp, ''),
@@ -210,7 +211,10 @@ func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, fresh map[int64]
 				$16::timestamptz[], $17::timestamptz[], $18::int[], $19::bigint[], $20::jsonb[])
 				AS d(msg_id, state, identity_key, sndr, msg_type, msg_styp, seqn, error_class, reason, last_error, n,
 					updated_at, routed_at, backfill_next_at, replay_gen, received_at, enqueued_at, inbox_partition, inbox_offset,
-					flight_plan)`,
+					flight_plan)
+			RETURNING msg_id, state, enqueued_at, backfill_next_at),
+			`+owedFromU+`
+			SELECT 1`,
 			c.ids, c.states, c.idents, c.sndrs, c.types, c.styps, c.seqns, c.classes, c.reasons, c.lastErrs, c.ns, c.updated,
 			c.routedAt, c.backfill, c.gens, c.received, c.enqueued, c.parts, c.offs, c.plans)
 	}

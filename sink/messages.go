@@ -70,24 +70,20 @@ func scanMessage(row pgx.Row) (Message, error) {
 }
 
 // The backfill predicates on proc_state (docs/design.md#backfill-predicate), for the sweeper, the
-// operator's commands and the status report. The states and IS NULL tests
-// are literals so that the planner matches the partial index
-// proc_state_backfill (migration 0002); ARCHIVED rows are excluded by the
-// explicit list of terminal states.
+// operator's commands and the status report (a message owing its mark is a
+// row of backfill_owed). The states and IS NULL tests are literals so that
+// the planner matches the partial index proc_state_abandoned (migration
+// 0009); ARCHIVED rows are excluded by the explicit list of terminal states.
 const (
-	// BackfillOwed holds for a terminal message still owing its processed
-	// mark: the sweeper's queue.
-	BackfillOwed = `state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL`
 	// BackfillAbandoned holds for a terminal message whose mark the sweeper
 	// gave up on (not written, abandoned): reconciled by hand.
 	BackfillAbandoned = `state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NOT NULL`
-	// BackfillStillOwed is BackfillOwed for rows found by their key: the
-	// same test, written so that no index can answer it (IS TRUE). The
-	// sweeper's updates name the rows it chose; planned on the partial
-	// index of owed rows, an update scanned every entry it still holds —
-	// one for each version of a row owed before, until a vacuum — instead
-	// of looking the rows up.
-	BackfillStillOwed = `(` + BackfillOwed + `) IS TRUE`
+	// BackfillStillOwed holds for the proc_state row of a message the
+	// sweeper took from backfill_owed while it still owes its mark:
+	// terminal and not abandoned (the advisory lock keeps replay and
+	// reopen out meanwhile; this is defence in depth), written so that no
+	// index can answer it (IS TRUE): the rows are looked up by their key.
+	BackfillStillOwed = `(state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_abandoned_at IS NULL) IS TRUE`
 )
 
 // Messages is the proc_state store. The router is its writer for message
@@ -330,7 +326,8 @@ func QueueDecision(b *pgx.Batch, d Decision) *QueuedDecision {
 				n_transitions = $11, next_attempt_at = NULL, updated_at = $12, routed_at = $13, backfill_next_at = $14,
 				replay_gen = $19, decided_at = $12, flight_plan = $25
 			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED') AND replay_gen = $20
-			RETURNING msg_id),
+			RETURNING msg_id, state, enqueued_at, backfill_next_at),
+		`+owedFromU+`,
 		ix AS (
 			INSERT INTO flight_index (flid, operation_day, first_msg_id, created_at, state, maid, flno)
 			SELECT f.flid, f.day, f.first_msg_id, $12, NULLIF(f.state, ''), NULLIF(f.maid, ''), NULLIF(f.flno, '')
@@ -385,10 +382,14 @@ func (s *Messages) Fail(ctx context.Context, msgID int64, identityKey, class, la
 func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `UPDATE proc_state SET state = 'DEAD', error_class = 'EXHAUSTED',
-			reason = 'exhausted:' || COALESCE(error_class, 'unknown'), next_attempt_at = NULL, updated_at = $2, backfill_next_at = $2,
-			decided_at = $2
-		WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')`, msgID, now)
+	_, err := s.pool.Exec(ctx, `WITH u AS (
+			UPDATE proc_state SET state = 'DEAD', error_class = 'EXHAUSTED',
+				reason = 'exhausted:' || COALESCE(error_class, 'unknown'), next_attempt_at = NULL, updated_at = $2, backfill_next_at = $2,
+				decided_at = $2
+			WHERE msg_id = $1 AND state IN ('PENDING', 'FAILED')
+			RETURNING msg_id, state, enqueued_at, backfill_next_at),
+		`+owedFromU+`
+		SELECT 1`, msgID, now)
 	if err != nil {
 		return fmt.Errorf("exhausting message %d: %w", msgID, err)
 	}
@@ -400,14 +401,17 @@ func (s *Messages) Exhaust(ctx context.Context, msgID int64, now time.Time) erro
 const markAppliedSQL = `WITH ins AS (
 		INSERT INTO transition_applied (msg_id, kind, key, applied_at, outcome, state_version)
 		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, 0))
-		ON CONFLICT DO NOTHING RETURNING 1)
-	UPDATE proc_state SET n_applied = n_applied + 1,
-		state = CASE WHEN n_applied + 1 >= n_transitions THEN 'SUCCEEDED' ELSE state END,
-		backfill_next_at = CASE WHEN n_applied + 1 >= n_transitions THEN $4 ELSE backfill_next_at END,
-		flight_plan = CASE WHEN n_applied + 1 >= n_transitions THEN NULL ELSE flight_plan END,
-		updated_at = $4
-	WHERE msg_id = $1 AND state = 'ROUTED' AND EXISTS (SELECT 1 FROM ins)
-	RETURNING state`
+		ON CONFLICT DO NOTHING RETURNING 1),
+	u AS (
+		UPDATE proc_state SET n_applied = n_applied + 1,
+			state = CASE WHEN n_applied + 1 >= n_transitions THEN 'SUCCEEDED' ELSE state END,
+			backfill_next_at = CASE WHEN n_applied + 1 >= n_transitions THEN $4 ELSE backfill_next_at END,
+			flight_plan = CASE WHEN n_applied + 1 >= n_transitions THEN NULL ELSE flight_plan END,
+			updated_at = $4
+		WHERE msg_id = $1 AND state = 'ROUTED' AND EXISTS (SELECT 1 FROM ins)
+		RETURNING msg_id, state, enqueued_at, backfill_next_at),
+	` + owedFromU + `
+	SELECT state FROM u`
 
 // Applied is what one transition did, recorded with its applied mark for
 // msgx trace (migration 0026): Outcome (e.g. "applied", "no-change",
@@ -457,14 +461,17 @@ const marksAppliedSQL = `WITH v AS (
 		INSERT INTO transition_applied (msg_id, kind, key, applied_at, outcome, state_version)
 		SELECT msg_id, kind, key, $6, NULLIF(outcome, ''), NULLIF(state_version, 0) FROM v
 		ON CONFLICT DO NOTHING RETURNING msg_id),
-	n AS (SELECT msg_id, count(*) AS n FROM ins GROUP BY msg_id)
-	UPDATE proc_state p SET n_applied = p.n_applied + n.n,
-		state = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN 'SUCCEEDED' ELSE p.state END,
-		backfill_next_at = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN $6 ELSE p.backfill_next_at END,
-		flight_plan = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN NULL ELSE p.flight_plan END,
-		updated_at = $6
-	FROM n WHERE p.msg_id = n.msg_id AND (p.state = 'ROUTED') IS TRUE
-	RETURNING p.msg_id, p.state`
+	n AS (SELECT msg_id, count(*) AS n FROM ins GROUP BY msg_id),
+	u AS (
+		UPDATE proc_state p SET n_applied = p.n_applied + n.n,
+			state = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN 'SUCCEEDED' ELSE p.state END,
+			backfill_next_at = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN $6 ELSE p.backfill_next_at END,
+			flight_plan = CASE WHEN p.n_applied + n.n >= p.n_transitions THEN NULL ELSE p.flight_plan END,
+			updated_at = $6
+		FROM n WHERE p.msg_id = n.msg_id AND (p.state = 'ROUTED') IS TRUE
+		RETURNING p.msg_id, p.state, p.enqueued_at, p.backfill_next_at),
+	` + owedFromU + `
+	SELECT msg_id, state FROM u`
 
 // QueuedMarks are marks queued on a batch (QueueMarksApplied).
 type QueuedMarks struct {
@@ -582,3 +589,12 @@ func indexColumnsOf(index []message.FlightDay) indexColumns {
 	}
 	return c
 }
+
+// owedFromU is the CTE, named owed, that records the backfill intent of
+// the rows the data-modifying CTE u returned (msg_id, state, enqueued_at,
+// backfill_next_at): each it made terminal owes its processed mark from
+// then on, in the same statement (backfill_owed, docs/design.md#backfill).
+const owedFromU = `owed AS (
+		INSERT INTO backfill_owed (msg_id, next_at, enqueued_at)
+		SELECT msg_id, backfill_next_at, enqueued_at FROM u WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD')
+		ON CONFLICT (msg_id) DO NOTHING)`

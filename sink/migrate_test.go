@@ -106,3 +106,80 @@ func TestMigrationsAreOneTransactionEach(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Migration 0033 moves the backfill queue out of proc_state: on the way up
+// exactly the terminal rows owing their mark (not confirmed, not abandoned)
+// enter backfill_owed, with their attempt count and due time; on the way
+// down a mark confirmed since (terminal, out of the queue, not abandoned)
+// gets a backfill_at again, and the rows still owed keep none.
+func TestBackfillQueueMigration(t *testing.T) {
+	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	if err := sink.MigrateDown(cfg, 1); err != nil { // to 0032
+		t.Fatal(err)
+	}
+	pool, err := sink.OpenPG(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO proc_state (msg_id, state, enqueued_at, updated_at, backfill_at, backfill_next_at, backfill_attempts,
+			backfill_abandoned_at, backfill_abandoned_reason) VALUES
+		(1, 'SUCCEEDED', $1, $1, NULL, $1, 0, NULL, NULL),          -- owed
+		(2, 'DEAD', $1, $1, NULL, $2, 3, NULL, NULL),               -- owed, backing off
+		(3, 'SKIPPED', $1, $1, $1, $1, 0, NULL, NULL),              -- confirmed
+		(4, 'DEAD', $1, $1, NULL, $1, 9, $2, 'TRANSIENT_DEADLINE'), -- abandoned
+		(5, 'ROUTED', $1, $1, NULL, NULL, 0, NULL, NULL),           -- not terminal
+		(6, 'ARCHIVED', $1, $1, NULL, NULL, 0, NULL, NULL)`, t0, t0.Add(time.Hour))
+	if err := sink.Migrate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	type owed struct {
+		id       int64
+		attempts int
+		next     time.Time
+	}
+	rows, err := pool.Query(ctx, `SELECT msg_id, attempts, next_at FROM backfill_owed ORDER BY msg_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []owed
+	for rows.Next() {
+		var o owed
+		if err := rows.Scan(&o.id, &o.attempts, &o.next); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o)
+	}
+	if len(got) != 2 || got[0].id != 1 || got[0].attempts != 0 || !got[0].next.Equal(t0) ||
+		got[1].id != 2 || got[1].attempts != 3 || !got[1].next.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("queue after 0033: %+v", got)
+	}
+	// Message 1's mark is confirmed under 0033; then back to 0032.
+	exec(`DELETE FROM backfill_owed WHERE msg_id = 1`)
+	if err := sink.MigrateDown(cfg, 1); err != nil {
+		t.Fatal(err)
+	}
+	var marked []int64
+	rows, err = pool.Query(ctx, `SELECT msg_id FROM proc_state WHERE backfill_at IS NOT NULL ORDER BY msg_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		marked = append(marked, id)
+	}
+	if len(marked) != 2 || marked[0] != 1 || marked[1] != 3 {
+		t.Fatalf("confirmed marks after going back to 0032: %v, want [1 3]", marked)
+	}
+}

@@ -19,7 +19,7 @@ func DerivedTables() []string {
 	// next history sweep archives them again; flight_change is written with
 	// every version the rebuild makes again, msg_event with every event of
 	// those versions the publisher produces again.
-	t := []string{"proc_state", "proc_state_hst", "transition_applied", "flight_index", "refdata_key_index", "ref_master", "ref_table_state", "schd_snap_log",
+	t := []string{"proc_state", "backfill_owed", "proc_state_hst", "transition_applied", "flight_index", "refdata_key_index", "ref_master", "ref_table_state", "schd_snap_log",
 		"flight_hist", "flight_change", "msg_event", "flight_placeholder", "purge_pending"}
 	return append(t, FlightTables...)
 }

@@ -880,6 +880,8 @@ func (r *replayer) reset(ctx context.Context, tx pgx.Tx, auditID int64, ids []in
 				FROM old WHERE p.msg_id = old.msg_id
 			), applied AS (
 				DELETE FROM transition_applied t USING old WHERE t.msg_id = old.msg_id
+			), owed AS (
+				DELETE FROM backfill_owed o USING old WHERE o.msg_id = old.msg_id
 			), image AS (
 				INSERT INTO replay_audit_msg (audit_id, msg_id, state, error_class, reason, last_error, attempts, identity_key, effect)
 				SELECT $3::bigint, old.msg_id, state, error_class, reason, last_error, attempts, identity_key, e.effect::jsonb

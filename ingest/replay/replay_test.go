@@ -140,6 +140,10 @@ func (e *rpEnv) proc(rows ...rpRow) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
+		// An unmarked terminal row owes its mark, as its writer records it.
+		if _, err := e.pg.Exec(context.Background(), testenv.OweBackfillSQL, []int64{r.id}); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 }
 
@@ -562,6 +566,10 @@ func TestReplayResetsAndReinjects(t *testing.T) {
 		if next != nil || attempts != 0 || bfErr != nil || abandoned != nil || reason != nil {
 			t.Errorf("message %d keeps backfill state: %v %d %v %v %v", id, next, attempts, bfErr, abandoned, reason)
 		}
+		var owed bool
+		if err := e.pg.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM backfill_owed WHERE msg_id = $1)`, id).Scan(&owed); err != nil || owed {
+			t.Errorf("message %d still owes the mark of its earlier decision (%v)", id, err)
+		}
 	}
 	if m := e.get(rpUnsupported); m.IdentityKey == nil || *m.IdentityKey != "AODB|FLOP|COBT|3" {
 		t.Errorf("identity not kept: %v", m.IdentityKey)
@@ -651,6 +659,9 @@ func TestReplayBatches(t *testing.T) {
 	}
 	if _, err := e.pg.Exec(context.Background(), `INSERT INTO proc_state (msg_id, state, error_class, reason, attempts, enqueued_at, updated_at, backfill_next_at)
 		SELECT g, 'DEAD', 'EXHAUSTED', 'exhausted:INFRA', 5, $2, $2, $2 FROM generate_series(1, $1) g`, n, rpT0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pg.Exec(context.Background(), testenv.OweBackfillSQL, nil); err != nil {
 		t.Fatal(err)
 	}
 	// One in the second batch lost its inbox row.

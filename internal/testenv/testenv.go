@@ -231,3 +231,15 @@ func (w *testWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*testWriter)(nil)
+
+// OweBackfillSQL puts into the backfill sweeper's queue (backfill_owed)
+// the terminal proc_state rows of the IDs $1 (bigint[]; NULL: every row)
+// whose mark is neither recorded in backfill_at nor abandoned, as migration
+// 0033 does for an upgraded database: for a test that writes proc_state
+// rows itself (msgx's writers record the intent with the terminal state, in
+// the same statement).
+const OweBackfillSQL = `INSERT INTO backfill_owed (msg_id, attempts, next_at, enqueued_at)
+	SELECT msg_id, backfill_attempts, backfill_next_at, enqueued_at FROM proc_state
+	WHERE state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND backfill_at IS NULL AND backfill_abandoned_at IS NULL
+	  AND ($1::bigint[] IS NULL OR msg_id = ANY($1))
+	ON CONFLICT (msg_id) DO NOTHING`

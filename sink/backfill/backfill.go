@@ -54,6 +54,12 @@ type Config struct {
 	// logged at ERROR (an alarm). It never abandons a row: abandonment is by
 	// time (Overdue), not by count.
 	MaxAttemptsAlarm int `env:"MSGX_BACKFILL_MAX_ATTEMPTS" envDefault:"20"`
+	// VacuumRows is how many rows the sweeper settles (takes out of its
+	// queue, backfill_owed) between two vacuums of the queue, in rows; 0
+	// leaves it to autovacuum. Every settled row leaves an entry at the
+	// head of the queue's index that each scan steps over until a vacuum
+	// removes it, as for the outbox (MSGX_PUBLISH_VACUUM_ROWS).
+	VacuumRows int `env:"MSGX_BACKFILL_VACUUM_ROWS" envDefault:"10000"`
 	// Shadow runs msgx beside the legacy system: the sweeper writes nothing
 	// to MySQL (and records nothing in PostgreSQL), so every terminal row
 	// stays pending and is marked once shadow mode is switched off.
@@ -65,6 +71,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Period <= 0 {
 		errs = append(errs, errors.New("MSGX_BACKFILL_PERIOD: must be positive"))
+	}
+	if c.VacuumRows < 0 {
+		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_VACUUM_ROWS=%d: must be 0 (never) or more", c.VacuumRows))
 	}
 	if c.Batch < 1 || c.Batch > 10000 {
 		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_BATCH=%d: must be 1..10000", c.Batch))
@@ -128,6 +137,8 @@ type Sweeper struct {
 	// counted is when countPending last counted (the pass's clock), zero
 	// before.
 	counted time.Time
+	// settled counts the rows settled since the last vacuum of the queue.
+	settled int
 }
 
 // countEvery is how long a sweeper behind a backlog goes without counting
@@ -357,6 +368,11 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	b.stats.Abandoned[AbandonMissingRow] += int64(res.Missing)
 	b.stats.Abandoned[AbandonTransientDeadline] += int64(res.Deadline)
 	b.stats.TransientFailures += int64(res.Failed)
+	b.settled += res.Settled()
+	vacuum := b.cfg.VacuumRows > 0 && b.settled >= b.cfg.VacuumRows
+	if vacuum {
+		b.settled = 0
+	}
 	// LastError stays until the inbox is written successfully again: a
 	// pass with nothing due (rows backing off) proves nothing.
 	if res.MySQLErr != nil {
@@ -365,18 +381,39 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		b.stats.LastError = ""
 	}
 	b.mu.Unlock()
+	if vacuum {
+		b.vacuumQueue(ctx)
+	}
 	return res, nil
 }
 
-// scanSQL is the predicate and order of docs/design.md#backfill-predicate,
-// word for word. With sink.BackfillOwed the planner matches the partial
-// index proc_state_backfill (backfill_attempts, msg_id), which also yields
-// the ORDER BY. ARCHIVED shadow rows are excluded by its explicit list of
-// terminal states (docs/design.md#archive).
-const scanSQL = `SELECT msg_id, enqueued_at, backfill_attempts FROM proc_state
-	WHERE ` + sink.BackfillOwed + `
-	  AND (backfill_next_at IS NULL OR backfill_next_at <= $1 OR enqueued_at < $2)
-	ORDER BY backfill_attempts, msg_id
+// vacuumQueue vacuums backfill_owed (skipped while another vacuum of it
+// runs), outside any transaction (VACUUM cannot run in one). A failed
+// vacuum is a warning: the marks are recorded all the same, autovacuum
+// remains, and the next one is tried after as many rows again.
+func (b *Sweeper) vacuumQueue(ctx context.Context) {
+	vctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if _, err := b.pg.Exec(vctx, `VACUUM (SKIP_LOCKED) backfill_owed`); err != nil && ctx.Err() == nil {
+		b.log.Warn("vacuuming the backfill queue failed; autovacuum will", "err", err)
+	}
+}
+
+// scanSQL is the predicate and order of docs/design.md#backfill-predicate:
+// the messages owing their mark are the rows of backfill_owed (terminal,
+// mark neither confirmed nor abandoned: written with the terminal state,
+// deleted when the mark is confirmed or abandoned), in the order of its
+// index backfill_owed_order (attempts, msg_id). ARCHIVED shadow rows and
+// replayed messages are never owed (the archive takes only settled rows;
+// a replay reset deletes the row); each row is re-checked against
+// proc_state all the same.
+//
+// The re-check is a subquery per row taken, not a join: joined, PostgreSQL
+// planned a scan of proc_state for every pass.
+const scanSQL = `SELECT o.msg_id, o.enqueued_at, o.attempts FROM backfill_owed o
+	WHERE (o.next_at IS NULL OR o.next_at <= $1 OR o.enqueued_at < $2)
+	  AND (SELECT ` + sink.BackfillStillOwed + ` FROM proc_state p WHERE p.msg_id = o.msg_id)
+	ORDER BY o.attempts, o.msg_id
 	LIMIT $3`
 
 func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error) {
@@ -450,8 +487,8 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
-		// Crash window: the marks may be in the inbox while backfill_at is
-		// not saved; the next pass finds them already marked.
+		// Crash window: the marks may be in the inbox while the rows are
+		// still in the queue; the next pass finds them already marked.
 		return res, fmt.Errorf("committing backfill results of %d rows: %w", len(claims), err)
 	}
 	b.logOutcomes(claims, outcomes, existing, myErr, now, mark)
@@ -585,7 +622,7 @@ func (b *Sweeper) markInbox(ctx context.Context, ids []int64, mark string) (map[
 // keeps replay and reopen out).
 func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []claim, outcomes map[int64]markOutcome,
 	myErr error, res *SweepResult) error {
-	var done, missing, failIDs []int64
+	var done, retried, missing, failIDs []int64
 	var failNext []time.Time
 	var failAbandon []bool
 	for _, c := range claims {
@@ -594,12 +631,16 @@ func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims [
 			o = outcomes[c.id]
 		}
 		switch o {
-		case outcomeMarked:
+		case outcomeMarked, outcomeAlready:
 			done = append(done, c.id)
-			res.Marked++
-		case outcomeAlready:
-			done = append(done, c.id)
-			res.AlreadyMarked++
+			if c.attempts > 0 {
+				retried = append(retried, c.id)
+			}
+			if o == outcomeMarked {
+				res.Marked++
+			} else {
+				res.AlreadyMarked++
+			}
 		case outcomeMissing:
 			missing = append(missing, c.id)
 			res.Missing++
@@ -620,28 +661,44 @@ func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims [
 	const owed = ` AND ` + sink.BackfillStillOwed
 	batch := &pgx.Batch{}
 	if len(done) > 0 {
-		// updated_at moves when backfill is settled: it is the archive
-		// job's baseline (docs/design.md#archive).
-		batch.Queue(`UPDATE proc_state SET backfill_at = $2, backfill_error = NULL, updated_at = $2
-			WHERE msg_id = ANY($1)`+owed, done, now)
+		// The mark is confirmed: the message owes nothing more. Its
+		// proc_state row is not written (a third version of it, with an
+		// entry in each of its indexes, cost as much as its insert); the
+		// mark's time is the inbox row's (docs/design.md#backfill).
+		batch.Queue(`DELETE FROM backfill_owed WHERE msg_id = ANY($1)`, done)
+	}
+	if len(retried) > 0 {
+		// Only rows that failed before carry an error to clear.
+		batch.Queue(`UPDATE proc_state SET backfill_error = NULL WHERE msg_id = ANY($1)`+owed, retried)
 	}
 	if len(missing) > 0 {
-		batch.Queue(`UPDATE proc_state SET backfill_abandoned_at = $2, backfill_abandoned_reason = $3,
-				backfill_error = 'inbox row not found', updated_at = $2
-			WHERE msg_id = ANY($1)`+owed, missing, now, AbandonMissingRow)
+		batch.Queue(`WITH a AS (
+				UPDATE proc_state SET backfill_abandoned_at = $2, backfill_abandoned_reason = $3,
+					backfill_error = 'inbox row not found', updated_at = $2
+				WHERE msg_id = ANY($1)`+owed+`
+				RETURNING msg_id)
+			DELETE FROM backfill_owed o USING a WHERE o.msg_id = a.msg_id`, missing, now, AbandonMissingRow)
 	}
 	if len(failIDs) > 0 {
 		msg := "inbox row still unmarked after the update"
 		if myErr != nil {
 			msg = message.Clip(myErr.Error(), 512)
 		}
-		batch.Queue(`UPDATE proc_state p SET backfill_attempts = p.backfill_attempts + 1, backfill_error = $4,
-				backfill_next_at = u.next_at,
-				backfill_abandoned_at = CASE WHEN u.abandon THEN $5::timestamptz END,
-				backfill_abandoned_reason = CASE WHEN u.abandon THEN $6::text END,
-				updated_at = CASE WHEN u.abandon THEN $5::timestamptz ELSE p.updated_at END
-			FROM unnest($1::bigint[], $2::timestamptz[], $3::boolean[]) AS u(id, next_at, abandon)
-			WHERE p.msg_id = u.id`+owed,
+		// proc_state keeps the attempt for the operator (trace, msgx
+		// backfill abandoned); backfill_owed its copy for the scan's
+		// order and due test, or loses the row when it is abandoned.
+		batch.Queue(`WITH f AS (
+				UPDATE proc_state p SET backfill_attempts = p.backfill_attempts + 1, backfill_error = $4,
+					backfill_next_at = u.next_at,
+					backfill_abandoned_at = CASE WHEN u.abandon THEN $5::timestamptz END,
+					backfill_abandoned_reason = CASE WHEN u.abandon THEN $6::text END,
+					updated_at = CASE WHEN u.abandon THEN $5::timestamptz ELSE p.updated_at END
+				FROM unnest($1::bigint[], $2::timestamptz[], $3::boolean[]) AS u(id, next_at, abandon)
+				WHERE p.msg_id = u.id`+owed+`
+				RETURNING p.msg_id, p.backfill_attempts, p.backfill_next_at, p.backfill_abandoned_at IS NOT NULL AS abandoned),
+			gone AS (DELETE FROM backfill_owed o USING f WHERE o.msg_id = f.msg_id AND f.abandoned)
+			UPDATE backfill_owed o SET attempts = f.backfill_attempts, next_at = f.backfill_next_at
+			FROM f WHERE o.msg_id = f.msg_id AND NOT f.abandoned`,
 			failIDs, failNext, failAbandon, msg, now, AbandonTransientDeadline)
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
@@ -718,7 +775,7 @@ func (b *Sweeper) countPending(ctx context.Context, tx pgx.Tx, now time.Time) {
 		return
 	}
 	var n int64
-	if err := sp.QueryRow(ctx, `SELECT count(*) FROM proc_state WHERE `+sink.BackfillOwed).Scan(&n); err != nil {
+	if err := sp.QueryRow(ctx, `SELECT count(*) FROM backfill_owed`).Scan(&n); err != nil {
 		_ = sp.Rollback(ctx)
 		b.log.Debug("counting pending backfills", "err", err)
 		return
@@ -801,9 +858,13 @@ func Reopen(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time)
 			if err := sink.XactLock(ctx, tx, sink.LockBackfill); err != nil {
 				return err
 			}
-			tag, err := tx.Exec(ctx, `UPDATE proc_state SET backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL,
-					backfill_attempts = 0, backfill_error = NULL, backfill_next_at = $2, updated_at = $2
-				WHERE msg_id = ANY($1) AND `+sink.BackfillAbandoned, ids, now)
+			tag, err := tx.Exec(ctx, `WITH r AS (
+					UPDATE proc_state SET backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL,
+						backfill_attempts = 0, backfill_error = NULL, backfill_next_at = $2, updated_at = $2
+					WHERE msg_id = ANY($1) AND `+sink.BackfillAbandoned+`
+					RETURNING msg_id, enqueued_at)
+				INSERT INTO backfill_owed (msg_id, next_at, enqueued_at) SELECT msg_id, $2, enqueued_at FROM r
+				ON CONFLICT (msg_id) DO UPDATE SET attempts = 0, next_at = EXCLUDED.next_at`, ids, now)
 			if err != nil {
 				return fmt.Errorf("reopening %d backfills: %w", len(ids), err)
 			}

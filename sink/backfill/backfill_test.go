@@ -159,11 +159,23 @@ type procRow struct {
 // backfill intent (backfill_next_at) is the terminal time.
 func (e *bfEnv) proc(rows ...procRow) {
 	e.t.Helper()
-	for _, r := range rows {
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
 		if _, err := e.pg.Exec(context.Background(), `INSERT INTO proc_state (msg_id, state, enqueued_at, updated_at, backfill_next_at, backfill_attempts)
 			VALUES ($1, $2, $3, $3, $4, $5)`, r.id, r.state, r.enqueued, r.nextAt, r.attempts); err != nil {
 			e.t.Fatal(err)
 		}
+		ids[i] = r.id
+	}
+	e.owe(ids...)
+}
+
+// owe records the backfill intent of the terminal rows of ids, as the
+// writer that made them terminal does.
+func (e *bfEnv) owe(ids ...int64) {
+	e.t.Helper()
+	if _, err := e.pg.Exec(context.Background(), testenv.OweBackfillSQL, ids); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
@@ -175,7 +187,9 @@ func due(id int64, state string) procRow {
 
 // bfState is a row's backfill columns.
 type bfState struct {
-	At          *time.Time
+	// Marked: the mark is confirmed (terminal, not abandoned, no longer
+	// in the sweeper's queue).
+	Marked      bool
 	NextAt      *time.Time
 	Attempts    int
 	Err         *string
@@ -187,11 +201,20 @@ type bfState struct {
 func (e *bfEnv) state(id int64) bfState {
 	e.t.Helper()
 	var s bfState
-	err := e.pg.QueryRow(context.Background(), `SELECT backfill_at, backfill_next_at, backfill_attempts, backfill_error,
-		backfill_abandoned_at, backfill_abandoned_reason, updated_at FROM proc_state WHERE msg_id = $1`, id).
-		Scan(&s.At, &s.NextAt, &s.Attempts, &s.Err, &s.AbandonedAt, &s.Reason, &s.UpdatedAt)
+	var owed bool
+	var owedAttempts *int
+	var owedNext *time.Time
+	err := e.pg.QueryRow(context.Background(), `SELECT p.backfill_next_at, p.backfill_attempts, p.backfill_error,
+			p.backfill_abandoned_at, p.backfill_abandoned_reason, p.updated_at, o.msg_id IS NOT NULL, o.attempts, o.next_at,
+			p.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND p.backfill_abandoned_at IS NULL AND o.msg_id IS NULL
+		FROM proc_state p LEFT JOIN backfill_owed o ON o.msg_id = p.msg_id WHERE p.msg_id = $1`, id).
+		Scan(&s.NextAt, &s.Attempts, &s.Err, &s.AbandonedAt, &s.Reason, &s.UpdatedAt, &owed, &owedAttempts, &owedNext, &s.Marked)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	// The queue's copy of the attempt count and due time follows the row.
+	if owed && (*owedAttempts != s.Attempts || (owedNext == nil) != (s.NextAt == nil) || owedNext != nil && !owedNext.Equal(*s.NextAt)) {
+		e.t.Fatalf("message %d: backfill_owed has attempts %d, next %v; proc_state %d, %v", id, *owedAttempts, owedNext, s.Attempts, s.NextAt)
 	}
 	return s
 }
@@ -201,16 +224,17 @@ func sameTime(a *time.Time, b time.Time) bool { return a != nil && a.Equal(b) }
 func TestBackfillConfigDefaultsAndValidate(t *testing.T) {
 	cfg := bfDefaults(t)
 	want := backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second, BackoffCap: 15 * time.Minute,
-		Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20}
+		Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20, VacuumRows: 10000}
 	if cfg != want {
 		t.Fatalf("defaults %+v, want %+v", cfg, want)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := backfill.Config{Batch: 0, Backoff: time.Minute, BackoffCap: time.Second, MaxAttemptsAlarm: 0}
+	bad := backfill.Config{Batch: 0, Backoff: time.Minute, BackoffCap: time.Second, MaxAttemptsAlarm: 0, VacuumRows: -1}
 	err := bad.Validate()
-	for _, v := range []string{"MSGX_BACKFILL_PERIOD", "MSGX_BACKFILL_BATCH", "MSGX_BACKFILL_BACKOFF_CAP", "MSGX_OVERDUE_BACKFILL", "MSGX_BACKFILL_MAX_ATTEMPTS"} {
+	for _, v := range []string{"MSGX_BACKFILL_PERIOD", "MSGX_BACKFILL_BATCH", "MSGX_BACKFILL_BACKOFF_CAP", "MSGX_OVERDUE_BACKFILL", "MSGX_BACKFILL_MAX_ATTEMPTS",
+		"MSGX_BACKFILL_VACUUM_ROWS"} {
 		if err == nil || !strings.Contains(err.Error(), v) {
 			t.Errorf("Validate() = %v, want it to name %s", err, v)
 		}
@@ -250,7 +274,7 @@ func TestBackfillMarksTerminalRows(t *testing.T) {
 	for _, id := range []int64{1, 2, 3} {
 		e.wantMark(id, bfMark0)
 		s := e.state(id)
-		if !sameTime(s.At, bfT0) || s.Attempts != 0 || s.AbandonedAt != nil || !s.UpdatedAt.Equal(bfT0) {
+		if !s.Marked || s.Attempts != 0 || s.AbandonedAt != nil || !s.UpdatedAt.Equal(bfT0) {
 			t.Errorf("row %d: %+v", id, s)
 		}
 	}
@@ -338,7 +362,7 @@ func TestBackfillNeverMarksNonTerminalRows(t *testing.T) {
 	}
 	for i := range states {
 		e.wantMark(int64(i+1), "")
-		if s := e.state(int64(i + 1)); s.At != nil || s.Attempts != 0 {
+		if s := e.state(int64(i + 1)); s.Marked || s.Attempts != 0 {
 			t.Errorf("%s row touched: %+v", states[i], s)
 		}
 	}
@@ -346,6 +370,7 @@ func TestBackfillNeverMarksNonTerminalRows(t *testing.T) {
 	if _, err := e.pg.Exec(context.Background(), `UPDATE proc_state SET state = 'SUCCEEDED' WHERE msg_id = 3`); err != nil {
 		t.Fatal(err)
 	}
+	e.owe(3)
 	if res := e.sweep(b); res.Marked != 1 {
 		t.Fatalf("result %+v", res)
 	}
@@ -370,7 +395,7 @@ func TestBackfillAlreadyMarkedIsNotOverwritten(t *testing.T) {
 	e.wantMark(1, earlier)
 	e.wantMark(2, bfMark0)
 	for _, id := range []int64{1, 2} {
-		if s := e.state(id); !sameTime(s.At, bfT0) || s.AbandonedAt != nil {
+		if s := e.state(id); !s.Marked || s.AbandonedAt != nil {
 			t.Errorf("row %d: %+v", id, s)
 		}
 	}
@@ -407,7 +432,7 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	s := e.state(2)
-	if s.At != nil || !sameTime(s.AbandonedAt, bfT0) || s.Reason == nil || *s.Reason != backfill.AbandonMissingRow || s.Attempts != 0 {
+	if s.Marked || !sameTime(s.AbandonedAt, bfT0) || s.Reason == nil || *s.Reason != backfill.AbandonMissingRow || s.Attempts != 0 {
 		t.Fatalf("row 2: %+v", s)
 	}
 	if _, ok := e.mark(2); ok {
@@ -451,7 +476,7 @@ func TestBackfillBackoffDoublesToCap(t *testing.T) {
 			t.Fatalf("attempt %d: %+v", i+1, res)
 		}
 		s := e.state(1)
-		if s.Attempts != i+1 || !sameTime(s.NextAt, now.Add(wait)) || s.AbandonedAt != nil || s.Err == nil || s.At != nil {
+		if s.Attempts != i+1 || !sameTime(s.NextAt, now.Add(wait)) || s.AbandonedAt != nil || s.Err == nil || s.Marked {
 			t.Fatalf("attempt %d: %+v, want next_at %v", i+1, s, now.Add(wait))
 		}
 		// Still backing off one second before the wait ends.
@@ -474,7 +499,7 @@ func TestBackfillBackoffDoublesToCap(t *testing.T) {
 	}
 	mark := e.clk.Now().In(testenv.Shanghai).Format(time.DateTime)
 	e.wantMark(1, mark)
-	if s := e.state(1); s.At == nil || s.Err != nil || s.AbandonedAt != nil {
+	if s := e.state(1); !s.Marked || s.Err != nil || s.AbandonedAt != nil {
 		t.Fatalf("after recovery: %+v", s)
 	}
 	if st := b.Stats(); st.LastError != "" || st.Pending != 0 {
@@ -510,7 +535,7 @@ func TestBackfillMySQLOutageThenRecovery(t *testing.T) {
 	}
 	for _, id := range more {
 		e.wantMark(id, "")
-		if s := e.state(id); s.At != nil || s.AbandonedAt != nil || s.Attempts != 1 {
+		if s := e.state(id); s.Marked || s.AbandonedAt != nil || s.Attempts != 1 {
 			t.Fatalf("row %d during outage: %+v", id, s)
 		}
 	}
@@ -585,7 +610,7 @@ func TestBackfillTransientDeadlineOnlyAfterR(t *testing.T) {
 	}
 	for _, id := range []int64{1, 2} {
 		s := e.state(id)
-		if s.At != nil || !sameTime(s.AbandonedAt, e.clk.Now()) || s.Reason == nil || *s.Reason != backfill.AbandonTransientDeadline {
+		if s.Marked || !sameTime(s.AbandonedAt, e.clk.Now()) || s.Reason == nil || *s.Reason != backfill.AbandonTransientDeadline {
 			t.Fatalf("row %d past R: %+v", id, s)
 		}
 	}
@@ -654,7 +679,7 @@ func TestBackfillShadowWritesNothing(t *testing.T) {
 	}
 	e.wantMark(1, "")
 	for _, id := range []int64{1, 2} {
-		if s := e.state(id); s.At != nil || s.AbandonedAt != nil || s.Attempts != 0 {
+		if s := e.state(id); s.Marked || s.AbandonedAt != nil || s.Attempts != 0 {
 			t.Fatalf("row %d touched in shadow mode: %+v", id, s)
 		}
 	}
@@ -837,11 +862,11 @@ func TestBackfillLockExcludesReplay(t *testing.T) {
 			if err := sink.XactLock(ctx, tx, sink.LockBackfill); err != nil {
 				return err
 			}
-			var at *time.Time
-			if err := tx.QueryRow(ctx, `SELECT backfill_at FROM proc_state WHERE msg_id = 2`).Scan(&at); err != nil {
+			var marked bool
+			if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM backfill_owed WHERE msg_id = 2)`).Scan(&marked); err != nil {
 				return err
 			}
-			replaySaw.Store(at != nil)
+			replaySaw.Store(marked)
 			return nil
 		})
 	}()
@@ -916,6 +941,9 @@ func TestBackfillThroughput(t *testing.T) {
 			}
 			if _, err := e.pg.Exec(context.Background(), `INSERT INTO proc_state (msg_id, state, enqueued_at, updated_at, backfill_next_at)
 				SELECT g, 'SUCCEEDED', $2, $2, $2 FROM generate_series(1, $1) g`, n, bfT0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.pg.Exec(context.Background(), testenv.OweBackfillSQL, nil); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := e.pg.Exec(context.Background(), `ANALYZE proc_state`); err != nil {

@@ -8,27 +8,33 @@
 // One pass ([Sweeper.Sweep]), all inside one PostgreSQL transaction that
 // holds the backfill advisory lock ([sink.LockBackfill]):
 //
-//  1. scan up to Batch due rows with the predicate of
-//     docs/design.md#backfill-predicate, in fair order (backfill_attempts,
-//     msg_id);
+//  1. scan up to Batch due rows of the queue backfill_owed
+//     (docs/design.md#backfill-predicate: a terminal message enters it in
+//     the statement that makes it terminal), in fair order (attempts,
+//     msg_id), each re-checked against its proc_state row;
 //  2. in one MySQL transaction: one UPDATE … WHERE ID IN (…) AND
 //     DATE_PROCESSED IS NULL, then — only when it changed fewer rows than
 //     asked — one SELECT that tells the 0-row IDs apart (already marked or
 //     missing);
 //  3. record the four results (docs/design.md#backfill-results) in one batch
-//     of UPDATEs and commit.
+//     and commit: a confirmed mark takes the row out of the queue (its
+//     proc_state row is not written), a failure counts an attempt in both,
+//     an abandonment takes it out and records why in proc_state. Every
+//     settled MSGX_BACKFILL_VACUUM_ROWS rows the queue is vacuumed, after
+//     the commit.
 //
 // Crash windows, walked through:
 //   - Crash before the MySQL commit: nothing was marked; the rows are still
 //     due and the next pass writes them.
 //   - Crash (or PostgreSQL failure) after the MySQL commit, before the
-//     PostgreSQL commit: the marks are in the inbox but backfill_at is not
-//     saved. The next pass scans the same rows, its UPDATE changes 0 rows
-//     (the mark is not NULL any more), the SELECT finds the rows present
-//     and marked: "already marked" → success, backfill_at = now, and the
-//     first mark is kept (the UPDATE never overwrites a value).
-//   - PostgreSQL restored from a backup: terminal rows whose backfill_at
-//     was lost are swept again and come out "already marked" the same way.
+//     PostgreSQL commit: the marks are in the inbox but the rows are still
+//     in the queue. The next pass scans the same rows, its UPDATE changes
+//     0 rows (the mark is not NULL any more), the SELECT finds the rows
+//     present and marked: "already marked" → success, out of the queue,
+//     and the first mark is kept (the UPDATE never overwrites a value).
+//   - PostgreSQL restored from a backup: terminal rows whose confirmation
+//     was lost are back in the queue, swept again and come out "already
+//     marked" the same way.
 //
 // Because the mark only ever goes NULL → value (the IS NULL guard) and the
 // sweeper only scans terminal rows, the mark is monotonic and never precedes

@@ -6,11 +6,12 @@
 // # The proc_state archive
 //
 // A row is an archive candidate when it is terminal (SUCCEEDED, SKIPPED,
-// DEAD), its processed mark is confirmed (backfill_at set), it is not on the
-// abandoned list, and it has not changed for MSGX_ARCHIVE_AFTER
-// (updated_at: the terminal decision and the settled backfill both move it,
-// nothing moves it afterwards — the threshold counts from the end of the
-// message's life, not from its enqueue, 004 "time-constant ordering" 4).
+// DEAD), its processed mark is confirmed (no longer in backfill_owed), it is
+// not on the abandoned list, and it has not changed for MSGX_ARCHIVE_AFTER
+// (updated_at: the terminal decision moves it, and a reopened or abandoned
+// mark; the confirmed mark follows within seconds and leaves it — the
+// threshold counts from the end of the message's life, not from its
+// enqueue, 004 "time-constant ordering" 4).
 // Abandoned rows stay until an operator reopens them (the abandoned
 // list is the inbox owner's evidence for purging and must stay queryable).
 //

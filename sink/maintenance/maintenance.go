@@ -290,12 +290,15 @@ var procStateColumns = []string{
 	"backfill_abandoned_reason", "replay_gen", "inbox_partition", "inbox_offset", "decided_at", "flight_plan",
 }
 
-// archivable is the candidate condition on alias a; $1 is the cutoff
-// (now − MSGX_ARCHIVE_AFTER). The states and IS NULL tests are literals so
-// that the planner matches the partial index proc_state_archive.
+// archivable is the candidate condition on alias a: settled (terminal,
+// its processed mark confirmed — no longer owed — and not abandoned) and
+// unchanged since $1, the cutoff (now − MSGX_ARCHIVE_AFTER). The states and
+// IS NULL test are literals so that the planner matches the partial index
+// proc_state_archive; the few rows of it still owing their mark are
+// skipped by their backfill_owed row.
 func archivable(a string) string {
-	return a + `.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND ` + a + `.backfill_at IS NOT NULL AND ` +
-		a + `.backfill_abandoned_at IS NULL AND ` + a + `.updated_at < $1`
+	return a + `.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND ` + a + `.backfill_abandoned_at IS NULL AND ` +
+		a + `.updated_at < $1 AND NOT EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = ` + a + `.msg_id)`
 }
 
 func prefixed(a string, cols []string) string {

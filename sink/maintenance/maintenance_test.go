@@ -140,6 +140,8 @@ func (e *arEnv) insert(rows ...arRow) {
 				'bad SODT', $5, $6, $7, $8, 2, 2, $9, $10, 1, 'timeout', $11, $12)`,
 			r.id, r.state, identity, enq.Add(time.Minute), enq.Add(-time.Second), enq, r.updated, enq.Add(time.Second),
 			r.settled, r.updated, r.abandoned, reason, fmt.Sprint(r.id))
+		// A row not settled owes its mark, as its writer records it.
+		e.exec(testenv.OweBackfillSQL, []int64{r.id})
 	}
 }
 
@@ -290,7 +292,7 @@ func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
 
 	// The abandoned row is on the list the inbox owner relies on and stays
 	// there; once reopened and marked it is archived like any other row,
-	// MSGX_ARCHIVE_AFTER after it settled.
+	// MSGX_ARCHIVE_AFTER after its last change (the reopening).
 	list, err := backfill.Abandoned(context.Background(), e.pg, 0)
 	if err != nil || len(list) != 1 || list[0].MsgID != 7 {
 		t.Fatalf("abandoned list %+v, %v", list, err)
@@ -298,9 +300,9 @@ func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
 	if n, err := backfill.Reopen(context.Background(), e.pg, []int64{7}, now); n != 1 || err != nil {
 		t.Fatalf("reopen %d, %v", n, err)
 	}
-	e.exec(`UPDATE proc_state SET backfill_at = $2, updated_at = $2 WHERE msg_id = $1`, 7, now) // the sweeper's "written"
+	e.exec(`DELETE FROM backfill_owed WHERE msg_id = $1`, 7) // the sweeper's "written"
 	e.clk.Set(now.Add(e.cfg.ArchiveAfter))
-	if res := e.runOnce(m); res.Archived != 2 { // 4 and 5 are old enough now; 7 settled just 24h ago
+	if res := e.runOnce(m); res.Archived != 2 { // 4 and 5 are old enough now; 7 was reopened just 24h ago
 		t.Fatalf("second pass %+v", res)
 	}
 	e.wantStates(map[int64]string{4: "ARCHIVED", 5: "ARCHIVED", 7: "DEAD"})
@@ -529,10 +531,9 @@ func TestArchiveIdempotent(t *testing.T) {
 }
 
 // ARCHIVED rows are not heads, not open, not backlog and never backfill
-// candidates: every partial index on proc_state excludes them, the sweeper
-// (whose predicate they would otherwise match: backfill_at and the
-// abandonment are NULL) does not pick them, and its pending count does not
-// include them.
+// candidates: every partial index on proc_state excludes them, none is in
+// the sweeper's queue (backfill_owed), the sweeper does not pick them, and
+// its pending count does not include them.
 func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 	e := newAR(t)
 	ctx := context.Background()
@@ -562,13 +563,16 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 			t.Errorf("partial index %s (%s) holds %d ARCHIVED rows", ix.name, ix.pred, n)
 		}
 	}
-	for _, want := range []string{"proc_state_archive", "proc_state_backfill", "proc_state_open"} {
+	for _, want := range []string{"proc_state_archive", "proc_state_open"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("partial index %s not found (have %v)", want, names)
 		}
 	}
 	if n := e.count(`SELECT count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED', 'ROUTED')`); n != 0 {
 		t.Errorf("%d open rows", n)
+	}
+	if n := e.count(`SELECT count(*) FROM backfill_owed`); n != 0 {
+		t.Errorf("%d rows owe their processed mark", n)
 	}
 
 	my := testenv.OpenMySQL(t, testenv.NewMySQL(t))

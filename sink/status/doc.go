@@ -17,7 +17,7 @@
 //
 //	backlog by state      proc_state_open or proc_state_state O(unfinished) <1 ms
 //	oldest unfinished     proc_state_open, LIMIT 1           O(1)           <1 ms
-//	pending backfills     proc_state_backfill, index scan    O(pending)     <1 ms
+//	pending backfills     backfill_owed, the whole queue     O(pending)     <1 ms
 //	DEAD by class         proc_state_state, index-only scan  O(DEAD)        22 ms for 135k DEAD
 //	recent / latest DEAD  proc_state_state, bitmap heap scan O(DEAD)        heap pages of the DEAD rows
 //	latest 3 of a class   proc_state_dead (0025), LIMIT 3    O(classes)     1 ms for 135k DEAD

@@ -573,10 +573,9 @@ const (
 			WHEN reason = 'no-match' THEN 'no-match'
 			ELSE 'other' END, count(*)
 		FROM proc_state WHERE state = 'SKIPPED' GROUP BY 1`
-	// proc_state_backfill: exactly the sweeper's predicate
+	// backfill_owed: exactly the sweeper's queue
 	// (docs/design.md#backfill-predicate).
-	sqlBackfillPending = `SELECT count(*), count(*) FILTER (WHERE enqueued_at < $1), min(enqueued_at) FROM proc_state
-		WHERE ` + sink.BackfillOwed
+	sqlBackfillPending = `SELECT count(*), count(*) FILTER (WHERE enqueued_at < $1), min(enqueued_at) FROM backfill_owed`
 	// No index: a sequential scan (see the package comment).
 	sqlAbandoned = `SELECT COALESCE(backfill_abandoned_reason, 'UNKNOWN'), count(*) FROM proc_state
 		WHERE ` + sink.BackfillAbandoned + ` GROUP BY 1`

@@ -81,6 +81,8 @@ func stInsertMsgs(t *testing.T, pool *pgxpool.Pool, msgs []stMsg) {
 				next_attempt_at, backfill_at, backfill_abandoned_at, backfill_abandoned_reason)
 			VALUES ($1, $2, NULLIF($3, ''), NULLIF($4, ''), NULLIF($5, ''), $6, $7, $7, $8, $9, $10, NULLIF($11, ''))`,
 			m.id, m.state, m.class, m.reason, m.lastErr, m.attempts, enq, next, backfillAt, abandonedAt, m.abandoned)
+		// An unmarked terminal row owes its mark, as its writer records it.
+		stExec(t, pool, testenv.OweBackfillSQL, []int64{m.id})
 	}
 }
 
@@ -1059,6 +1061,7 @@ func TestStatusQueryPlans(t *testing.T) {
 			CASE WHEN g % 100 < 16 THEN 'ignored:LDM-*' END,
 			1, $1::timestamptz - (200000 - g) * interval '10 seconds', $1, CASE WHEN g <= 199000 THEN $1::timestamptz END
 		FROM generate_series(1, 200000) g`, stNow)
+	stExec(t, pool, testenv.OweBackfillSQL, nil)
 	stExec(t, pool, `INSERT INTO proc_state (msg_id, state, attempts, enqueued_at, updated_at)
 		SELECT 200000 + g, CASE WHEN g = 1 THEN 'FAILED' ELSE 'PENDING' END, 0, $1, $1 FROM generate_series(1, 100) g`, stNow)
 	stExec(t, pool, `VACUUM ANALYZE proc_state`)
@@ -1082,7 +1085,7 @@ func TestStatusQueryPlans(t *testing.T) {
 		"deadLatest":      "proc_state_dead",
 		"deadLatestNull":  "proc_state_state|proc_state_dead",
 		"skippedByReason": "proc_state_state",
-		"backfillPending": "proc_state_backfill",
+		"backfillPending": "backfill_owed", // the queue itself, whole
 		"abandoned":       "proc_state_abandoned",
 		"cursor":          "inbox_cursor_pkey",
 	}

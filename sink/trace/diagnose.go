@@ -82,7 +82,7 @@ func Diagnose(m Message) []Finding {
 	}
 	bf := d.Backfill
 	switch {
-	case d.State == message.StateArchived || bf.MarkedAt != nil:
+	case d.State == message.StateArchived || bf.Confirmed || bf.MarkedAt != nil:
 	case m.Inbox != nil && m.Inbox.ProcessedAt != nil:
 		// The row carries a mark (written before a replay reset the
 		// message, or before a crash lost its record): the mark is

@@ -81,6 +81,8 @@ func (m Message) Text(w io.Writer) error {
 		switch {
 		case bf.MarkedAt != nil:
 			p("  backfill\tmarked %s", stamp(bf.MarkedAt))
+		case bf.Confirmed:
+			p("  backfill\tmarked (its time is the inbox row's, which was not read)")
 		case m.Inbox != nil && m.Inbox.ProcessedAt != nil:
 			p("  backfill\tthe inbox row carries its processed mark (%s)%s: kept as it is (the mark is never overwritten); "+
 				"the sweeper records it at its next pass", stamp(m.Inbox.ProcessedAt), markedBefore(m))

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/sink"
+	"msgx/tables/message"
 )
 
 // ErrNotFound: nothing anywhere knows the message or the flight.
@@ -146,7 +147,13 @@ type Backfill struct {
 	// DueAt is when the sweeper may write the mark (set with the terminal
 	// state).
 	DueAt *time.Time `json:"dueAt,omitempty"`
-	// MarkedAt is when the mark was written (or found written).
+	// Confirmed says the mark is written (or was found written): the
+	// message owes nothing more (terminal, not in the sweeper's queue
+	// backfill_owed, not abandoned).
+	Confirmed bool `json:"confirmed"`
+	// MarkedAt is when the mark was written (or found written): recorded
+	// in proc_state before migration 0033, the inbox row's mark
+	// (CMINMSGS_DATE_PROCESSED) since; nil when neither is known.
 	MarkedAt        *time.Time `json:"markedAt,omitempty"`
 	Attempts        int        `json:"attempts"`
 	Error           string     `json:"error,omitempty"`
@@ -261,6 +268,11 @@ func (r *Reader) Message(ctx context.Context, msgID int64) (Message, error) {
 	if pgErr != nil {
 		return Message{}, pgErr
 	}
+	if d := m.Decision; d != nil && d.Backfill.Confirmed && d.Backfill.MarkedAt == nil && m.Inbox != nil {
+		// Since migration 0033 PostgreSQL records that the mark is
+		// confirmed, not when: the inbox row holds it.
+		d.Backfill.MarkedAt = m.Inbox.ProcessedAt
+	}
 	if m.Inbox == nil && m.InboxError == "" && m.Decision == nil && len(m.Replays) == 0 &&
 		(m.Ingest == nil || (m.Ingest.Hole == nil && m.Ingest.LateAt == nil)) {
 		return Message{}, fmt.Errorf("message %d: %w (no inbox row, no record in msgx)", msgID, ErrNotFound)
@@ -306,18 +318,22 @@ func (r *Reader) pgMessage(ctx context.Context, m *Message) error {
 	b := &pgx.Batch{}
 	// An archived message keeps an ARCHIVED shadow row here and its
 	// columns in proc_state_hst.
-	b.Queue(`SELECT `+decisionColumns+`, NULL::timestamptz FROM proc_state WHERE msg_id = $1 AND state <> 'ARCHIVED'
-		UNION ALL SELECT `+decisionColumns+`, archived_at FROM proc_state_hst WHERE msg_id = $1`, id).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+decisionColumns+`, NULL::timestamptz,
+			EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = $1) FROM proc_state WHERE msg_id = $1 AND state <> 'ARCHIVED'
+		UNION ALL SELECT `+decisionColumns+`, archived_at, false FROM proc_state_hst WHERE msg_id = $1`, id).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var d Decision
 			var part *int32
 			var off *int64
+			var owed bool
 			bf := &d.Backfill
 			if err := rows.Scan(&d.State, &d.ErrorClass, &d.Reason, &d.LastError, &d.IdentityKey, &d.Type, &d.STYP, &d.Attempts,
 				&d.NextAttemptAt, &d.ReceivedAt, &d.EnqueuedAt, &part, &off, &d.DecidedAt, &d.RoutedAt, &d.UpdatedAt, &d.NTransitions, &d.NApplied,
-				&d.ReplayGen, &bf.DueAt, &bf.MarkedAt, &bf.Attempts, &bf.Error, &bf.AbandonedAt, &bf.AbandonedReason, &d.ArchivedAt); err != nil {
+				&d.ReplayGen, &bf.DueAt, &bf.MarkedAt, &bf.Attempts, &bf.Error, &bf.AbandonedAt, &bf.AbandonedReason, &d.ArchivedAt,
+				&owed); err != nil {
 				return err
 			}
+			bf.Confirmed = bf.MarkedAt != nil || message.IsTerminal(d.State) && !owed && bf.AbandonedAt == nil
 			if part != nil && off != nil {
 				d.Inbox = &sink.InboxPosition{Partition: *part, Offset: *off}
 			}
