@@ -18,6 +18,10 @@ import (
 	"msgx/sink/trace"
 )
 
+// markConfirmed holds for a proc_state row whose processed mark is
+// confirmed: terminal and out of the sweeper's queue (migration 0033).
+const markConfirmed = `state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND NOT EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = proc_state.msg_id)`
+
 // msgx trace against a known scenario run through the whole gateway
 // (MariaDB inbox, embedded Kafka, PostgreSQL): a multi-flight SCHD DNLD, a
 // MALFORMED message (DEAD, not replayable), a FLOP that went
@@ -90,7 +94,7 @@ func TestTraceScenario(t *testing.T) {
 	waitState(m8, "SUCCEEDED")
 	ids := []int64{m1, m2, m3, m4, m7, m8}
 	waitFor(t, "every mark written, the outbox empty, schd caught up", time.Minute, func() bool {
-		return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = ANY($1) AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND NOT EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = proc_state.msg_id)`, ids) == len(ids) &&
+		return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = ANY($1) AND `+markConfirmed, ids) == len(ids) &&
 			count(t, pool, `SELECT count(*) FROM event_outbox`) == 0 &&
 			count(t, pool, `SELECT count(*) FROM flight_schd WHERE schd_sent_version < state_version`) == 0
 	})
@@ -241,7 +245,7 @@ func TestTraceScenario(t *testing.T) {
 	m9 := testenv.InsertInbox(t, my, replayFLOP(9, "31NOV210600"))
 	waitFor(t, "the codec error DEAD and marked", time.Minute, func() bool {
 		return strings.HasPrefix(state(m9), "DEAD FLOP-ESTT (FLID 100)") &&
-			count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND NOT EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = proc_state.msg_id)`, m9) == 1
+			count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND `+markConfirmed, m9) == 1
 	})
 	t9, text9 := message(m9)
 	firstMark := t9.Inbox.ProcessedAt
@@ -264,7 +268,7 @@ func TestTraceScenario(t *testing.T) {
 		t.Fatalf("replay --force: %v\n%s", err, out.String())
 	}
 	waitFor(t, "the forced replay decided and marked", time.Minute, func() bool {
-		return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND state = 'DEAD' AND replay_gen > 0 AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND NOT EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = proc_state.msg_id)`, m9) == 1
+		return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = $1 AND state = 'DEAD' AND replay_gen > 0 AND `+markConfirmed, m9) == 1
 	})
 	t9, text9 = message(m9)
 	if len(t9.Replays) != 1 || t9.Inbox.ProcessedAt == nil || !t9.Inbox.ProcessedAt.Equal(*firstMark) || len(t9.Where) != 1 ||

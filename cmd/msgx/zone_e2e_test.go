@@ -58,7 +58,7 @@ func TestInboxTimesInTheMySQLSessionZone(t *testing.T) {
 			resp.Body.Close()
 			second := first + 1
 			waitFor(t, "both marks written", time.Minute, func() bool {
-				return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = ANY($1) AND state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND NOT EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = proc_state.msg_id)`, []int64{first, second}) == 2
+				return count(t, pool, `SELECT count(*) FROM proc_state WHERE msg_id = ANY($1) AND `+markConfirmed, []int64{first, second}) == 2
 			})
 			after := time.Now()
 
