@@ -36,6 +36,13 @@ type Config struct {
 	// followed by the next one at once, so a backlog drains at database
 	// speed instead of Batch rows per Period.
 	Period time.Duration `env:"MSGX_BACKFILL_PERIOD" envDefault:"30s"`
+	// WakeGap is the shortest time from one pass to the next that a
+	// notification (Notify: messages became terminal) starts: during a
+	// backlog the processors notify after every group commit, several
+	// times a second, and each pass is a PostgreSQL transaction; the marks
+	// trail the messages by at most this much more. 0: a pass per
+	// notification.
+	WakeGap time.Duration `env:"MSGX_BACKFILL_WAKE_GAP" envDefault:"250ms"`
 	// Batch is the number of rows claimed per pass (1..10000): one MySQL
 	// UPDATE with that many IDs.
 	Batch int `env:"MSGX_BACKFILL_BATCH" envDefault:"500"`
@@ -71,6 +78,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Period <= 0 {
 		errs = append(errs, errors.New("MSGX_BACKFILL_PERIOD: must be positive"))
+	}
+	if c.WakeGap < 0 || c.WakeGap > c.Period {
+		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_WAKE_GAP=%s: must be 0..MSGX_BACKFILL_PERIOD", c.WakeGap))
 	}
 	if c.VacuumRows < 0 {
 		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_VACUUM_ROWS=%d: must be 0 (never) or more", c.VacuumRows))
@@ -279,6 +289,7 @@ func (b *Sweeper) Run(ctx context.Context) error {
 	b.log.Info("backfill sweeper started", "period", b.cfg.Period.String(), "batch", b.cfg.Batch,
 		"backoff", b.cfg.Backoff.String(), "backoff_cap", b.cfg.BackoffCap.String(), "overdue", b.cfg.Overdue.String())
 	for {
+		started := b.clk.Now()
 		res, err := b.Sweep(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -302,7 +313,16 @@ func (b *Sweeper) Run(ctx context.Context) error {
 		select {
 		case <-b.clk.After(wait):
 		case <-b.wake:
-			// Messages were completed: their marks are due now.
+			// Messages were completed: their marks are due now, or
+			// WakeGap after the last pass began, so that a backlog's
+			// group commits do not each start a pass (a transaction).
+			if gap := b.cfg.WakeGap - b.clk.Now().Sub(started); gap > 0 {
+				select {
+				case <-b.clk.After(gap):
+				case <-ctx.Done():
+					return nil
+				}
+			}
 		case <-ctx.Done():
 			return nil
 		}

@@ -224,17 +224,17 @@ func sameTime(a *time.Time, b time.Time) bool { return a != nil && a.Equal(b) }
 func TestBackfillConfigDefaultsAndValidate(t *testing.T) {
 	cfg := bfDefaults(t)
 	want := backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second, BackoffCap: 15 * time.Minute,
-		Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20, VacuumRows: 10000}
+		Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20, VacuumRows: 10000, WakeGap: 250 * time.Millisecond}
 	if cfg != want {
 		t.Fatalf("defaults %+v, want %+v", cfg, want)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := backfill.Config{Batch: 0, Backoff: time.Minute, BackoffCap: time.Second, MaxAttemptsAlarm: 0, VacuumRows: -1}
+	bad := backfill.Config{Batch: 0, Backoff: time.Minute, BackoffCap: time.Second, MaxAttemptsAlarm: 0, VacuumRows: -1, WakeGap: -1}
 	err := bad.Validate()
 	for _, v := range []string{"MSGX_BACKFILL_PERIOD", "MSGX_BACKFILL_BATCH", "MSGX_BACKFILL_BACKOFF_CAP", "MSGX_OVERDUE_BACKFILL", "MSGX_BACKFILL_MAX_ATTEMPTS",
-		"MSGX_BACKFILL_VACUUM_ROWS"} {
+		"MSGX_BACKFILL_VACUUM_ROWS", "MSGX_BACKFILL_WAKE_GAP"} {
 		if err == nil || !strings.Contains(err.Error(), v) {
 			t.Errorf("Validate() = %v, want it to name %s", err, v)
 		}
@@ -973,11 +973,12 @@ func TestBackfillThroughput(t *testing.T) {
 }
 
 // TestBackfillNotifyEndsThePause: a message completed while the sweeper
-// waits out its period gets its mark at once when the sweeper is notified,
-// without the (fake) clock moving; without a notification it waits.
+// waits out its period gets its mark when the sweeper is notified —
+// WakeGap after the last pass began (the fake clock moves only that far),
+// at once when that is past — and without a notification it waits.
 func TestBackfillNotifyEndsThePause(t *testing.T) {
 	e := newBF(t)
-	e.inbox(1, 2)
+	e.inbox(1, 2, 3)
 	e.proc(due(1, message.StateSucceeded))
 	b := e.sweeper(nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -989,20 +990,45 @@ func TestBackfillNotifyEndsThePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.wantMark(1, bfMark0)
+	marked := func(id int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if m, _ := e.mark(id); m != "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("message %d not marked", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	gap := e.cfg.WakeGap
+	if gap <= 0 {
+		t.Fatalf("WakeGap %v: the default should space the passes", gap)
+	}
 	e.proc(due(2, message.StateSucceeded))
 	if m, _ := e.mark(2); m != "" {
 		t.Fatal("message 2 marked before the sweeper was notified")
 	}
+	// Notified within WakeGap of the last pass: it waits out the rest
+	// (a second timer beside the period's), then marks.
 	b.Notify()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m, _ := e.mark(2); m != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("message 2 not marked after Notify while the clock stood still")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := e.clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
 	}
-	e.wantMark(2, bfMark0)
+	if m, _ := e.mark(2); m != "" {
+		t.Fatal("message 2 marked within WakeGap of the last pass")
+	}
+	e.clk.Advance(gap)
+	marked(2)
+	// Notified when WakeGap has passed since the last pass: at once, the
+	// clock standing still.
+	if err := e.clk.BlockUntil(ctx, 2); err != nil { // the new period, and the stale one of before
+		t.Fatal(err)
+	}
+	e.clk.Advance(gap)
+	e.proc(due(3, message.StateSucceeded))
+	b.Notify()
+	marked(3)
 }
