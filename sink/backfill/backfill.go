@@ -41,7 +41,7 @@ type Config struct {
 	// backlog the processors notify after every group commit, several
 	// times a second, and each pass is a PostgreSQL transaction; the marks
 	// trail the messages by at most this much more. 0: a pass per
-	// notification.
+	// notification; never longer than Period.
 	WakeGap time.Duration `env:"MSGX_BACKFILL_WAKE_GAP" envDefault:"250ms"`
 	// Batch is the number of rows claimed per pass (1..10000): one MySQL
 	// UPDATE with that many IDs.
@@ -79,8 +79,8 @@ func (c Config) Validate() error {
 	if c.Period <= 0 {
 		errs = append(errs, errors.New("MSGX_BACKFILL_PERIOD: must be positive"))
 	}
-	if c.WakeGap < 0 || c.WakeGap > c.Period {
-		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_WAKE_GAP=%s: must be 0..MSGX_BACKFILL_PERIOD", c.WakeGap))
+	if c.WakeGap < 0 {
+		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_WAKE_GAP=%s: must be 0 or more", c.WakeGap))
 	}
 	if c.VacuumRows < 0 {
 		errs = append(errs, fmt.Errorf("MSGX_BACKFILL_VACUUM_ROWS=%d: must be 0 (never) or more", c.VacuumRows))
@@ -316,7 +316,7 @@ func (b *Sweeper) Run(ctx context.Context) error {
 			// Messages were completed: their marks are due now, or
 			// WakeGap after the last pass began, so that a backlog's
 			// group commits do not each start a pass (a transaction).
-			if gap := b.cfg.WakeGap - b.clk.Now().Sub(started); gap > 0 {
+			if gap := min(b.cfg.WakeGap, b.cfg.Period) - b.clk.Now().Sub(started); gap > 0 {
 				select {
 				case <-b.clk.After(gap):
 				case <-ctx.Done():
