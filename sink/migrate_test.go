@@ -4,9 +4,12 @@ import (
 	"context"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/testenv"
 	"msgx/migrations"
@@ -146,17 +149,13 @@ func TestBackfillQueueMigration(t *testing.T) {
 		attempts int
 		next     time.Time
 	}
-	rows, err := pool.Query(ctx, `SELECT msg_id, attempts, next_at FROM backfill_owed ORDER BY msg_id`)
+	rows, _ := pool.Query(ctx, `SELECT msg_id, attempts, next_at FROM backfill_owed ORDER BY msg_id`)
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (owed, error) {
+		var o owed
+		return o, r.Scan(&o.id, &o.attempts, &o.next)
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var got []owed
-	for rows.Next() {
-		var o owed
-		if err := rows.Scan(&o.id, &o.attempts, &o.next); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, o)
 	}
 	if len(got) != 2 || got[0].id != 1 || got[0].attempts != 0 || !got[0].next.Equal(t0) ||
 		got[1].id != 2 || got[1].attempts != 3 || !got[1].next.Equal(t0.Add(time.Hour)) {
@@ -167,19 +166,12 @@ func TestBackfillQueueMigration(t *testing.T) {
 	if err := sink.MigrateDown(cfg, 1); err != nil {
 		t.Fatal(err)
 	}
-	var marked []int64
-	rows, err = pool.Query(ctx, `SELECT msg_id FROM proc_state WHERE backfill_at IS NOT NULL ORDER BY msg_id`)
+	rows, _ = pool.Query(ctx, `SELECT msg_id FROM proc_state WHERE backfill_at IS NOT NULL ORDER BY msg_id`)
+	marked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		marked = append(marked, id)
-	}
-	if len(marked) != 2 || marked[0] != 1 || marked[1] != 3 {
+	if !slices.Equal(marked, []int64{1, 3}) {
 		t.Fatalf("confirmed marks after going back to 0032: %v, want [1 3]", marked)
 	}
 }
