@@ -217,6 +217,17 @@ func (f *frame) resetText() {
 // instructions around it, matching tags, unique attributes) and the size
 // limits.
 func parseTree(doc []byte) (*Node, *DecodeError) {
+	// Real messages take the fast path (scan.go), several times faster;
+	// whatever it is not sure of, errors included, is left to encoding/xml,
+	// so the results and the errors stay those of parseTreeXML.
+	if root, ok := scanTree(doc); ok {
+		return root, nil
+	}
+	return parseTreeXML(doc)
+}
+
+// parseTreeXML is parseTree with encoding/xml, for any input.
+func parseTreeXML(doc []byte) (*Node, *DecodeError) {
 	d := xml.NewDecoder(bytes.NewReader(doc))
 	d.Strict = true
 	// The bytes are already UTF-8 (see toUTF8) whatever the declaration
