@@ -265,6 +265,19 @@ func (s *State) isZero() bool {
 type decoder struct {
 	b []byte
 	i int
+	// s is b as one string, made at the first string value read: every
+	// value without escapes is a slice of it, not an allocation of its
+	// own (a flight's value holds dozens; each was a tenth of decoding).
+	// The decoded value keeps s alive, as it would its strings.
+	s string
+}
+
+// sub returns b[i:j] as a string, sharing s's memory.
+func (d *decoder) sub(i, j int) string {
+	if d.s == "" {
+		d.s = string(d.b)
+	}
+	return d.s[i:j]
 }
 
 func (d *decoder) ws() {
@@ -368,12 +381,12 @@ func (d *decoder) string() (string, bool) {
 	for d.i < len(d.b) {
 		switch c := d.b[d.i]; {
 		case c == '"':
-			s := d.b[start:d.i]
+			end := d.i
 			d.i++
-			if !ascii && !utf8.Valid(s) {
+			if !ascii && !utf8.Valid(d.b[start:end]) {
 				return "", false
 			}
-			return string(s), true
+			return d.sub(start, end), true
 		case c == '\\':
 			return d.escaped(start)
 		case c < 0x20:
