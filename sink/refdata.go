@@ -204,11 +204,13 @@ func scanRefRow(row pgx.Row, at time.Time, loc *time.Location) (RefRow, error) {
 	return r, nil
 }
 
-// RefState is a category's refdata table value with its JSON, for
-// QueueRefTableStates (EncodeRefState).
+// RefState is a category's refdata table value as it was encoded, for
+// QueueRefTableStates (EncodeRefState): its JSON and the columns beside
+// it, copied, so that the state may change after it was encoded.
 type RefState struct {
-	State *refdata.State
-	json  string
+	rtype              string
+	version, lastMsgID int64
+	json               string
 }
 
 // EncodeRefState encodes s for QueueRefTableStates.
@@ -217,7 +219,7 @@ func EncodeRefState(s *refdata.State) (*RefState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the table state of category %s: %w", s.RType, err)
 	}
-	return &RefState{State: s, json: string(b)}, nil
+	return &RefState{rtype: s.RType, version: s.Version, lastMsgID: s.LastMsgID, json: string(b)}, nil
 }
 
 // QueueRefTableStates queues, in one statement on b, the write of each
@@ -231,7 +233,7 @@ func QueueRefTableStates(b *pgx.Batch, states []*RefState, now time.Time) {
 	rtypes, docs := make([]string, len(states)), make([]string, len(states))
 	versions, msgs := make([]int64, len(states)), make([]int64, len(states))
 	for i, s := range states {
-		rtypes[i], docs[i], versions[i], msgs[i] = s.State.RType, s.json, s.State.Version, s.State.LastMsgID
+		rtypes[i], docs[i], versions[i], msgs[i] = s.rtype, s.json, s.version, s.lastMsgID
 	}
 	b.Queue(`INSERT INTO ref_table_state (rtype, version, last_msg_id, table_state, updated_at)
 		SELECT r, v, m, d::jsonb, $5 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[]) AS x(r, v, m, d)

@@ -102,6 +102,8 @@ type Processor struct {
 	log *slog.Logger
 	// group is the running processor's group commit (RunProcessor).
 	group commit.Slot[*txWrite]
+	// codec is the table's, with the states the callbacks wrote.
+	codec tableCodec
 
 	mu    sync.Mutex
 	stats Stats
@@ -128,7 +130,7 @@ func New(cfg Config, d Deps) (*Processor, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Processor{cfg: cfg, d: d, log: d.Log.With("component", "refdata")}, nil
+	return &Processor{cfg: cfg, d: d, log: d.Log.With("component", "refdata"), codec: tableCodec{states: newOwnedStates()}}, nil
 }
 
 // Stats returns a snapshot of the running figures.
@@ -142,7 +144,7 @@ func (p *Processor) Stats() Stats {
 func (p *Processor) Graph() *goka.GroupGraph {
 	return goka.DefineGroup(p.cfg.Group(),
 		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[refdata.Transition]{}, p.handle),
-		goka.Persist(kafka.JSON[refdata.State]{}),
+		goka.Persist(p.codec),
 	)
 }
 
@@ -220,7 +222,10 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for category %s rejected (%v)", t.MsgID, t.RType, err),
 			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
-	w := &txWrite{log: log, t: t, s: s, res: res, now: p.d.Clock.Now()}
+	// The write holds what it needs of s: the next transition of the
+	// category changes s in place (refdata.Apply), maybe before the write
+	// runs.
+	w := &txWrite{log: log, t: t, s: s.Subset(res.Upserts), res: res, now: p.d.Clock.Now()}
 	if !res.Replay || recovered {
 		if w.enc, err = sink.EncodeRefState(s); err != nil {
 			kafka.Abort(gctx, err)
@@ -230,7 +235,11 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		kafka.Abort(gctx, err) // shutdown: delivered again after restart
 	}
 	if w.enc != nil {
-		gctx.SetValue(s)
+		// Encoded once, for ref_table_state and the table; the next
+		// transition of the category takes s back with this value.
+		v := []byte(w.enc.JSON())
+		gctx.SetValue(encodedState(v))
+		p.codec.states.keep(s, v)
 	}
 	p.mu.Lock()
 	if res.Replay {

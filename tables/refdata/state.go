@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 
@@ -74,6 +75,23 @@ type State struct {
 // NewState returns the empty state of category rtype.
 func NewState(rtype string) *State {
 	return &State{RType: rtype, Records: map[string]Entry{}}
+}
+
+// Subset returns a copy of s holding only the records of keys (those it
+// has): what the sink writes of a Result (its Upserts). Apply changes a
+// state in place; a write queued for later takes the subset, which the
+// next transition of the category leaves as it is (Apply replaces an
+// Entry, never changes one).
+func (s *State) Subset(keys []string) *State {
+	c := *s
+	c.Records = make(map[string]Entry, len(keys))
+	for _, k := range keys {
+		if e, ok := s.Records[k]; ok {
+			c.Records[k] = e
+		}
+	}
+	c.LastDeletes = slices.Clone(s.LastDeletes)
+	return &c
 }
 
 // Transition is one reference message for one RTYPE as the router emits it
