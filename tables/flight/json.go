@@ -267,8 +267,8 @@ type decoder struct {
 	i int
 	// s is b as one string, made at the first string value read: every
 	// value without escapes is a slice of it, not an allocation of its
-	// own (a flight's value holds dozens; each was a tenth of decoding).
-	// The decoded value keeps s alive, as it would its strings.
+	// own (a flight's value holds dozens). The decoded value keeps s
+	// alive, as it would its strings.
 	s string
 }
 

@@ -661,3 +661,28 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A write's subset keeps what the sink writes — the scalars and the
+// upserted records — and stays as it was while the category's next
+// transitions change the state in place.
+func TestSubsetOutlivesTheNextTransition(t *testing.T) {
+	s := NewState("AIRL")
+	res, err := Apply(s, tr(1, "AIRL", STYPDNLD, airlUA(), airlAA()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := s.Subset(append(res.Upserts, "XX")) // a key the state lacks is left out
+	want := map[string]Entry{"AA": s.Records["AA"], "UA": s.Records["UA"]}
+	if sub.RType != "AIRL" || sub.Version != s.Version || sub.LastMsgID != 1 || !reflect.DeepEqual(sub.Records, want) {
+		t.Fatalf("subset: %+v, want the scalars of %+v and records %v", sub, s, want)
+	}
+	if _, err := Apply(s, tr(2, "AIRL", STYPDNLD, Record{"ITOP": "ZZ", "ONAM": "ZED"})); err != nil {
+		t.Fatal(err)
+	}
+	if sub.Version == s.Version || sub.LastMsgID != 1 || !reflect.DeepEqual(sub.Records, want) {
+		t.Fatalf("the subset changed with the state: %+v", sub)
+	}
+	if _, ok := s.Records["AA"]; ok {
+		t.Fatal("the next transition did not delete AA (the test proves nothing)")
+	}
+}
