@@ -29,37 +29,38 @@ type Event struct {
 	New bool
 }
 
-const queueEventsSQL = `INSERT INTO event_outbox (topic, key, value, origin_at, created_at, msg_id, state_version, recheck)
-	SELECT t, k, v, o, $5, NULLIF(m, 0), NULLIF(sv, 0), NOT new
-	FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $6::bigint[], $7::bigint[], $8::bool[]) WITH ORDINALITY AS e(t, k, v, o, m, sv, new, n)
-	ORDER BY n`
-
-func eventArgs(events []Event, now time.Time) []any {
-	topics := make([]string, len(events))
-	keys := make([]string, len(events))
-	values := make([][]byte, len(events))
-	origins := make([]*time.Time, len(events))
-	msgIDs := make([]int64, len(events))
-	versions := make([]int64, len(events))
-	fresh := make([]bool, len(events))
-	for i, e := range events {
-		topics[i], keys[i], values[i] = e.Topic, e.Key, e.Value
-		msgIDs[i], versions[i], fresh[i] = e.MsgID, e.StateVersion, e.New
-		if !e.OriginAt.IsZero() {
-			o := e.OriginAt
-			origins[i] = &o
-		}
-	}
-	return []any{topics, keys, values, origins, now, msgIDs, versions, fresh}
-}
+// eventColumns are the event_outbox columns QueueEvents writes.
+var eventColumns = []string{"topic", "key", "value", "origin_at", "created_at", "msg_id", "state_version", "recheck"}
 
 // QueueEvents adds events to the outbox inside the caller's transaction, so
-// they are durable exactly when the state they announce is.
+// they are durable exactly when the state they announce is; their ids
+// follow their order.
+//
+// It copies them (COPY ... FROM STDIN) rather than inserting an array of
+// each column: the events carry whole flight documents, a group's ~1 MB,
+// and pgx grows a statement's parameter buffer from 256 bytes for every
+// statement (its wire buffer from 1 KB), which copied and threw away a
+// few times their size per group — a sixth of all the bytes msgx
+// allocated on a backlog. COPY is sent in 64 KB pieces, and PostgreSQL
+// plans nothing for it.
 func QueueEvents(ctx context.Context, tx pgx.Tx, events []Event, now time.Time) error {
 	if len(events) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, queueEventsSQL, eventArgs(events, now)...)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"event_outbox"}, eventColumns, pgx.CopyFromSlice(len(events), func(i int) ([]any, error) {
+		e := &events[i]
+		var origin, msgID, version any // NULL
+		if !e.OriginAt.IsZero() {
+			origin = e.OriginAt
+		}
+		if e.MsgID != 0 {
+			msgID = e.MsgID
+		}
+		if e.StateVersion != 0 {
+			version = e.StateVersion
+		}
+		return []any{e.Topic, e.Key, e.Value, origin, now, msgID, version, !e.New}, nil
+	}))
 	if err != nil {
 		return fmt.Errorf("queueing %d events: %w", len(events), err)
 	}
