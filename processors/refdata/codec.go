@@ -91,7 +91,7 @@ func (o *ownedStates) take(value []byte) *refdata.State {
 		// slice the memory table storage was given.
 		if bytes.Equal(e.value, value) {
 			s = e.state
-			o.entries = append(o.entries[:i], o.entries[i+1:]...)
+			o.entries = slices.Delete(o.entries, i, i+1)
 			break
 		}
 	}
