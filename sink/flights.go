@@ -232,11 +232,14 @@ func buildWriteSQL(shape writeShape) string {
 	sets = append(sets, "schd_due_since = CASE WHEN EXCLUDED.state_version > flight_schd.schd_sent_version"+
 		" THEN COALESCE(flight_schd.schd_due_since, EXCLUDED.schd_due_since) ELSE flight_schd.schd_due_since END")
 	fmt.Fprintf(&b, "WITH up AS (\n  INSERT INTO flight_schd (%s, schd_due_since)\n", strings.Join(flightColumns, ", "))
-	ps := make([]string, paramColumns)
-	for i := range ps {
-		ps[i] = param(flightColumns[i], flightTypes[i])
-	}
 	scalars, record := scalarsSQL()
+	var ps []string
+	if !shape.subset {
+		ps = make([]string, paramColumns)
+		for i := range ps {
+			ps[i] = param(flightColumns[i], flightTypes[i])
+		}
+	}
 	if shape.many {
 		sel := make([]string, paramColumns)
 		for i, c := range flightColumns[:paramColumns] {
@@ -245,19 +248,16 @@ func buildWriteSQL(shape writeShape) string {
 				sel[i] += "::" + flightTypes[i]
 			}
 		}
-		cols := flightColumns[:paramColumns]
+		from := fmt.Sprintf("unnest(%s) AS r(%s)", strings.Join(ps, ", "), strings.Join(flightColumns[:paramColumns], ", "))
+		if shape.subset {
+			from = flightStage + " r" // copied there by stageFlights
+		}
+		fmt.Fprintf(&b, "  SELECT %s, %s, r.updated_at\n  FROM %s\n  CROSS JOIN LATERAL %s\n",
+			strings.Join(sel, ", "), scalars, from, fmt.Sprintf(record, "r.doc"))
 		if shape.subset {
 			// The group's incremental write takes a flight only when its
 			// stored row is at the version its changes build on (none
 			// counts as 0); QueueFlightGroup writes the others whole.
-			n++
-			ps = append(ps, fmt.Sprintf("$%d::bigint[]", n))
-			cols = append(slices.Clip(cols), "base")
-		}
-		fmt.Fprintf(&b, "  SELECT %s, %s, r.updated_at\n  FROM unnest(%s) AS r(%s)\n  CROSS JOIN LATERAL %s\n",
-			strings.Join(sel, ", "), scalars, strings.Join(ps, ", "), strings.Join(cols, ", "),
-			fmt.Sprintf(record, "r.doc"))
-		if shape.subset {
 			b.WriteString("  LEFT JOIN flight_schd cur ON cur.flid = r.flid\n  WHERE COALESCE(cur.state_version, 0) = r.base\n")
 		}
 	} else {
@@ -433,8 +433,9 @@ type GroupFlight struct {
 	Changed []string
 }
 
-// QueueFlightGroup queues on b the writes of a group commit's flights
-// (each FLID once), and returns what to run in tx once b has run: one
+// QueueFlightGroup copies a group commit's flights (each FLID once) into
+// a staging table of tx (stageFlights, two round trips), queues on b the
+// writes that read them, and returns what to run in tx once b has run: one
 // statement writes incrementally every flight whose stored row is at
 // version Base (none counts as 0) — every collection the group's versions
 // did not change is the same in the stored row, so only the tables of
@@ -450,7 +451,7 @@ type GroupFlight struct {
 // version before the group's, so every version the group made of them is
 // new — no earlier transaction committed it or queued its event
 // (Event.New).
-func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.Context, pgx.Tx) (fresh map[string]bool, err error)) {
+func QueueFlightGroup(ctx context.Context, tx pgx.Tx, b *pgx.Batch, flights []GroupFlight) (finish func(context.Context, pgx.Tx) (fresh map[string]bool, err error), err error) {
 	var inc []GroupFlight
 	var full []*Encoded
 	for _, g := range flights {
@@ -462,6 +463,9 @@ func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.
 	}
 	written := make(map[string]bool, len(inc))
 	if len(inc) > 0 {
+		if err := stageFlights(ctx, tx, inc); err != nil {
+			return nil, err
+		}
 		sql, args := subsetWrite(inc)
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			var flid string
@@ -483,22 +487,53 @@ func QueueFlightGroup(b *pgx.Batch, flights []GroupFlight) (finish func(context.
 			return nil, fmt.Errorf("writing %s whole: %w", describeFlights(full), err)
 		}
 		return written, nil
+	}, nil
+}
+
+// flightStage is the temporary table the group's incremental write reads
+// its flights from (stageFlights), and flightStageSQL readies it: created
+// by the first group of each connection, emptied at each commit, and
+// emptied here too, since one transaction can write several runs.
+//
+// Why a table and not one array per column, as the full write: pgx
+// encodes a statement's parameters into a buffer it shrinks back to 256
+// bytes after every statement (and its wire buffer to 1 KB), so a group's
+// few MB of flight documents were copied and thrown away a few times
+// their size at every group (docs/design.md#group-commits). COPY streams
+// them in 64 KB pieces. operation_day and table_state travel as text and
+// are cast by the statement, as in the arrays.
+const (
+	flightStage    = "msgx_flight_stage"
+	flightStageSQL = `CREATE TEMP TABLE IF NOT EXISTS ` + flightStage + ` (flid text, operation_day text, state text,
+		state_version bigint, last_msg_id bigint, updated_at timestamptz, doc jsonb, table_state text, base bigint)
+		ON COMMIT DELETE ROWS; DELETE FROM ` + flightStage
+)
+
+var flightStageColumns = []string{"flid", "operation_day", "state", "state_version", "last_msg_id", "updated_at", "doc", "table_state", "base"}
+
+// stageFlights copies flights into flightStage, inside tx, for
+// subsetWrite's statement.
+func stageFlights(ctx context.Context, tx pgx.Tx, flights []GroupFlight) error {
+	// Without parameters pgx sends this as a simple query: both statements
+	// in one round trip.
+	if _, err := tx.Exec(ctx, flightStageSQL); err != nil {
+		return fmt.Errorf("readying the flights' staging table: %w", err)
 	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{flightStage}, flightStageColumns, pgx.CopyFromSlice(len(flights), func(i int) ([]any, error) {
+		e := flights[i].Enc
+		s := e.State
+		return []any{s.FLID, nullable(s.OperationDay), s.State, s.StateVersion, s.LastMsgID, s.UpdatedAt, e.doc, e.tableState, flights[i].Base}, nil
+	}))
+	if err != nil {
+		return fmt.Errorf("copying %d flights to write: %w", len(flights), err)
+	}
+	return nil
 }
 
 // subsetWrite is the statement of QueueFlightGroup's incremental write.
 func subsetWrite(flights []GroupFlight) (string, []any) {
 	shape := writeShape{many: true, subset: true}
-	encoded := make([]*Encoded, len(flights))
-	for i, g := range flights {
-		encoded[i] = g.Enc
-	}
-	args := upsertManyArgs(encoded)
-	bases := make([]int64, len(flights))
-	for i, g := range flights {
-		bases[i] = g.Base
-	}
-	args = append(args, bases)
+	var args []any
 	changing := make([][]*flight.State, len(detailTables))
 	for i, d := range detailTables {
 		var flids []string

@@ -129,11 +129,14 @@ func flGroupWrite(t testing.TB, pool *pgxpool.Pool, chunks ...flChunk) {
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		finish := sink.QueueFlightGroup(b, flights)
+		finish, err := sink.QueueFlightGroup(ctx, tx, b, flights)
+		if err != nil {
+			return err
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		_, err := finish(ctx, tx)
+		_, err = finish(ctx, tx)
 		return err
 	})
 	if err != nil {

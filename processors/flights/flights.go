@@ -636,7 +636,10 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 			unplaced = append(unplaced, w.t.FLID)
 		}
 	}
-	finishFlights := sink.QueueFlightGroup(b, flights)
+	finishFlights, err := sink.QueueFlightGroup(ctx, tx, b, flights)
+	if err != nil {
+		return err
+	}
 	done := sink.QueueMarksApplied(b, marks, now)
 	if err := sink.QueueFlightChanges(b, changes, now); err != nil {
 		return err
