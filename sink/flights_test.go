@@ -799,3 +799,47 @@ func TestSchdDueSince(t *testing.T) {
 		t.Fatalf("after v3: due since %v, want v3's %v", got, v3.UpdatedAt)
 	}
 }
+
+// TestFlightGroupsInOneTransaction: a transaction can write several groups
+// (the flights processor splits a group at each purge). The second group
+// writes only its own flights: a flight the first one staged and a purge
+// then deleted does not come back.
+func TestFlightGroupsInOneTransaction(t *testing.T) {
+	pool := flPool(t)
+	ctx := context.Background()
+	group := func(tx pgx.Tx, s *flight.State) error {
+		e, err := sink.EncodeFlight(s)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		finish, err := sink.QueueFlightGroup(ctx, tx, b, []sink.GroupFlight{{Enc: e, Base: s.StateVersion - 1, Changed: s.Last.Changed}})
+		if err != nil {
+			return err
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		_, err = finish(ctx, tx)
+		return err
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := group(tx, flRich(t, "A", 1)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM flight_schd WHERE flid = 'A'`); err != nil {
+			return err
+		}
+		return group(tx, flRich(t, "B", 2))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flExpectRows(t, pool, []string{"B|1"}, `SELECT flid, state_version FROM flight_schd ORDER BY flid`)
+	// A later transaction writes only its own flights too.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return group(tx, flRich(t, "C", 3)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	flExpectRows(t, pool, []string{"B|1", "C|1"}, `SELECT flid, state_version FROM flight_schd ORDER BY flid`)
+}
