@@ -79,22 +79,35 @@ type OutboxRow struct {
 // already, and an outbox row announcing one again (a transition redelivered
 // after a crash re-queues it) must not be published twice. Only the rows
 // not queued as new (Event.New) are looked up. One statement, so one
-// commit per publisher round.
+// commit per publisher round — none during a backlog, where DeleteOutbox
+// reads the next rows in its own transaction.
 func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow, map[Version]bool, error) {
-	// msg_event's primary key (flid, state_version, msg_id) serves the
-	// lookup by its first two columns. At a million versions a lookup is
-	// an index descent through pages mostly outside shared_buffers, ~25 µs
-	// each: half of the read's time, and needed only by the rows of a
-	// redelivery, which the flights processor marks (recheck).
-	rows, err := pool.Query(ctx, `WITH due AS (
-			SELECT id, topic, key, value, origin_at, COALESCE(msg_id, 0) AS msg_id, COALESCE(state_version, 0) AS state_version, recheck
-			FROM event_outbox ORDER BY id LIMIT $1)
-		SELECT d.id, d.topic, d.key, d.value, d.origin_at, d.msg_id, d.state_version, NOT d.recheck,
-			CASE WHEN d.recheck THEN EXISTS (SELECT 1 FROM msg_event m WHERE m.flid = d.key AND m.state_version = d.state_version) ELSE false END
-		FROM due d ORDER BY d.id`, limit)
+	rows, err := pool.Query(ctx, readOutboxSQL, limit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the outbox: %w", err)
 	}
+	out, published, err := collectOutbox(rows)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the outbox: %w", err)
+	}
+	return out, published, nil
+}
+
+// readOutboxSQL is ReadOutbox's statement. msg_event's primary key (flid,
+// state_version, msg_id) serves the lookup by its first two columns. At a
+// million versions a lookup is an index descent through pages mostly
+// outside shared_buffers, ~25 µs each: half of the read's time, and needed
+// only by the rows of a redelivery, which the flights processor marks
+// (recheck).
+const readOutboxSQL = `WITH due AS (
+		SELECT id, topic, key, value, origin_at, COALESCE(msg_id, 0) AS msg_id, COALESCE(state_version, 0) AS state_version, recheck
+		FROM event_outbox ORDER BY id LIMIT $1)
+	SELECT d.id, d.topic, d.key, d.value, d.origin_at, d.msg_id, d.state_version, NOT d.recheck,
+		CASE WHEN d.recheck THEN EXISTS (SELECT 1 FROM msg_event m WHERE m.flid = d.key AND m.state_version = d.state_version) ELSE false END
+	FROM due d ORDER BY d.id`
+
+// collectOutbox reads the rows of readOutboxSQL.
+func collectOutbox(rows pgx.Rows) ([]OutboxRow, map[Version]bool, error) {
 	published := map[Version]bool{}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
 		var done bool
@@ -104,10 +117,7 @@ func ReadOutbox(ctx context.Context, pool *pgxpool.Pool, limit int) ([]OutboxRow
 		}
 		return r, err
 	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the outbox: %w", err)
-	}
-	return out, published, nil
+	return out, published, err
 }
 
 func scanOutboxRow(row pgx.CollectableRow) (OutboxRow, error) { return scanOutbox(row) }
@@ -160,7 +170,12 @@ type Produced struct {
 // of scanning the topic). A crash before the commit leaves the rows to be
 // produced again (or, with exactly-once publishing, to be reconciled), and
 // the index keeps the first position it recorded of a version.
-func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, skipped []int64, now time.Time) error {
+//
+// With next > 0 it then reads, in the same transaction, what ReadOutbox
+// would read next (up to next rows): during a backlog the publisher's
+// rounds cost one PostgreSQL commit each instead of two. The read sees the
+// msg_event rows just recorded, as a read after the commit would.
+func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, skipped []int64, now time.Time, next int) (due []OutboxRow, published map[Version]bool, _ error) {
 	ids := make([]int64, len(produced), len(produced)+len(skipped))
 	var flids, topics []string
 	var versions, msgIDs, offsets []int64
@@ -183,12 +198,19 @@ func DeleteOutbox(ctx context.Context, pool *pgxpool.Pool, produced []Produced, 
 				SELECT f, v, m, t, p, o, $7 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::bigint[]) AS e(f, v, m, t, p, o)
 				ON CONFLICT DO NOTHING`, flids, versions, msgIDs, topics, parts, offsets, now)
 		}
+		if next > 0 {
+			b.Queue(readOutboxSQL, next).Query(func(rows pgx.Rows) error {
+				var err error
+				due, published, err = collectOutbox(rows)
+				return err
+			})
+		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return fmt.Errorf("deleting %d published events: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("deleting %d published events: %w", len(ids), err)
 	}
-	return nil
+	return due, published, nil
 }
 
 // VacuumOutbox vacuums event_outbox (skipped while another vacuum of it

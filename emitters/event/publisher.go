@@ -175,6 +175,9 @@ type Publisher struct {
 	// pending is a batch Kafka has and whose rows are not deleted yet: it
 	// is deleted before anything else is produced.
 	pending *batch
+	// next is what the last round's delete read of the outbox's next rows
+	// (nil: nothing), for the round after it.
+	next *readAhead
 	// deleted counts the rows deleted since the last vacuum of the outbox.
 	deleted int
 
@@ -312,12 +315,19 @@ func (p *Publisher) Publish(ctx context.Context) (int, error) {
 	if p.fenced() {
 		return 0, ErrFenced
 	}
+	// What the last round's delete read next, if it read anything: used
+	// only by this round, and only if the producer session it was read
+	// under still runs (an opening session's reconciliation may delete
+	// rows).
+	next := p.next
+	p.next = nil
 	if p.pending != nil {
-		if err := p.forget(ctx); err != nil {
+		if err := p.forget(ctx, 0); err != nil {
 			return 0, err
 		}
 	}
 	if p.producer == nil {
+		next = nil
 		if err := p.open(ctx); err != nil {
 			return 0, err
 		}
@@ -326,11 +336,16 @@ func (p *Publisher) Publish(ctx context.Context) (int, error) {
 	if p.cfg.ExactlyOnce {
 		limit = min(limit, maxTransactionRows(p.d.Kafka.MaxMessageBytes))
 	}
-	rctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
-	due, published, err := sink.ReadOutbox(rctx, p.d.Pool, limit)
-	cancel()
-	if err != nil || len(due) == 0 {
-		return 0, err
+	due, published := next.rows(limit)
+	var err error
+	if len(due) == 0 {
+		// Nothing read ahead: read now (one commit of its own).
+		rctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
+		due, published, err = sink.ReadOutbox(rctx, p.d.Pool, limit)
+		cancel()
+		if err != nil || len(due) == 0 {
+			return 0, err
+		}
 	}
 	publish, skip := dedupe(due, published)
 	b := &batch{skipped: make([]int64, len(skip))}
@@ -353,10 +368,27 @@ func (p *Publisher) Publish(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	if err := p.forget(ctx); err != nil {
+	// The delete reads the next rows in its transaction: during a backlog
+	// a round is one PostgreSQL commit, not two.
+	if err := p.forget(ctx, limit); err != nil {
 		return 0, err
 	}
 	return len(due), nil
+}
+
+// readAhead is what a round's delete read of the outbox's next rows
+// (sink.DeleteOutbox).
+type readAhead struct {
+	due       []sink.OutboxRow
+	published map[sink.Version]bool
+}
+
+// rows returns the rows read ahead, at most limit (none when r is nil).
+func (r *readAhead) rows(limit int) ([]sink.OutboxRow, map[sink.Version]bool) {
+	if r == nil {
+		return nil, nil
+	}
+	return r.due[:min(len(r.due), limit)], r.published
 }
 
 // open starts a producer session. With ExactlyOnce it initialises the
@@ -443,7 +475,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		return err
 	}
 	p.pending = &batch{produced: produced, skipped: skipped, reconciled: true}
-	if err := p.forget(ctx); err != nil {
+	if err := p.forget(ctx, 0); err != nil {
 		return err
 	}
 	p.log.Info("reconciled the last committed transaction: its outbox rows were on Kafka already and are deleted without publishing them again",
@@ -568,16 +600,21 @@ func (p *Publisher) send(publish []sink.OutboxRow, b *batch) error {
 
 // forget deletes the pending batch's rows and records msg_event in one
 // PostgreSQL transaction. It is retried, never produced again, until it
-// succeeds.
-func (p *Publisher) forget(ctx context.Context) error {
+// succeeds. With next > 0 the transaction also reads up to next of the
+// outbox's following rows, for the next round (p.next).
+func (p *Publisher) forget(ctx context.Context, next int) error {
 	b := p.pending
 	now := p.d.Clock.Now()
 	dctx, cancel := context.WithTimeout(ctx, p.d.DBTimeout)
 	defer cancel()
-	if err := sink.DeleteOutbox(dctx, p.d.Pool, b.produced, b.skipped, now); err != nil {
+	due, published, err := sink.DeleteOutbox(dctx, p.d.Pool, b.produced, b.skipped, now, next)
+	if err != nil {
 		return err
 	}
 	p.pending = nil
+	if len(due) > 0 {
+		p.next = &readAhead{due: due, published: published}
+	}
 	p.vacuum(ctx, len(b.produced)+len(b.skipped))
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -314,6 +314,40 @@ func TestPublisherDedupe(t *testing.T) {
 	}
 }
 
+// TestPublisherReadAhead: a round's delete reads the next round's rows in
+// its transaction (sink.DeleteOutbox). Those rows are de-duplicated
+// against the msg_event rows the same transaction recorded, and rows
+// queued after the read wait for the round after.
+func TestPublisherReadAhead(t *testing.T) {
+	t.Parallel()
+	for _, exactlyOnce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) {
+			e := newEnv(t, nil)
+			cfg := config(exactlyOnce)
+			cfg.Batch = 2
+			p := e.publisher(cfg, nil)
+			// The third row announces again the version the first round
+			// publishes: only the first round's msg_event can tell.
+			e.queue(ev("ev", "a", 1), ev("ev", "a", 2), ev("ev", "a", 1), ev("ev", "b", 1), ev("ev", "c", 1))
+			if n, err := p.Publish(e.ctx); n != 2 || err != nil {
+				t.Fatalf("first round: %d %v", n, err)
+			}
+			e.queue(ev("ev", "d", 1))
+			for i, want := range []int{2, 2, 0} {
+				if n, err := p.Publish(e.ctx); n != want || err != nil {
+					t.Fatalf("round %d: %d %v, want %d", i+2, n, err, want)
+				}
+			}
+			if got, want := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)), "a=v1 a=v2 b=v1 c=v1 d=v1"; got != want {
+				t.Fatalf("read_committed %q, want %q", got, want)
+			}
+			if st := p.Stats(); st.Deduplicated != 1 || st.Published["ev"] != 5 || e.outbox() != 0 {
+				t.Fatalf("stats %+v, outbox %d", st, e.outbox())
+			}
+		})
+	}
+}
+
 // TestPublisherVacuum: the publisher vacuums the outbox once it has
 // deleted VacuumRows rows since the last vacuum (counting produced and
 // de-duplicated rows alike), and never with VacuumRows 0.
