@@ -127,21 +127,24 @@ func flGroupWrite(t testing.TB, pool *pgxpool.Pool, chunks ...flChunk) {
 		}
 		flights = append(flights, g)
 	}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		finish, err := sink.QueueFlightGroup(ctx, tx, b, flights)
-		if err != nil {
-			return err
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		_, err = finish(ctx, tx)
-		return err
-	})
-	if err != nil {
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return flWriteGroup(ctx, tx, flights) }); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// flWriteGroup writes flights inside tx as a group commit does:
+// QueueFlightGroup, its batch, then its finish.
+func flWriteGroup(ctx context.Context, tx pgx.Tx, flights []sink.GroupFlight) error {
+	b := &pgx.Batch{}
+	finish, err := sink.QueueFlightGroup(ctx, tx, b, flights)
+	if err != nil {
+		return err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	_, err = finish(ctx, tx)
+	return err
 }
 
 // flChunk is a run of consecutive states of one flight for flGroupWrite.
@@ -812,16 +815,7 @@ func TestFlightGroupsInOneTransaction(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		b := &pgx.Batch{}
-		finish, err := sink.QueueFlightGroup(ctx, tx, b, []sink.GroupFlight{{Enc: e, Base: s.StateVersion - 1, Changed: s.Last.Changed}})
-		if err != nil {
-			return err
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		_, err = finish(ctx, tx)
-		return err
+		return flWriteGroup(ctx, tx, []sink.GroupFlight{{Enc: e, Base: s.StateVersion - 1, Changed: s.Last.Changed}})
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if err := group(tx, flRich(t, "A", 1)); err != nil {
