@@ -4,14 +4,14 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services browser curl prometheus devdb demo samples build vet fuzz clean-state
+.PHONY: run test bench services kafka kafka-cluster kafka-stop kafkactl devdb demo samples build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
 	MSGX_CUTOVER_WATERMARK=$${MSGX_CUTOVER_WATERMARK:-min} $(GO) run ./cmd/msgx run
 
-## test: every test (real PostgreSQL, MariaDB and an in-process Kafka)
-test: services browser curl prometheus
+## test: every test (real PostgreSQL, MariaDB and Apache Kafka; the in-process kfake where a test says so)
+test: services
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -22,33 +22,30 @@ test: services browser curl prometheus
 bench: services
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 120m ./bench/...
 
-## services: start PostgreSQL and MariaDB if they are not running
+## services: install (Debian's packages, when missing), configure for local development and start
+## PostgreSQL and MariaDB; install curl, kcat, Chromium, Prometheus/promtool and systemd-analyze,
+## which the tests drive (.ci/services.sh)
 services:
 	@bash .ci/services.sh
 
-## browser: install Chromium, which the status page's browser tests drive (Debian's chromium;
-## apt-get as root, or through sudo), only when it is missing
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
-	@chromium --version 2>/dev/null
+KAFKACTL = $(MSGX_STATE_DIR)/kafka-real/kafkactl
 
-## curl: install curl, which the HTTPS tests drive against msgx as an operator would, only when it
-## is missing
-curl:
-	@command -v curl >/dev/null 2>&1 || { \
-		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y curl; }
+## kafka: one Apache Kafka node (KRaft, broker + controller, fetched from Maven Central by
+## internal/testenv/kafka/pom.xml) on 127.0.0.1:19092, in the background
+kafka: kafkactl
+	@$(KAFKACTL) start
 
-## prometheus: install Prometheus and promtool, which the tests of deploy/ run (Debian's
-## prometheus; its service is not started here), and systemd-analyze (Debian's systemd), only
-## when one is missing; waits for another apt-get holding the dpkg lock
-prometheus:
-	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 || { \
-		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 --no-install-recommends prometheus systemd; }
-	@promtool --version 2>/dev/null | head -1
+## kafka-cluster: three Apache Kafka nodes on 127.0.0.1:19092,19093,19094 (replication 3,
+## min.insync.replicas 2, unclean leader election off), in the background
+kafka-cluster: kafkactl
+	@$(KAFKACTL) start -nodes 3
+
+## kafka-stop: stop what make kafka or make kafka-cluster started (their data stays)
+kafka-stop: kafkactl
+	@$(KAFKACTL) stop
+
+kafkactl:
+	@$(GO) build -o $(KAFKACTL) ./internal/testenv/kafka
 
 ## devdb: create the local databases msgx uses for development (idempotent)
 devdb: services
@@ -75,6 +72,7 @@ vet:
 fuzz:
 	$(GO) test ./processors/sis -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 
-## clean-state: forget the embedded Kafka's data and goka's local tables
+## clean-state: forget the embedded Kafka's data, goka's local tables and make kafka's data
+## (stop make kafka first)
 clean-state:
 	rm -rf $(MSGX_STATE_DIR)
