@@ -32,7 +32,7 @@ type CA struct {
 	// Pool trusts the CA (a Go client's RootCAs).
 	Pool *x509.CertPool
 
-	t      testing.TB
+	t      testing.TB // nil for a fixture's CA (StartCA)
 	dir    string
 	cert   *x509.Certificate
 	key    *ecdsa.PrivateKey
@@ -42,7 +42,10 @@ type CA struct {
 // Issued is a certificate the CA issued and its key, as PEM files.
 type Issued struct {
 	CertFile, KeyFile string
-	Cert              *x509.Certificate
+	// PKCS8KeyFile is the same key in PKCS #8 ("PRIVATE KEY"), the only
+	// form a Java PEM keystore (Kafka's ssl.keystore.type=PEM) reads.
+	PKCS8KeyFile string
+	Cert         *x509.Certificate
 	// Pair is the certificate and key for a Go client or server.
 	Pair tls.Certificate
 }
@@ -57,7 +60,20 @@ func (i Issued) SPKIHash() string {
 // NewCA makes a CA valid for a day.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key := ecKey(t)
+	ca, err := StartCA(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.t = t
+	return ca
+}
+
+// StartCA is NewCA for a fixture that outlives a test, its files under dir.
+func StartCA(dir, name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
@@ -65,33 +81,49 @@ func NewCA(t testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ca := &CA{t: t, dir: t.TempDir(), cert: cert, key: key, Pool: x509.NewCertPool()}
+	ca := &CA{dir: dir, cert: cert, key: key, Pool: x509.NewCertPool()}
 	ca.serial.Store(1)
 	ca.Pool.AddCert(cert)
-	ca.File = ca.write("ca.pem", "CERTIFICATE", der)
-	return ca
+	if ca.File, err = ca.write("ca.pem", "CERTIFICATE", der); err != nil {
+		return nil, err
+	}
+	return ca, nil
 }
 
 // Server issues a server certificate for 127.0.0.1, ::1 and localhost.
 func (ca *CA) Server(cn string) Issued {
-	return ca.issue(cn, x509.ExtKeyUsageServerAuth)
+	return ca.must(ca.Issue(cn, x509.ExtKeyUsageServerAuth))
 }
 
 // Client issues a client certificate.
 func (ca *CA) Client(cn string) Issued {
-	return ca.issue(cn, x509.ExtKeyUsageClientAuth)
+	return ca.must(ca.Issue(cn, x509.ExtKeyUsageClientAuth))
 }
 
-func (ca *CA) issue(cn string, usage x509.ExtKeyUsage) Issued {
-	t := ca.t
-	t.Helper()
-	key := ecKey(t)
+func (ca *CA) must(i Issued, err error) Issued {
+	if err != nil {
+		if ca.t == nil {
+			panic(err)
+		}
+		ca.t.Helper()
+		ca.t.Fatal(err)
+	}
+	return i
+}
+
+// Issue issues a certificate for usage (a server's: for 127.0.0.1, ::1 and
+// localhost).
+func (ca *CA) Issue(cn string, usage x509.ExtKeyUsage) (Issued, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Issued{}, err
+	}
 	serial := ca.serial.Add(1)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
@@ -104,42 +136,43 @@ func (ca *CA) issue(cn string, usage x509.ExtKeyUsage) Issued {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return Issued{}, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
+	out := Issued{}
+	if out.Cert, err = x509.ParseCertificate(der); err != nil {
+		return Issued{}, err
 	}
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Issued{}, err
+	}
+	p8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return Issued{}, err
 	}
 	name := cn + "-" + big.NewInt(serial).String()
-	out := Issued{Cert: cert,
-		CertFile: ca.write(name+".crt", "CERTIFICATE", der),
-		KeyFile:  ca.write(name+".key", "EC PRIVATE KEY", kder)}
-	out.Pair, err = tls.LoadX509KeyPair(out.CertFile, out.KeyFile)
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range []struct {
+		to        *string
+		name, typ string
+		der       []byte
+	}{{&out.CertFile, name + ".crt", "CERTIFICATE", der}, {&out.KeyFile, name + ".key", "EC PRIVATE KEY", kder},
+		{&out.PKCS8KeyFile, name + ".p8.key", "PRIVATE KEY", p8}} {
+		if *f.to, err = ca.write(f.name, f.typ, f.der); err != nil {
+			return Issued{}, err
+		}
 	}
-	return out
+	if out.Pair, err = tls.LoadX509KeyPair(out.CertFile, out.KeyFile); err != nil {
+		return Issued{}, err
+	}
+	return out, nil
 }
 
-func (ca *CA) write(name, typ string, der []byte) string {
+func (ca *CA) write(name, typ string, der []byte) (string, error) {
 	p := filepath.Join(ca.dir, name)
 	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		ca.t.Fatal(err)
+		return "", fmt.Errorf("writing %s: %w", p, err)
 	}
-	return p
-}
-
-func ecKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+	return p, nil
 }
 
 // Curl runs curl with args (-sS and a 20 s bound added) and returns the

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -13,7 +14,7 @@ import (
 // Tests use it to take MariaDB, PostgreSQL or Kafka away without disturbing
 // the shared services other test packages use.
 type Proxy struct {
-	t      testing.TB
+	t      testing.TB // nil for a proxy of a fixture that outlives tests
 	target string
 	addr   string
 
@@ -25,15 +26,26 @@ type Proxy struct {
 // NewProxy starts a proxy to target ("host:port") on a free local port.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	p := &Proxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := StartProxy(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
+	p.t = t
 	t.Cleanup(p.Down)
 	return p
+}
+
+// StartProxy is NewProxy for a fixture that outlives a single test (a
+// Kafka node started in TestMain): the caller calls Down when done.
+func StartProxy(target string) (*Proxy, error) {
+	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy to %s: %w", target, err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	return p, nil
 }
 
 // Addr is the proxy's "host:port".
@@ -55,12 +67,31 @@ func (p *Proxy) Down() {
 
 // Up listens again on the same address.
 func (p *Proxy) Up() {
-	p.t.Helper()
+	if p.t != nil {
+		p.t.Helper()
+	}
+	if err := p.TryUp(); err != nil {
+		if p.t == nil {
+			panic(err)
+		}
+		p.t.Fatal(err)
+	}
+}
+
+// TryUp is Up returning its failure; up already, it does nothing.
+func (p *Proxy) TryUp() error {
+	p.mu.Lock()
+	up := p.ln != nil
+	p.mu.Unlock()
+	if up {
+		return nil
+	}
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
-		p.t.Fatalf("proxy up: %v", err)
+		return fmt.Errorf("proxy up on %s: %w", p.addr, err)
 	}
 	p.serve(ln)
+	return nil
 }
 
 func (p *Proxy) serve(ln net.Listener) {
