@@ -590,9 +590,11 @@ func (n *KafkaNode) LogTail(lines int) string {
 	return strings.Join(out, "\n")
 }
 
-func (n *KafkaNode) listenAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-func (n *KafkaNode) dataDir() string            { return filepath.Join(n.Dir, "data") }
-func (n *KafkaNode) propertiesFile() string     { return filepath.Join(n.Dir, "server.properties") }
+func (n *KafkaNode) listenAddr(port int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+func (n *KafkaNode) dataDir() string        { return filepath.Join(n.Dir, "data") }
+func (n *KafkaNode) propertiesFile() string { return filepath.Join(n.Dir, "server.properties") }
 
 // properties is the node's server.properties.
 func (n *KafkaNode) properties(keystore string) string {
