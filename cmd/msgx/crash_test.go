@@ -42,12 +42,28 @@ type scenario struct {
 	logs    *os.File
 	pool    *pgxpool.Pool
 	brokers []string
+	// prefix is the scenario's MSGX_KAFKA_PREFIX on a shared Kafka ("" on
+	// a broker of its own).
+	prefix string
 }
 
 func newScenario(t *testing.T, bin string) *scenario {
 	t.Helper()
 	return newScenarioOn(t, bin, nil)
 }
+
+// newRealScenario is newScenario on Apache Kafka k, shared with other
+// tests: its topics, groups and transactional ID carry a prefix of its own.
+func newRealScenario(t *testing.T, bin string, k *testenv.Kafka) *scenario {
+	t.Helper()
+	s := newScenarioOn(t, bin, k.Addrs())
+	s.prefix = testenv.KafkaPrefix()
+	s.env = append(s.env, "MSGX_KAFKA_PREFIX="+s.prefix, fmt.Sprintf("MSGX_KAFKA_REPLICATION=%d", len(k.Nodes)))
+	return s
+}
+
+// topic is the scenario's name of topic (or group) name.
+func (s *scenario) topic(name string) string { return s.prefix + name }
 
 // newScenarioOn is newScenario on the Kafka cluster brokers (nil: a `msgx
 // broker` child of its own).
@@ -258,8 +274,8 @@ func loadInbox(t *testing.T, s *scenario, msgs []string) {
 }
 
 // TestCrashRecovery runs a codeshare-heavy day of messages through the real
-// binary with the gateway killed (SIGKILL) at random points while messages
-// flow: right after a router batch's commit, right after a flights group
+// binary on Apache Kafka with the gateway killed (SIGKILL) at random points
+// while messages flow: right after a router batch's commit, right after a flights group
 // commit (while the next group's table writes are ahead of PostgreSQL), at
 // random times. After the last restart everything must equal the serial
 // reference (assertSerial): every decision, flight, placeholder and
@@ -276,7 +292,7 @@ func TestCrashRecovery(t *testing.T) {
 	// takes a few seconds.
 	msgs := workload.Day(workload.Options{Seed: 42, Flights: 800, Ops: 8000, Codeshare: true})
 
-	crash := newScenario(t, bin)
+	crash := newRealScenario(t, bin, testenv.RealKafka(t))
 	loadInbox(t, crash, msgs)
 	rng := rand.New(rand.NewPCG(1, 2))
 	kills := 0
@@ -352,7 +368,7 @@ func TestSigtermDuringLoad(t *testing.T) {
 // distinct (FLID, version) events it saw.
 func assertEqualRun(t *testing.T, s *scenario, want map[string]string, what string) int {
 	t.Helper()
-	assertIndexFollowsTable(t, s.pool, s.brokers)
+	assertIndexFollowsTable(t, s.pool, s.brokers, s.prefix)
 	got := s.flights()
 	if len(got) != len(want) {
 		t.Fatalf("%d flights %s, %d in the reference run", len(got), what, len(want))
@@ -386,7 +402,7 @@ func assertEqualRun(t *testing.T, s *scenario, want map[string]string, what stri
 // order (MSGX_EXACTLY_ONCE, the default; docs/design.md#delivery).
 func assertCommittedOnce(t *testing.T, s *scenario, final map[string]int64) {
 	t.Helper()
-	read, dups := versionsRead(t, testenv.ReadToEnd(t, s.brokers, "msgx.msg", true, time.Minute))
+	read, dups := versionsRead(t, testenv.ReadToEnd(t, s.brokers, s.topic("msgx.msg"), true, time.Minute))
 	bad := 0
 	for flid, v := range final {
 		if got := read[flid]; !exactly(got, v) {

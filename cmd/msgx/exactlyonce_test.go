@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,10 +43,12 @@ var killSchedule = []kill{
 // SIGKILL ten times (killSchedule), and then reads msgx.msg as a consumer
 // would. With MSGX_EXACTLY_ONCE (the default) a read_committed consumer
 // reads every (FLID, version) exactly once, in version order per FLID,
-// against the embedded broker and against a three-broker cluster whose
+// on Apache Kafka — read by franz-go, by kcat (librdkafka) and by Apache
+// Kafka's own console consumer — and on kfake's three-broker cluster whose
 // partition leaders and coordinators move during the backlog; a
 // read_uncommitted consumer may read more, never less. The same kills with
-// MSGX_EXACTLY_ONCE=false give the at-least-once figures for comparison.
+// MSGX_EXACTLY_ONCE=false on the embedded broker give the at-least-once
+// figures for comparison.
 func TestCrashExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -54,21 +58,29 @@ func TestCrashExactlyOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		exactlyOnce bool
-		cluster     bool
+		kafka       string
 	}{
-		{"exactly-once/embedded", true, false},
-		{"exactly-once/3-brokers-disturbed", true, true},
-		{"at-least-once/embedded", false, false},
+		{"exactly-once/apache-kafka", true, "apache"},
+		{"exactly-once/3-brokers-disturbed", true, "kfake-cluster"},
+		{"at-least-once/embedded", false, "embedded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var s *scenario
 			var disturb func() testenv.Disturbed
-			if tc.cluster {
+			var real *testenv.Kafka
+			switch tc.kafka {
+			case "apache":
+				real = testenv.RealKafka(t)
+				s = newRealScenario(t, bin, real)
+			case "kfake-cluster":
+				// kfake's elections and coordinator moves, every 700 ms:
+				// faster and more often than a real cluster's (the fault
+				// campaign kills real brokers).
 				c := testenv.NewCluster(t)
 				s = newScenarioOn(t, bin, c.Addrs())
 				disturb = c.Disturb(testenv.Disturbance{Every: 700 * time.Millisecond, Leaders: true, Coordinators: true}).Stop
-			} else {
+			default:
 				s = newScenario(t, bin)
 			}
 			s.env = append(s.env, fmt.Sprintf("MSGX_EXACTLY_ONCE=%v", tc.exactlyOnce))
@@ -82,8 +94,8 @@ func TestCrashExactlyOnce(t *testing.T) {
 			s.waitOutboxEmpty(time.Minute)
 			final := s.finalVersions()
 
-			committed := testenv.ReadToEnd(t, s.brokers, "msgx.msg", true, time.Minute)
-			uncommitted := testenv.ReadToEnd(t, s.brokers, "msgx.msg", false, time.Minute)
+			committed := testenv.ReadToEnd(t, s.brokers, s.topic("msgx.msg"), true, time.Minute)
+			uncommitted := testenv.ReadToEnd(t, s.brokers, s.topic("msgx.msg"), false, time.Minute)
 			_, cdup := versionsRead(t, committed)
 			uv, udup := versionsRead(t, uncommitted)
 			want := 0
@@ -95,6 +107,10 @@ func TestCrashExactlyOnce(t *testing.T) {
 			}
 			if tc.exactlyOnce {
 				assertCommittedOnce(t, s, final)
+			}
+			if real != nil {
+				// The same topic through the two reference clients.
+				assertReadersAgree(t, real, s.topic("msgx.msg"), final)
 			}
 			t.Logf("%s: %d messages, %d kills (%s); %d (FLID, version); read_committed %d events (%d duplicates), read_uncommitted %d (%d duplicates)",
 				tc.name, len(msgs), len(killSchedule), fired, want, len(committed), cdup, len(uncommitted), udup)
@@ -189,16 +205,26 @@ func (s *scenario) finalVersions() map[string]int64 {
 // consumer read them, and how many events repeated a (FLID, version).
 func versionsRead(t *testing.T, rs []*kgo.Record) (map[string][]int64, int) {
 	t.Helper()
+	values := make([][]byte, len(rs))
+	for i, r := range rs {
+		values[i] = r.Value
+	}
+	return versionsOf(t, values)
+}
+
+// versionsOf is versionsRead of the records' values.
+func versionsOf(t *testing.T, values [][]byte) (map[string][]int64, int) {
+	t.Helper()
 	out := map[string][]int64{}
 	seen := map[string]bool{}
 	dups := 0
-	for _, r := range rs {
+	for i, v := range values {
 		var e struct {
 			FLID         string `json:"flid"`
 			StateVersion int64  `json:"stateVersion"`
 		}
-		if err := json.Unmarshal(r.Value, &e); err != nil {
-			t.Fatalf("msgx.msg offset %d: %v", r.Offset, err)
+		if err := json.Unmarshal(v, &e); err != nil {
+			t.Fatalf("msgx.msg record %d: %v", i, err)
 		}
 		k := fmt.Sprintf("%s@%d", e.FLID, e.StateVersion)
 		if seen[k] {
@@ -208,6 +234,46 @@ func versionsRead(t *testing.T, rs []*kgo.Record) (map[string][]int64, int) {
 		out[e.FLID] = append(out[e.FLID], e.StateVersion)
 	}
 	return out, dups
+}
+
+// assertReadersAgree reads topic of Apache Kafka k read_committed with
+// kcat (librdkafka) and with Apache Kafka's console consumer (Java): each
+// must read the versions 1..final[FLID] of every flight exactly once, in
+// order, like the project's own reader (franz-go, assertCommittedOnce).
+func assertReadersAgree(t *testing.T, k *testenv.Kafka, topic string, final map[string]int64) {
+	t.Helper()
+	out, err := exec.Command("kcat", "-C", "-b", strings.Join(k.Addrs(), ","), "-t", topic, "-e", "-q",
+		"-X", "isolation.level=read_committed", "-f", "%s\n").Output()
+	if err != nil {
+		t.Fatalf("kcat: %v", err)
+	}
+	java, err := k.ConsoleConsume(topic, true, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var javaValues [][]byte
+	for _, l := range java {
+		_, v, _ := strings.Cut(l, "\t")
+		javaValues = append(javaValues, []byte(v))
+	}
+	for _, r := range []struct {
+		name   string
+		values [][]byte
+	}{{"kcat", bytes.Split(bytes.TrimSpace(out), []byte("\n"))}, {"kafka-console-consumer", javaValues}} {
+		read, dups := versionsOf(t, r.values)
+		bad := 0
+		for flid, v := range final {
+			if got := read[flid]; !exactly(got, v) {
+				if bad++; bad <= 5 {
+					t.Errorf("%s read_committed: flight %s read as versions %s, want 1..%d once each in order", r.name, flid, short(got), v)
+				}
+			}
+		}
+		if bad > 0 || dups > 0 || len(read) != len(final) {
+			t.Errorf("%s read_committed: %d flights not exactly once, %d duplicate events, %d flights of %d", r.name, bad, dups, len(read), len(final))
+		}
+		t.Logf("%s read_committed: %d events of %d flights, exactly once in order", r.name, len(r.values), len(read))
+	}
 }
 
 // exactly: vs is 1, 2, …, last.

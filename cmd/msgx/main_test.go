@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +19,30 @@ import (
 	"msgx/internal/testenv"
 	"msgx/sink"
 )
+
+// TestMain stops the Apache Kafka the package's tests started
+// (testenv.RealKafka) after the last one.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// onKafka is the environment of a deployment on Apache Kafka k, shared
+// with other tests: a prefix of its own for its topics, groups and
+// transactional ID, and the cluster's replication.
+func onKafka(k *testenv.Kafka) map[string]string {
+	return map[string]string{
+		"MSGX_KAFKA_BROKERS":     strings.Join(k.Addrs(), ","),
+		"MSGX_KAFKA_PREFIX":      testenv.KafkaPrefix(),
+		"MSGX_KAFKA_REPLICATION": strconv.Itoa(len(k.Nodes)),
+	}
+}
+
+// brokersOf are the bootstrap addresses cfg uses: its cluster's, or its
+// embedded broker's.
+func brokersOf(cfg Config) []string {
+	if cfg.Kafka.Embedded() {
+		return []string{cfg.Kafka.EmbeddedAddr}
+	}
+	return cfg.Kafka.Brokers
+}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

@@ -56,7 +56,7 @@ func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]strin
 		rows.Close()
 		out[name] = strings.Join(lines, "\n")
 	}
-	brokers := []string{cfg.Kafka.EmbeddedAddr}
+	brokers := brokersOf(cfg)
 	for _, tbl := range []struct {
 		table goka.Table
 		codec goka.Codec
@@ -88,13 +88,13 @@ func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]strin
 	return out
 }
 
-// TestRebuildReproducesState processes a codeshare-heavy day of messages,
-// stops the daemon, rebuilds everything from msgx.inbox and compares: every
-// decision, flight, collection, version history line, placeholder, index
-// entry, applied mark and goka table value.
+// TestRebuildReproducesState processes a codeshare-heavy day of messages
+// on Apache Kafka, stops the daemon, rebuilds everything from msgx.inbox
+// and compares: every decision, flight, collection, version history line,
+// placeholder, index entry, applied mark and goka table value.
 func TestRebuildReproducesState(t *testing.T) {
 	t.Parallel() // a long run of the binary: beside the others
-	cfg, myDSN := testConfig(t, nil)
+	cfg, myDSN := testConfig(t, onKafka(testenv.RealKafka(t)))
 	my := testenv.OpenMySQL(t, myDSN)
 	for _, m := range workload.Day(workload.Options{Seed: 3, Flights: 120, Ops: 1200, Codeshare: true}) {
 		testenv.InsertInbox(t, my, m)
@@ -121,7 +121,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	if err := my.QueryRow("SELECT COUNT(*) FROM cminmsgs").Scan(&total); err != nil {
 		t.Fatal(err)
 	}
-	brokers := []string{cfg.Kafka.EmbeddedAddr}
+	brokers := brokersOf(cfg)
 	stop := start(t, cfg)
 	pool := openPool(t, cfg)
 	waitFor(t, "every message terminal", 2*time.Minute, func() bool {
@@ -133,14 +133,7 @@ func TestRebuildReproducesState(t *testing.T) {
 	stop()
 	wantCodecDead(t, pool, codec)
 
-	// The embedded broker stopped with the daemon; read the tables with a
-	// broker on the same data.
-	b, err := kafka.StartBroker(cfg.Kafka.EmbeddedAddr, cfg.StateDir+"/kafka", testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := rebuildState(t, cfg, pool)
-	b.Close()
 	for name, v := range before {
 		n := strings.Count(v, "\n") + 1
 		if v == "" || (name == "flight_schd" && n < 100) {
@@ -156,14 +149,9 @@ func TestRebuildReproducesState(t *testing.T) {
 	if !strings.Contains(out.String(), fmt.Sprintf("%d/%d messages", total, total)) || !strings.Contains(out.String(), "rebuild: done") {
 		t.Fatalf("no progress reaching %d/%d:\n%s", total, total, out.String())
 	}
-	b, err = kafka.StartBroker(cfg.Kafka.EmbeddedAddr, cfg.StateDir+"/kafka", testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	after := rebuildState(t, cfg, pool)
 	wantCodecDead(t, pool, codec)
-	assertIndexFollowsTable(t, pool, brokers)
+	assertIndexFollowsTable(t, pool, brokers, cfg.Kafka.Prefix)
 	for name, want := range before {
 		if after[name] != want {
 			t.Errorf("%s differs after rebuild:\n%s", name, lineDiff(want, after[name]))

@@ -22,9 +22,10 @@ import (
 // TestSerialEquivalence runs codeshare-heavy inboxes (a third of the
 // flights shared, children before masters, re-links, unlinks, renames,
 // child and master deletions, masters sent again, packages mixing masters
-// and children, reference data beside it) through msgx as a backlog — with
-// one and four transition partitions, and with two instances sharing the
-// four — and compares what it leaves with the serial reference
+// and children, reference data beside it) through msgx as a backlog on
+// Apache Kafka — with one and four transition partitions on one node, and
+// with two instances sharing the four on the three-node cluster
+// (replication 3) — and compares what it leaves with the serial reference
 // (internal/serial), which applies the messages one at a time, each with
 // all its effects: every message's decision, every flight (and
 // placeholder), every flight's version history, the msg events per FLID,
@@ -39,10 +40,15 @@ func TestSerialEquivalence(t *testing.T) {
 		seed       uint64
 		partitions int
 		instances  int
-	}{{1, 1, 1}, {2, 4, 1}, {3, 4, 2}} {
-		t.Run(fmt.Sprintf("seed %d, %d partitions, %d instances", c.seed, c.partitions, c.instances), func(t *testing.T) {
+		nodes      int
+	}{{1, 1, 1, 1}, {2, 4, 1, 1}, {3, 4, 2, 3}} {
+		t.Run(fmt.Sprintf("seed %d, %d partitions, %d instances, %d Kafka nodes", c.seed, c.partitions, c.instances, c.nodes), func(t *testing.T) {
 			msgs := workload.Day(workload.Options{Seed: c.seed, Flights: 300, Ops: 2500, Codeshare: true})
-			s := newScenario(t, bin)
+			k := testenv.RealKafka(t)
+			if c.nodes == 3 {
+				k = testenv.RealKafkaCluster(t)
+			}
+			s := newRealScenario(t, bin, k)
 			s.env = append(s.env, fmt.Sprintf("MSGX_TRANSITION_PARTITIONS=%d", c.partitions))
 			loadInbox(t, s, msgs)
 			if c.instances == 1 {
@@ -198,7 +204,7 @@ func assertSerial(t *testing.T, s *scenario, msgs []string) {
 	if dups > 0 {
 		t.Errorf("%d events read twice by a read_committed consumer", dups)
 	}
-	assertIndexFollowsTable(t, s.pool, s.brokers)
+	assertIndexFollowsTable(t, s.pool, s.brokers, s.prefix)
 	// The router's index is the reference's.
 	rows, err = s.pool.Query(ctx, `SELECT flid, COALESCE(state, ''), COALESCE(maid, ''), COALESCE(flno, '') FROM flight_index`)
 	if err != nil {
@@ -291,7 +297,7 @@ func flightEvents(t *testing.T, s *scenario) map[string][]*flight.Event {
 	out := map[string][]*flight.Event{}
 	// As a read_committed consumer reads it: exactly once
 	// (MSGX_EXACTLY_ONCE, the default; docs/design.md#delivery).
-	for _, r := range testenv.ReadToEnd(t, s.brokers, "msgx.msg", true, time.Minute) {
+	for _, r := range testenv.ReadToEnd(t, s.brokers, s.topic("msgx.msg"), true, time.Minute) {
 		var e flight.Event
 		if err := json.Unmarshal(r.Value, &e); err != nil {
 			t.Fatal(err)
@@ -305,9 +311,9 @@ func flightEvents(t *testing.T, s *scenario) map[string][]*flight.Event {
 // every flight, the link the flights table gives it (docs/design.md#codeshare):
 // state, MAID and FLNO of the read model's row, no flight where there is
 // no row.
-func assertIndexFollowsTable(t *testing.T, pool *pgxpool.Pool, brokers []string) {
+func assertIndexFollowsTable(t *testing.T, pool *pgxpool.Pool, brokers []string, prefix string) {
 	t.Helper()
-	testenv.WaitCaughtUp(t, brokers, flights.BaseGroup, []string{"msgx.flight-transitions"}, time.Minute)
+	testenv.WaitCaughtUp(t, brokers, prefix+flights.BaseGroup, []string{prefix + "msgx.flight-transitions"}, time.Minute)
 	rows, err := pool.Query(context.Background(), `SELECT COALESCE(i.flid, f.flid), COALESCE(i.state, '-'), COALESCE(i.maid, '-'),
 			COALESCE(i.flno, '-'), COALESCE(f.state, '-'), COALESCE(f.maid, '-'), COALESCE(f.flno, '-')
 		FROM flight_index i FULL JOIN flight_schd f ON f.flid = i.flid

@@ -26,6 +26,8 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 // env is one publisher set-up: a fresh database, a broker and the topics.
 type env struct {
 	t       *testing.T
@@ -35,8 +37,15 @@ type env struct {
 	kc      kafka.Config
 	clk     *clock.Fake
 	logs    *syncBuffer
+	// ev and ev3 are the topics of one and three partitions, txnID the
+	// publisher's transactional ID: with a prefix of the test's own on
+	// the package's shared Apache Kafka.
+	ev, ev3, txnID, position string
 }
 
+// newEnv is a set-up on brokers; nil: on the package's Apache Kafka
+// (testenv.RealKafka), where the transactions are real ones — the
+// transaction log, markers, fencing and read_committed are Kafka's own.
 func newEnv(t *testing.T, brokers []string) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -45,21 +54,23 @@ func newEnv(t *testing.T, brokers []string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	prefix := ""
 	if brokers == nil {
-		brokers = testenv.NewBroker(t)
+		brokers = testenv.RealKafka(t).Addrs()
+		prefix = testenv.KafkaPrefix()
 	}
-	kc := testenv.KafkaConfig(brokers)
-	cfg := config(true)
-	specs := []kafka.TopicSpec{{Name: "ev", Partitions: 1}, {Name: "ev3", Partitions: 3}, cfg.TopicSpec()}
-	if err := kafka.EnsureTopics(brokers, kc, specs, testenv.Logger(t)); err != nil {
+	e := &env{t: t, ctx: ctx, pool: pool, brokers: brokers, kc: testenv.KafkaConfig(brokers), clk: clock.NewFake(t0.Add(time.Second)),
+		logs: &syncBuffer{}, ev: prefix + "ev", ev3: prefix + "ev3", txnID: prefix + "test-publisher", position: prefix + "test.publisher-position"}
+	specs := []kafka.TopicSpec{{Name: e.ev, Partitions: 1}, {Name: e.ev3, Partitions: 3}, e.config(true).TopicSpec()}
+	if err := kafka.EnsureTopics(brokers, e.kc, specs, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, pool: pool, brokers: brokers, kc: kc, clk: clock.NewFake(t0.Add(time.Second)), logs: &syncBuffer{}}
+	return e
 }
 
-func config(exactlyOnce bool) event.Config {
-	return event.Config{Batch: 1000, Poll: time.Second, ExactlyOnce: exactlyOnce, TransactionalID: "test-publisher",
-		PositionTopic: "test.publisher-position", TxnTimeout: 30 * time.Second}
+func (e *env) config(exactlyOnce bool) event.Config {
+	return event.Config{Batch: 1000, Poll: time.Second, ExactlyOnce: exactlyOnce, TransactionalID: e.txnID,
+		PositionTopic: e.position, TxnTimeout: 30 * time.Second}
 }
 
 // publisher is a new publisher (a process starting); its log goes to the
@@ -138,7 +149,7 @@ var errCrash = errors.New("crash")
 func (e *env) commitThenCrash(evs ...sink.Event) {
 	e.t.Helper()
 	e.queue(evs...)
-	p := e.publisher(config(true), nil)
+	p := e.publisher(e.config(true), nil)
 	event.SetHook(p, crashAt(event.PointAfterCommit))
 	if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
 		e.t.Fatalf("no crash: %v", err)
@@ -180,17 +191,17 @@ func TestPublisherCrashWindows(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("exactly-once=%v/%s", tc.exactlyOnce, tc.point), func(t *testing.T) {
 			e := newEnv(t, nil)
-			e.queue(ev("ev", "a", 1), ev("ev", "b", 3))
-			e.queue(sink.Event{Topic: "ev", Key: "a"}) // a tombstone, no flight version
+			e.queue(ev(e.ev, "a", 1), ev(e.ev, "b", 3))
+			e.queue(sink.Event{Topic: e.ev, Key: "a"}) // a tombstone, no flight version
 
-			p := e.publisher(config(tc.exactlyOnce), nil)
+			p := e.publisher(e.config(tc.exactlyOnce), nil)
 			event.SetHook(p, crashAt(tc.point))
 			if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
 				t.Fatalf("no crash: %v", err)
 			}
 			p.Close()
 
-			p2 := e.publisher(config(tc.exactlyOnce), nil)
+			p2 := e.publisher(e.config(tc.exactlyOnce), nil)
 			n, err := p2.Publish(e.ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -198,16 +209,16 @@ func TestPublisherCrashWindows(t *testing.T) {
 			st := p2.Stats()
 			if tc.exactlyOnce && tc.point == event.PointAfterCommit {
 				// Reconciled at start-up; nothing left to publish.
-				if n != 0 || st.Reconciled != 3 || st.Published["ev"] != 0 {
+				if n != 0 || st.Reconciled != 3 || st.Published[e.ev] != 0 {
 					t.Fatalf("after the crash: published %d, stats %+v; want 3 reconciled", n, st)
 				}
-			} else if n != 3 || st.Published["ev"] != 3 {
+			} else if n != 3 || st.Published[e.ev] != 3 {
 				t.Fatalf("after the crash: published %d, stats %+v", n, st)
 			}
-			if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != tc.committed {
+			if got := records(testenv.ReadToEnd(t, e.brokers, e.ev, true, 10*time.Second)); got != tc.committed {
 				t.Errorf("read_committed %q, want %q", got, tc.committed)
 			}
-			if got := records(testenv.ReadToEnd(t, e.brokers, "ev", false, 10*time.Second)); got != tc.uncommitted {
+			if got := records(testenv.ReadToEnd(t, e.brokers, e.ev, false, 10*time.Second)); got != tc.uncommitted {
 				t.Errorf("read_uncommitted %q, want %q", got, tc.uncommitted)
 			}
 			if got := e.msgEvents(); got != tc.index {
@@ -224,7 +235,7 @@ func TestPublisherCrashWindows(t *testing.T) {
 				if tc.point == event.PointAfterCommit {
 					wantTxn = map[string]int64{}
 				}
-				if fmt.Sprint(st.Transactions) != fmt.Sprint(wantTxn) || !st.ExactlyOnce || st.TransactionalID != "test-publisher" || st.Position != 3 {
+				if fmt.Sprint(st.Transactions) != fmt.Sprint(wantTxn) || !st.ExactlyOnce || st.TransactionalID != e.txnID || st.Position != 3 {
 					t.Errorf("stats %+v, want transactions %v at position 3", st, wantTxn)
 				}
 			}
@@ -238,8 +249,8 @@ func TestPublisherCrashWindows(t *testing.T) {
 func TestPublisherReconcileCrash(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.commitThenCrash(ev("ev", "a", 1), ev("ev", "a", 2))
-	p := e.publisher(config(true), nil)
+	e.commitThenCrash(ev(e.ev, "a", 1), ev(e.ev, "a", 2))
+	p := e.publisher(e.config(true), nil)
 	event.SetHook(p, crashAt(event.PointReconcile))
 	if _, err := p.Publish(e.ctx); !errors.Is(err, errCrash) {
 		t.Fatalf("no crash in the reconciliation: %v", err)
@@ -248,12 +259,12 @@ func TestPublisherReconcileCrash(t *testing.T) {
 	if e.outbox() != 2 {
 		t.Fatalf("%d rows in the outbox, the crash came before the delete", e.outbox())
 	}
-	e.queue(ev("ev", "a", 3))
-	p = e.publisher(config(true), nil)
+	e.queue(ev(e.ev, "a", 3))
+	p = e.publisher(e.config(true), nil)
 	if n, err := p.Publish(e.ctx); n != 1 || err != nil {
 		t.Fatalf("published %d %v, want v3 alone", n, err)
 	}
-	if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != "a=v1 a=v2 a=v3" {
+	if got := records(testenv.ReadToEnd(t, e.brokers, e.ev, true, 10*time.Second)); got != "a=v1 a=v2 a=v3" {
 		t.Fatalf("read_committed %q", got)
 	}
 	if st := p.Stats(); st.Reconciled != 2 || st.Position != 3 {
@@ -269,27 +280,27 @@ func TestPublisherDedupe(t *testing.T) {
 	for _, exactlyOnce := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) {
 			e := newEnv(t, nil)
-			p := e.publisher(config(exactlyOnce), nil)
-			e.queue(ev("ev", "a", 1), ev("ev", "a", 2), ev("ev", "a", 2), ev("ev", "b", 1))
-			e.queue(sink.Event{Topic: "ev", Key: "c"}, sink.Event{Topic: "ev", Key: "c"})
+			p := e.publisher(e.config(exactlyOnce), nil)
+			e.queue(ev(e.ev, "a", 1), ev(e.ev, "a", 2), ev(e.ev, "a", 2), ev(e.ev, "b", 1))
+			e.queue(sink.Event{Topic: e.ev, Key: "c"}, sink.Event{Topic: e.ev, Key: "c"})
 			if n, err := p.Publish(e.ctx); n != 6 || err != nil {
 				t.Fatalf("publish: %d %v", n, err)
 			}
-			e.queue(ev("ev", "a", 2), ev("ev", "b", 1), ev("ev", "a", 3))
+			e.queue(ev(e.ev, "a", 2), ev(e.ev, "b", 1), ev(e.ev, "a", 3))
 			if n, err := p.Publish(e.ctx); n != 3 || err != nil {
 				t.Fatalf("publish: %d %v", n, err)
 			}
 			// A batch of duplicates only: deleted without a transaction.
-			e.queue(ev("ev", "a", 3))
+			e.queue(ev(e.ev, "a", 3))
 			if n, err := p.Publish(e.ctx); n != 1 || err != nil {
 				t.Fatalf("publish: %d %v", n, err)
 			}
 			want := "a=v1 a=v2 b=v1 c=<nil> c=<nil> a=v3"
-			if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != want {
+			if got := records(testenv.ReadToEnd(t, e.brokers, e.ev, true, 10*time.Second)); got != want {
 				t.Fatalf("read_committed %q, want %q", got, want)
 			}
 			st := p.Stats()
-			if st.Deduplicated != 4 || st.Published["ev"] != 6 || e.outbox() != 0 {
+			if st.Deduplicated != 4 || st.Published[e.ev] != 6 || e.outbox() != 0 {
 				t.Fatalf("stats %+v, outbox %d", st, e.outbox())
 			}
 			if exactlyOnce && st.Transactions["committed"] != 2 {
@@ -301,13 +312,13 @@ func TestPublisherDedupe(t *testing.T) {
 			// A row queued as new (sink.Event.New: the flights processor
 			// wrote its flight from the version before) is not looked up:
 			// this one would be skipped otherwise.
-			fresh := ev("ev", "b", 1)
+			fresh := ev(e.ev, "b", 1)
 			fresh.New = true
 			e.queue(fresh)
 			if n, err := p.Publish(e.ctx); n != 1 || err != nil {
 				t.Fatalf("publish: %d %v", n, err)
 			}
-			if st := p.Stats(); st.Deduplicated != 4 || st.Published["ev"] != 7 {
+			if st := p.Stats(); st.Deduplicated != 4 || st.Published[e.ev] != 7 {
 				t.Fatalf("a row queued as new: stats %+v", st)
 			}
 		})
@@ -323,25 +334,25 @@ func TestPublisherReadAhead(t *testing.T) {
 	for _, exactlyOnce := range []bool{false, true} {
 		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) {
 			e := newEnv(t, nil)
-			cfg := config(exactlyOnce)
+			cfg := e.config(exactlyOnce)
 			cfg.Batch = 2
 			p := e.publisher(cfg, nil)
 			// The third row announces again the version the first round
 			// publishes: only the first round's msg_event can tell.
-			e.queue(ev("ev", "a", 1), ev("ev", "a", 2), ev("ev", "a", 1), ev("ev", "b", 1), ev("ev", "c", 1))
+			e.queue(ev(e.ev, "a", 1), ev(e.ev, "a", 2), ev(e.ev, "a", 1), ev(e.ev, "b", 1), ev(e.ev, "c", 1))
 			if n, err := p.Publish(e.ctx); n != 2 || err != nil {
 				t.Fatalf("first round: %d %v", n, err)
 			}
-			e.queue(ev("ev", "d", 1))
+			e.queue(ev(e.ev, "d", 1))
 			for i, want := range []int{2, 2, 0} {
 				if n, err := p.Publish(e.ctx); n != want || err != nil {
 					t.Fatalf("round %d: %d %v, want %d", i+2, n, err, want)
 				}
 			}
-			if got, want := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)), "a=v1 a=v2 b=v1 c=v1 d=v1"; got != want {
+			if got, want := records(testenv.ReadToEnd(t, e.brokers, e.ev, true, 10*time.Second)), "a=v1 a=v2 b=v1 c=v1 d=v1"; got != want {
 				t.Fatalf("read_committed %q, want %q", got, want)
 			}
-			if st := p.Stats(); st.Deduplicated != 1 || st.Published["ev"] != 5 || e.outbox() != 0 {
+			if st := p.Stats(); st.Deduplicated != 1 || st.Published[e.ev] != 5 || e.outbox() != 0 {
 				t.Fatalf("stats %+v, outbox %d", st, e.outbox())
 			}
 		})
@@ -369,30 +380,30 @@ func TestPublisherVacuum(t *testing.T) {
 			t.Fatalf("publish: %d %v", n, err)
 		}
 	}
-	cfg := config(true)
+	cfg := e.config(true)
 	cfg.VacuumRows = 0
 	off := e.publisher(cfg, nil)
-	publish(off, ev("ev", "a", 1), ev("ev", "a", 2), ev("ev", "a", 3))
+	publish(off, ev(e.ev, "a", 1), ev(e.ev, "a", 2), ev(e.ev, "a", 3))
 	if n := vacuums(); n != 0 {
 		t.Fatalf("%d vacuums with MSGX_PUBLISH_VACUUM_ROWS=0", n)
 	}
 	off.Close()
 	cfg.VacuumRows = 4
 	p := e.publisher(cfg, nil)
-	publish(p, ev("ev", "b", 1), ev("ev", "b", 2), ev("ev", "b", 3))
+	publish(p, ev(e.ev, "b", 1), ev(e.ev, "b", 2), ev(e.ev, "b", 3))
 	if n := vacuums(); n != 0 {
 		t.Fatalf("%d vacuums after 3 of 4 rows", n)
 	}
 	// The fourth row, a duplicate, completes the count.
-	publish(p, ev("ev", "b", 3), ev("ev", "c", 1))
+	publish(p, ev(e.ev, "b", 3), ev(e.ev, "c", 1))
 	if n := vacuums(); n != 1 {
 		t.Fatalf("%d vacuums after 5 rows, want 1", n)
 	}
-	publish(p, ev("ev", "c", 2), ev("ev", "c", 3))
+	publish(p, ev(e.ev, "c", 2), ev(e.ev, "c", 3))
 	if n := vacuums(); n != 1 {
 		t.Fatalf("%d vacuums after 2 more rows, want still 1", n)
 	}
-	if st := p.Stats(); st.Published["ev"] != 6 || st.Deduplicated != 1 || e.outbox() != 0 {
+	if st := p.Stats(); st.Published[e.ev] != 6 || st.Deduplicated != 1 || e.outbox() != 0 {
 		t.Fatalf("stats %+v, outbox %d", st, e.outbox())
 	}
 }
@@ -407,9 +418,9 @@ func TestPublisherFenced(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	for v := int64(1); v <= 5; v++ {
-		e.queue(ev("ev", "a", v))
+		e.queue(ev(e.ev, "a", v))
 	}
-	old := e.publisher(config(true), nil)
+	old := e.publisher(e.config(true), nil)
 	paused, resume := make(chan struct{}), make(chan struct{})
 	event.SetHook(old, func(point string) error {
 		if point == event.PointInBatch {
@@ -424,11 +435,11 @@ func TestPublisherFenced(t *testing.T) {
 	wg.Go(func() { oldN, oldErr = old.Publish(e.ctx) })
 	<-paused
 
-	standby := e.publisher(config(true), nil)
+	standby := e.publisher(e.config(true), nil)
 	if n, err := standby.Publish(e.ctx); n != 5 || err != nil {
 		t.Fatalf("the standby published %d %v", n, err)
 	}
-	e.queue(ev("ev", "a", 6))
+	e.queue(ev(e.ev, "a", 6))
 	close(resume)
 	wg.Wait()
 	if oldN != 0 || !errors.Is(oldErr, event.ErrFenced) {
@@ -444,14 +455,14 @@ func TestPublisherFenced(t *testing.T) {
 	if n, err := standby.Publish(e.ctx); n != 1 || err != nil {
 		t.Fatalf("the standby, after the old one resumed: %d %v", n, err)
 	}
-	if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != "a=v1 a=v2 a=v3 a=v4 a=v5 a=v6" {
+	if got := records(testenv.ReadToEnd(t, e.brokers, e.ev, true, 10*time.Second)); got != "a=v1 a=v2 a=v3 a=v4 a=v5 a=v6" {
 		t.Fatalf("read_committed %q", got)
 	}
 	errorLines := 0
 	for _, l := range strings.Split(e.logs.String(), "\n") {
 		if strings.Contains(l, `"level":"ERROR"`) {
 			errorLines++
-			if !strings.Contains(l, "fenced") || !strings.Contains(l, "test-publisher") {
+			if !strings.Contains(l, "fenced") || !strings.Contains(l, e.txnID) {
 				t.Errorf("ERROR line without the reason: %s", l)
 			}
 		}
@@ -478,13 +489,13 @@ func TestPublisherFenced(t *testing.T) {
 func TestPublisherInactive(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.queue(ev("ev", "a", 1))
+	e.queue(ev(e.ev, "a", 1))
 	lost := errors.New("advisory lock session lost")
-	p := e.publisher(config(true), func(context.Context) error { return lost })
+	p := e.publisher(e.config(true), func(context.Context) error { return lost })
 	if _, err := p.Publish(e.ctx); !errors.Is(err, lost) {
 		t.Fatalf("published without the lock: %v", err)
 	}
-	active := e.publisher(config(true), func(context.Context) error { return nil })
+	active := e.publisher(e.config(true), func(context.Context) error { return nil })
 	if n, err := active.Publish(e.ctx); n != 1 || err != nil {
 		t.Fatalf("the active publisher: %d %v", n, err)
 	}
@@ -497,15 +508,15 @@ func TestPublisherInactive(t *testing.T) {
 func TestPublisherRestoredOutbox(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.commitThenCrash(ev("ev", "a", 1), ev("ev", "a", 2))
+	e.commitThenCrash(ev(e.ev, "a", 1), ev(e.ev, "a", 2))
 	if _, err := e.pool.Exec(e.ctx, `UPDATE event_outbox SET value = '{"flid":"a","stateVersion":9}'::bytea, state_version = 9 WHERE state_version = 2`); err != nil {
 		t.Fatal(err)
 	}
-	p := e.publisher(config(true), nil)
+	p := e.publisher(e.config(true), nil)
 	if n, err := p.Publish(e.ctx); n != 2 || err != nil {
 		t.Fatalf("published %d %v", n, err)
 	}
-	if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != "a=v1 a=v2 a=v1 a=v9" {
+	if got := records(testenv.ReadToEnd(t, e.brokers, e.ev, true, 10*time.Second)); got != "a=v1 a=v2 a=v1 a=v9" {
 		t.Fatalf("read_committed %q", got)
 	}
 	if !strings.Contains(e.logs.String(), "not what it published") {
@@ -520,22 +531,22 @@ func TestPublisherRestoredOutbox(t *testing.T) {
 func TestPublisherPositionWithoutEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.commitThenCrash(ev("ev", "a", 1), ev("ev", "a", 2))
+	e.commitThenCrash(ev(e.ev, "a", 1), ev(e.ev, "a", 2))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var offsets kadm.Offsets
-	offsets.Add(kadm.Offset{Topic: "ev", Partition: 0, At: 3}) // both events and the marker
+	offsets.Add(kadm.Offset{Topic: e.ev, Partition: 0, At: 3}) // both events and the marker
 	if _, err := kadm.NewClient(cl).DeleteRecords(e.ctx, offsets); err != nil {
 		t.Fatal(err)
 	}
 	cl.Close()
-	p := e.publisher(config(true), nil)
+	p := e.publisher(e.config(true), nil)
 	if n, err := p.Publish(e.ctx); n != 2 || err != nil {
 		t.Fatalf("published %d %v, want the batch again", n, err)
 	}
-	if got := records(testenv.ReadToEnd(t, e.brokers, "ev", true, 10*time.Second)); got != "a=v1 a=v2" {
+	if got := records(testenv.ReadToEnd(t, e.brokers, e.ev, true, 10*time.Second)); got != "a=v1 a=v2" {
 		t.Fatalf("read_committed %q", got)
 	}
 	if !strings.Contains(e.logs.String(), "not all visible") || p.Stats().Reconciled != 0 {
@@ -556,13 +567,13 @@ func TestPublisherDisturbedCluster(t *testing.T) {
 		for v := int64(1); v <= versions; v++ {
 			var evs []sink.Event
 			for f := range flights {
-				evs = append(evs, ev("ev3", fmt.Sprintf("F%02d", f), v))
+				evs = append(evs, ev(e.ev3, fmt.Sprintf("F%02d", f), v))
 			}
 			e.queue(evs...)
 			time.Sleep(40 * time.Millisecond)
 		}
 	}()
-	cfg := config(true)
+	cfg := e.config(true)
 	cfg.Batch = 30
 	p := e.publisher(cfg, nil)
 	d := c.Disturb(testenv.Disturbance{Every: 300 * time.Millisecond, Leaders: true, Coordinators: true})
@@ -583,7 +594,7 @@ func TestPublisherDisturbedCluster(t *testing.T) {
 		}
 	}
 	got := d.Stop()
-	assertExactlyOnce(t, testenv.ReadToEnd(t, c.Addrs(), "ev3", true, 20*time.Second), flights, versions)
+	assertExactlyOnce(t, testenv.ReadToEnd(t, c.Addrs(), e.ev3, true, 20*time.Second), flights, versions)
 	t.Logf("%d events through %+v; transactions %v", flights*versions, got, p.Stats().Transactions)
 }
 
@@ -628,7 +639,9 @@ func TestPublisherKafkaDown(t *testing.T) {
 			defer pool.Close()
 			kc := testenv.KafkaConfig([]string{"127.0.0.1:1"})
 			kc.Timeout = time.Second
-			p, err := event.New(config(exactlyOnce), event.Deps{Pool: pool, DBTimeout: 10 * time.Second,
+			cfg := event.Config{Batch: 1000, Poll: time.Second, ExactlyOnce: exactlyOnce, TransactionalID: "test-publisher",
+				PositionTopic: "test.publisher-position", TxnTimeout: 30 * time.Second}
+			p, err := event.New(cfg, event.Deps{Pool: pool, DBTimeout: 10 * time.Second,
 				Brokers: []string{"127.0.0.1:1"}, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
