@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -90,24 +92,83 @@ func CheckPrefix(s string) error {
 	return nil
 }
 
-// EnsureTopics creates every missing topic with its partitions, replication and
-// cleanup policy, and refuses an existing topic whose partition count differs:
-// goka does not create output topics, and an emit to a missing topic stops the
-// whole processor (docs/design.md#goka-facts).
+// EnsureTopics creates every missing topic with its partitions, replication
+// and cleanup policy, and refuses an existing topic that is not what msgx
+// needs (TopicSpec.Check: its partition count, its cleanup policy, the
+// inbox's retention) with one line naming the topic and what to change:
+// goka does not create output topics, and an emit to a missing topic stops
+// the whole processor (docs/design.md#goka-facts). An existing topic with
+// less replication than MSGX_KAFKA_REPLICATION is only warned about (msgx
+// never changes an existing topic). A request Kafka refuses for lack of an
+// ACL is a DeniedError naming the operation and the topic.
 func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logger) error {
 	admin, err := newAdmin(brokers, c)
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
-	existing, err := admin.ListTopics()
-	if err != nil {
-		return fmt.Errorf("listing kafka topics: %w", err)
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
 	}
+	// Only msgx's own topics are asked about: a shared cluster may hold
+	// thousands of others, which msgx's user need not see.
+	md, err := admin.DescribeTopics(names)
+	if err != nil {
+		return fmt.Errorf("describing kafka topics: %w", err)
+	}
+	existing := map[string]*sarama.TopicMetadata{}
+	for _, t := range md {
+		switch {
+		case errors.Is(t.Err, sarama.ErrNoError):
+			existing[t.Name] = t
+		case errors.Is(t.Err, sarama.ErrUnknownTopicOrPartition):
+		default:
+			return Denied(fmt.Errorf("describing kafka topic %s: %w", t.Name, t.Err), "Describe", "Topic", t.Name)
+		}
+	}
+	var resources []*sarama.ConfigResource
 	for _, s := range specs {
-		if d, ok := existing[s.Name]; ok {
-			if d.NumPartitions != s.Partitions {
-				return fmt.Errorf("kafka topic %s has %d partitions, msgx needs %d", s.Name, d.NumPartitions, s.Partitions)
+		if existing[s.Name] != nil {
+			resources = append(resources, &sarama.ConfigResource{Type: sarama.TopicResource, Name: s.Name,
+				ConfigNames: []string{"cleanup.policy", "retention.ms"}})
+		}
+	}
+	configs := map[string]map[string]string{}
+	if len(resources) > 0 {
+		res, err := admin.DescribeConfigs(resources, sarama.DescribeConfigsOptions{})
+		if err != nil {
+			return fmt.Errorf("describing the configuration of kafka topics: %w", err)
+		}
+		for _, r := range res {
+			if errors.Is(r.ErrorCode, sarama.ErrUnknownTopicOrPartition) {
+				// The controller knows the topic, the broker that answered
+				// not yet: Kafka's metadata reaches the brokers a moment
+				// after a topic is created.
+				return retry.Outage("kafka", fmt.Errorf("describing kafka topic %s: %w (just created: not on every broker yet)", r.Name, r.ErrorCode))
+			}
+			if !errors.Is(r.ErrorCode, sarama.ErrNoError) {
+				return Denied(fmt.Errorf("describing the configuration of kafka topic %s: %w", r.Name, r.ErrorCode), "DescribeConfigs", "Topic", r.Name)
+			}
+			configs[r.Name] = map[string]string{}
+			for _, e := range r.Configs {
+				configs[r.Name][e.Name] = e.Value
+			}
+		}
+	}
+	var created []string
+	for _, s := range specs {
+		if t := existing[s.Name]; t != nil {
+			rf := 0
+			if len(t.Partitions) > 0 {
+				rf = len(t.Partitions[0].Replicas)
+			}
+			if problems := s.Check(int32(len(t.Partitions)), configs[s.Name]); len(problems) > 0 {
+				return fmt.Errorf("kafka topic %s %s: msgx refuses to use it (docs/operations.md 3.3)", s.Name, strings.Join(problems, "; "))
+			}
+			if rf < c.Replication {
+				log.Warn("kafka topic has less replication than MSGX_KAFKA_REPLICATION; msgx does not change an existing topic",
+					"component", "kafka", "topic", s.Name, "replication", rf, "want", c.Replication)
 			}
 			continue
 		}
@@ -116,13 +177,92 @@ func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logge
 			ReplicationFactor: int16(c.Replication),
 			ConfigEntries:     s.configEntries(),
 		}, false)
-		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
-			return createError(s.Name, c.Replication, err)
+		if errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			// Created meanwhile (another instance starting), or created
+			// before and not yet known to the broker that answered the
+			// metadata request: checked as an existing topic next time.
+			return retry.Outage("kafka", fmt.Errorf("kafka topic %s appeared while msgx created it; checking it again: %w", s.Name, err))
+		}
+		if err != nil {
+			return Denied(createError(s.Name, c.Replication, err), "Create", "Topic", s.Name)
 		}
 		log.Info("created kafka topic", "component", "kafka", "topic", s.Name,
 			"partitions", s.Partitions, "compact", s.Compact, "replication", c.Replication)
+		created = append(created, s.Name)
+	}
+	return awaitTopics(admin, created, c.Timeout)
+}
+
+// awaitTopics waits until the brokers know every one of topics with a
+// leader on each partition. Kafka answers CreateTopics once the
+// controller recorded a topic; the brokers learn it a moment later, and a
+// client that used it at once (the publisher reading its position,
+// another instance's metadata request) would be told it does not exist.
+// Still unknown after timeout: an outage, retried by the caller.
+func awaitTopics(admin sarama.ClusterAdmin, topics []string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for len(topics) > 0 {
+		md, err := admin.DescribeTopics(topics)
+		if err == nil {
+			topics = slices.DeleteFunc(topics, func(name string) bool {
+				for _, t := range md {
+					if t.Name == name && errors.Is(t.Err, sarama.ErrNoError) && len(t.Partitions) > 0 {
+						return !slices.ContainsFunc(t.Partitions, func(p *sarama.PartitionMetadata) bool { return p.Leader < 0 })
+					}
+				}
+				return false
+			})
+		}
+		if len(topics) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return retry.Outage("kafka", fmt.Errorf("kafka topics %s created but not yet on the brokers after %v (last: %v)", strings.Join(topics, ", "), timeout, err))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	return nil
+}
+
+// Check says what makes an existing topic with partitions and configs
+// (its cleanup.policy and retention.ms) unfit for s, in words naming the
+// setting; nil when it fits. Pure.
+//   - the partition count must be s's: Kafka cannot shrink a topic, and
+//     growing one moves keys to other partitions;
+//   - a compacted topic (goka's tables, msgx.schd, the publisher's
+//     position) must be compact only: "delete" loses state once its
+//     retention passes;
+//   - any other must not be compacted: msgx.inbox is the source of truth,
+//     the transition topics and msgx.msg are streams;
+//   - a topic s keeps forever (msgx.inbox without MSGX_INBOX_RETENTION)
+//     needs retention.ms=-1, one with a retention at least that long.
+func (s TopicSpec) Check(partitions int32, configs map[string]string) []string {
+	var out []string
+	if partitions != s.Partitions {
+		out = append(out, fmt.Sprintf("has %d partitions, msgx needs %d", partitions, s.Partitions))
+	}
+	// A setting the broker did not report is not judged (kfake reports
+	// only what a topic was created with).
+	policy, known := configs["cleanup.policy"]
+	switch {
+	case !known:
+	case s.Compact && policy != "compact":
+		out = append(out, fmt.Sprintf("has cleanup.policy=%s, msgx needs compact (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)", policy, s.Name))
+	case !s.Compact && policy != "delete":
+		out = append(out, fmt.Sprintf("has cleanup.policy=%s, msgx needs delete (a compacted %s loses records)", policy, s.Name))
+	}
+	if _, known := configs["retention.ms"]; known && s.Retention != 0 {
+		ms, err := strconv.ParseInt(configs["retention.ms"], 10, 64)
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("has retention.ms=%q, not a number", configs["retention.ms"]))
+		case s.Retention < 0 && ms != -1:
+			out = append(out, fmt.Sprintf("has retention.ms=%d, msgx needs -1 (keep forever: it is the source of truth; or set MSGX_INBOX_RETENTION)", ms))
+		case s.Retention > 0 && ms != -1 && ms < s.Retention.Milliseconds():
+			out = append(out, fmt.Sprintf("has retention.ms=%d, shorter than the %d msgx was configured with", ms, s.Retention.Milliseconds()))
+		}
+	}
+	return out
 }
 
 // createError is the error of creating topic name. A cluster that answers
