@@ -172,6 +172,14 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	}); err != nil {
 		return nil, err
 	}
+	// A missing ACL refuses the start with one line per permission, before
+	// a component meets it somewhere inside goka (where it may only be
+	// logged and retried for ever).
+	if err := waitFor("checking msgx's kafka ACLs", func(ctx context.Context) error {
+		return kafka.CheckAccess(ctx, cfg.Kafka, d.brokers, kafkaAccess(cfg, r))
+	}); err != nil {
+		return nil, err
+	}
 	if !bound {
 		if err := waitFor("binding to kafka", func(ctx context.Context) error {
 			return bindFirst(ctx, cfg, d.brokers, d.pool, d.clock, log)
@@ -217,6 +225,40 @@ func topics(cfg Config) []kafka.TopicSpec {
 		specs = append(specs, cfg.Publisher.TopicSpec())
 	}
 	return append(specs, tableTopics(cfg)...)
+}
+
+// kafkaAccess is what the roles of r need of msgx's topics and groups on
+// the cluster (docs/operations.md 3.6 lists it as ACLs). Describe is not
+// listed: Read and Write imply it.
+func kafkaAccess(cfg Config, r role) []kafka.Access {
+	topic := func(name, who string, ops ...kafka.ACLOp) kafka.Access {
+		return kafka.Access{Resource: "Topic", Name: name, Ops: ops, For: who}
+	}
+	var out []kafka.Access
+	if r.has(roleIngest) {
+		out = append(out, topic(cfg.Ingest.Topic, "the ingest bridge writes it", kafka.OpWrite))
+	}
+	if !r.has(roleProcess) {
+		return out
+	}
+	rw := []kafka.ACLOp{kafka.OpRead, kafka.OpWrite}
+	out = append(out,
+		topic(cfg.Ingest.Topic, "the router reads it", kafka.OpRead),
+		topic(cfg.Router.FlightTopic, "the router writes it, the flights processor reads it", rw...),
+		topic(cfg.Router.RefdataTopic, "the router writes it, the refdata processor reads it", rw...),
+		topic(cfg.Flights.MsgTopic, "the event publisher writes it", kafka.OpWrite),
+		topic(cfg.Schd.Topic, "the schd flusher writes it", kafka.OpWrite))
+	if cfg.Publisher.ExactlyOnce {
+		out = append(out, topic(cfg.Publisher.PositionTopic, "the event publisher writes and reads its position", rw...))
+	}
+	for _, t := range tableTopics(cfg) {
+		// goka reads a table's configuration before it uses the topic.
+		out = append(out, topic(t.Name, "a goka table", kafka.OpRead, kafka.OpWrite, kafka.OpDescribeConfigs))
+	}
+	for _, g := range processorGroups(cfg) {
+		out = append(out, kafka.Access{Resource: "Group", Name: g.Group, Ops: []kafka.ACLOp{kafka.OpRead}, For: "its processor's consumer group"})
+	}
+	return out
 }
 
 // tableTopics are the goka group tables (compacted changelogs), created here
@@ -640,7 +682,14 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		return st.LastError != "", st.LastError
 	})
 	// Fenced: stopped for good until this instance takes the lock again.
-	d.health.WatchHalt("publisher", func() string { return pub.Stats().Fenced })
+	// Denied: waiting for an operator to grant an ACL, not for an outage.
+	d.health.WatchHalt("publisher", func() string {
+		st := pub.Stats()
+		if st.Fenced != "" {
+			return st.Fenced
+		}
+		return st.Denied
+	})
 	supervise("backfill", p.bf.Run)
 	fl, err := schd.New(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
 		Kafka: cfg.Kafka, Clock: d.clock, Log: log})

@@ -110,6 +110,10 @@ type Stats struct {
 	Published map[string]int64 `json:"published"`
 	Batches   int64            `json:"batches"`
 	LastError string           `json:"lastError,omitempty"`
+	// Denied is LastError when Kafka refused it for lack of an ACL: not an
+	// outage, but a cause an operator must remove (the publisher retries
+	// with backoff and resumes once the ACL is granted).
+	Denied string `json:"denied,omitempty"`
 	// ExactlyOnce is MSGX_EXACTLY_ONCE; TransactionalID its ID.
 	ExactlyOnce     bool   `json:"exactlyOnce"`
 	TransactionalID string `json:"transactionalId,omitempty"`
@@ -243,10 +247,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 	p.mu.Lock()
 	p.stats.Fenced, p.stats.FencedAt, p.stats.LastError = "", time.Time{}, ""
 	p.mu.Unlock()
+	// A failure that lasts (an outage, a missing ACL) is one WARN line
+	// and a summary every 30 s, not a line per retry.
+	failing := &retry.OutageLog{Log: p.log, Clock: p.d.Clock}
 	for failures := 0; ; {
 		n, err := p.Publish(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil {
+			failing.Recovered("publishing events succeeded again after failures")
 		}
 		if errors.Is(err, ErrFenced) {
 			<-ctx.Done()
@@ -256,7 +266,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			// Kafka and PostgreSQL answered: not paused, even when the
 			// outbox was empty (no batch to clear it after an outage).
 			p.mu.Lock()
-			p.stats.LastError = ""
+			p.stats.LastError, p.stats.Denied = "", ""
 			p.mu.Unlock()
 		}
 		wait := time.Duration(0)
@@ -264,9 +274,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case err != nil:
 			failures++
 			wait = retry.WriteBackoff.Delay(failures)
-			p.log.Warn("publishing events failed; they stay in the outbox", "err", err, "retry_in", wait.String())
+			failing.Failed("publishing events failed; they stay in the outbox", err, "retry_in", wait.String())
 			p.mu.Lock()
 			p.stats.LastError = err.Error()
+			p.stats.Denied = ""
+			if kafka.IsDenied(err) {
+				p.stats.Denied = err.Error()
+			}
 			p.mu.Unlock()
 		case n == 0:
 			failures = 0

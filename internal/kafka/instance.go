@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/IBM/sarama"
@@ -68,15 +69,34 @@ type fencedGroup struct {
 	group, instanceID string
 	errs              chan error
 	fenced            atomic.Bool
+
+	mu     sync.Mutex
+	denied error              // a fetch Kafka refused for lack of an ACL
+	cancel context.CancelFunc // ends the session Consume runs
 }
 
 // watch passes the group's errors on (dropping them when nobody listens,
 // as sarama does) and notes a fence; it ends when the group is closed.
+//
+// It also ends the session on a fetch Kafka refuses for lack of an ACL
+// (Read on the topic): sarama reports it only here and fetches again for
+// ever, goka only logs it, and the processor would stand still while
+// every check said it runs. Consume then returns the refusal, and the
+// component is restarted with backoff until the ACL is granted.
 func (f *fencedGroup) watch() {
 	defer close(f.errs)
 	for err := range f.ConsumerGroup.Errors() {
 		if errors.Is(err, sarama.ErrFencedInstancedId) {
 			f.fenced.Store(true)
+		}
+		var ce *sarama.ConsumerError
+		if errors.As(err, &ce) && IsDenied(ce.Err) {
+			f.mu.Lock()
+			f.denied = Denied(fmt.Errorf("fetching %s/%d: %w", ce.Topic, ce.Partition, ce.Err), "Read", "Topic", ce.Topic)
+			if f.cancel != nil {
+				f.cancel()
+			}
+			f.mu.Unlock()
 		}
 		select {
 		case f.errs <- err:
@@ -91,10 +111,24 @@ func (f *fencedGroup) Consume(ctx context.Context, topics []string, h sarama.Con
 	if f.fenced.Load() {
 		return f.err(sarama.ErrFencedInstancedId)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.mu.Lock()
+	f.denied, f.cancel = nil, cancel
+	f.mu.Unlock()
 	err := f.ConsumerGroup.Consume(ctx, topics, h)
-	if errors.Is(err, sarama.ErrFencedInstancedId) {
+	f.mu.Lock()
+	denied := f.denied
+	f.cancel = nil
+	f.mu.Unlock()
+	switch {
+	case errors.Is(err, sarama.ErrFencedInstancedId):
 		f.fenced.Store(true)
 		return f.err(err)
+	case denied != nil:
+		return denied
+	case IsDenied(err):
+		return Denied(fmt.Errorf("joining consumer group %s: %w", f.group, err), "Read", "Group", f.group)
 	}
 	return err
 }

@@ -254,7 +254,18 @@ func NewSyncProducer(c Config, brokers []string, clientID string) (sarama.SyncPr
 	}
 	p, err := sarama.NewSyncProducer(brokers, sc)
 	if err != nil {
-		return nil, retry.Outage("kafka", fmt.Errorf("creating the %s producer (%s): %w", clientID, c.Security(), err))
+		return nil, producerError(fmt.Errorf("creating the %s producer (%s): %w", clientID, c.Security(), err), "")
 	}
 	return p, nil
+}
+
+// producerError is the error of building a producer: a refusal for lack of
+// an ACL (the idempotent producer's InitProducerId needs IdempotentWrite on
+// the cluster, or Write on a topic; a transactional one Write on its
+// transactional ID txnID) as a DeniedError, anything else an outage.
+func producerError(err error, txnID string) error {
+	if IsDenied(err) {
+		return Denied(err, "Write", "TransactionalId", txnID)
+	}
+	return retry.Outage("kafka", err)
 }

@@ -42,7 +42,7 @@ func NewTransactionalProducer(c Config, brokers []string, clientID, txnID string
 	}
 	p, err := sarama.NewSyncProducer(brokers, sc)
 	if err != nil {
-		return nil, retry.Outage("kafka", fmt.Errorf("creating the transactional %s producer %q (%s): %w", clientID, txnID, c.Security(), err))
+		return nil, producerError(fmt.Errorf("creating the transactional %s producer %q (%s): %w", clientID, txnID, c.Security(), err), txnID)
 	}
 	return p, nil
 }

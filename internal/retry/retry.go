@@ -213,8 +213,14 @@ func UntilAvailable(ctx context.Context, c clock.Clock, b Backoff, onOutage func
 // whole daemon down; readiness reports it meanwhile through onState. A
 // Permanent error is returned: the component cannot work with this
 // configuration.
+//
+// One ERROR line per cause, not one per restart: a restart that fails
+// the same way as the one before is logged at DEBUG (readiness and msgx
+// status keep showing it), so that a cause that lasts — a missing ACL, a
+// long outage — does not flood the log.
 func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, reg *health.Registry, name string, run func(context.Context) error) error {
 	defer reg.Set(name, health.Stopped)
+	last := ""
 	for failures := 0; ; {
 		start := c.Now()
 		reg.Set(name, health.Running)
@@ -229,7 +235,7 @@ func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, 
 		// A component that ran for a while before failing starts its
 		// backoff over: the failure is new, not a crash loop.
 		if c.Now().Sub(start) > time.Minute {
-			failures = 0
+			failures, last = 0, ""
 		}
 		failures++
 		wait := b.Delay(failures)
@@ -237,7 +243,12 @@ func Supervise(ctx context.Context, c clock.Clock, b Backoff, log *slog.Logger, 
 			err = errors.New("stopped unexpectedly")
 		}
 		reg.Failed(name, err)
-		log.Error("component stopped; restarting", "component", name, "err", err, "restart_in", wait.String())
+		if msg := err.Error(); msg != last {
+			log.Error("component stopped; restarting", "component", name, "err", err, "restart_in", wait.String())
+			last = msg
+		} else {
+			log.Debug("component stopped again, the same way; restarting", "component", name, "restart_in", wait.String(), "restarts", failures)
+		}
 		if err := clock.Sleep(ctx, c, wait); err != nil {
 			return nil
 		}
