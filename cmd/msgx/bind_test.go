@@ -307,3 +307,51 @@ func TestStatusNamesTheBindingMismatch(t *testing.T) {
 		t.Fatalf("msgx status does not name the mismatch:\n%s", out.String())
 	}
 }
+
+// TestBindingOnApacheKafka: a database bound to one Apache Kafka refuses
+// another cluster (the three-node one), and refuses its own cluster once
+// msgx.inbox was deleted (a wiped cluster) or deleted and created again —
+// each with one line naming both identities, never a start on empty tables.
+func TestBindingOnApacheKafka(t *testing.T) {
+	t.Parallel()
+	k := testenv.RealKafka(t)
+	cfg, _ := testConfig(t, onKafka(k))
+	pool := openPool(t, cfg)
+	if err := runBriefly(t, cfg, 20*time.Second); err != nil {
+		t.Fatalf("first start: %v", err)
+	}
+	if n := count(t, pool, "SELECT COUNT(*) FROM kafka_binding"); n != 1 {
+		t.Fatalf("%d bindings after the first start", n)
+	}
+	refused := func(c Config, want string) {
+		t.Helper()
+		err := runBriefly(t, c, time.Minute)
+		if !errors.Is(err, errBinding) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "msgx bind --force") {
+			t.Fatalf("%v, want a refusal saying %q", err, want)
+		}
+		t.Logf("refused: %v", err)
+	}
+	foreign := cfg
+	foreign.Kafka.Brokers = testenv.RealKafkaCluster(t).Addrs()
+	refused(foreign, "another Kafka cluster")
+
+	adm, done, err := k.Admin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.DeleteTopics(ctx, cfg.Ingest.Topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the inbox topic deleted", 30*time.Second, func() bool {
+		td, err := adm.ListTopics(ctx, cfg.Ingest.Topic)
+		return err == nil && !td.Has(cfg.Ingest.Topic)
+	})
+	refused(cfg, "the inbox topic is missing")
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, cfg.Ingest.Topic); err != nil {
+		t.Fatal(err)
+	}
+	refused(cfg, "the inbox topic was created again")
+}
