@@ -200,6 +200,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"MSGX_KAFKA_ACKS": "1"}, "MSGX_KAFKA_ACKS"},
 		{map[string]string{"MSGX_KAFKA_IDEMPOTENT": "false"}, "MSGX_KAFKA_IDEMPOTENT"},
 		{map[string]string{"MSGX_KAFKA_MAX_IN_FLIGHT": "5"}, "MSGX_KAFKA_MAX_IN_FLIGHT"},
+		{map[string]string{"MSGX_KAFKA_VERSION": "1.0.0"}, "MSGX_KAFKA_VERSION=1.0.0 is older than 2.3.0"},
 		{map[string]string{"MSGX_CUTOVER_WATERMARK": "yesterday"}, "MSGX_CUTOVER_WATERMARK"},
 		{map[string]string{"MSGX_AIRPORT_TZ": "Mars/Olympus"}, "MSGX_AIRPORT_TZ"},
 		{map[string]string{"MSGX_PG_DSN": "postgres://:x"}, "MSGX_PG_DSN"},

@@ -21,8 +21,14 @@ type Config struct {
 	// EmbeddedAddr is where the embedded broker listens (host:port) so outside
 	// clients such as kcat can read the topics.
 	EmbeddedAddr string `env:"MSGX_EMBEDDED_KAFKA_ADDR" envDefault:"127.0.0.1:9092"`
-	// Version is the Kafka protocol version the clients speak.
-	Version string `env:"MSGX_KAFKA_VERSION" envDefault:"3.6.0"`
+	// Version is the Kafka version the clients assume of the brokers: the
+	// request versions they send follow it. The default is Kafka 4's
+	// first release, which the embedded Kafka speaks too; a cluster of
+	// Kafka 3 needs its own version here (a newer one may send requests
+	// it does not know). At least 2.3.0: msgx's consumer groups use static
+	// membership (KIP-345), and Kafka 4 answers no request older than
+	// Kafka 2.1's (KIP-896).
+	Version string `env:"MSGX_KAFKA_VERSION" envDefault:"4.0.0"`
 	// Prefix goes before the name of every consumer group and topic msgx
 	// uses (the goka groups, their table topics, and the default
 	// MSGX_TOPIC_* names), so that deployments with different prefixes
@@ -118,8 +124,11 @@ func (c Config) Validate() error {
 	if err := CheckPrefix(c.Prefix); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_PREFIX: %w", err))
 	}
-	if _, err := sarama.ParseKafkaVersion(c.Version); err != nil {
+	if v, err := sarama.ParseKafkaVersion(c.Version); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_KAFKA_VERSION: %w", err))
+	} else if !v.IsAtLeast(sarama.V2_3_0_0) {
+		errs = append(errs, fmt.Errorf("MSGX_KAFKA_VERSION=%s is older than 2.3.0: msgx's consumer groups need static membership (Kafka 2.3), "+
+			"and Kafka 4 answers no request older than Kafka 2.1's; set the brokers' version", c.Version))
 	}
 	if c.Replication < 1 {
 		errs = append(errs, errors.New("MSGX_KAFKA_REPLICATION: must be at least 1"))

@@ -198,7 +198,7 @@ func NewBroker(t testing.TB) []string {
 // KafkaConfig returns a Kafka configuration for the test broker.
 func KafkaConfig(brokers []string) kafka.Config {
 	return kafka.Config{
-		Brokers: brokers, Version: "3.6.0", Replication: 1, Acks: "all",
+		Brokers: brokers, Version: "4.0.0", Replication: 1, Acks: "all",
 		Idempotent: true, MaxInFlight: 1, Timeout: 10 * time.Second, SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second, MaxMessageBytes: 1000000,
 	}
 }
