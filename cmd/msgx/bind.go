@@ -19,7 +19,6 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
-	"msgx/internal/web"
 	"msgx/sink"
 )
 
@@ -49,21 +48,14 @@ const refusedReason = "kafka binding mismatch: this process refuses to start (th
 // holds no lock, no database connection and no Kafka client, and processes
 // nothing. When ctx ends (SIGTERM) it returns the refusal: the process
 // exits 1. Fixing the cause takes a restart (docs/operations.md 3.7).
-func refuseToStart(ctx context.Context, cfg Config, log *slog.Logger, refusal error) error {
+func refuseToStart(ctx context.Context, log *slog.Logger, gate *startGate, srvDone <-chan error, refusal error) error {
 	log.Error("refusing to start; serving only /healthz, /readyz and /metrics until stopped", "component", "main", "err", refusal)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", health.Live)
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	gate.open(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_ = json.NewEncoder(w).Encode(health.Result{Checks: map[string]string{}, Reasons: []string{refusedReason}})
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metric.Refused(), promhttp.HandlerOpts{}))
-	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: clock.Real{}, Log: log})
-	if err != nil {
-		return errors.Join(refusal, err)
-	}
-	if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	}), promhttp.HandlerFor(metric.Refused(), promhttp.HandlerOpts{}))
+	if err := <-srvDone; err != nil && !errors.Is(err, context.Canceled) {
 		return errors.Join(refusal, err)
 	}
 	return refusal

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,4 +134,44 @@ func TestRunAgainstSASLCluster(t *testing.T) {
 			t.Errorf("group %s on %s: %s", g.Group, g.Topic, g.Error)
 		}
 	}
+}
+
+// TestStartWaitsForKafka: with Apache Kafka unreachable at start (its
+// bootstrap address cut), msgx waits instead of exiting, and /readyz
+// answers 503 naming the step and the dependency from the first moment;
+// once Kafka answers, msgx starts by itself and processes the inbox.
+func TestStartWaitsForKafka(t *testing.T) {
+	t.Parallel()
+	k := testenv.RealKafka(t)
+	p := testenv.NewProxy(t, k.Addrs()[0])
+	p.Down()
+	env := onKafka(k)
+	env["MSGX_KAFKA_BROKERS"] = p.Addr()
+	httpAddr := freeAddr(t)
+	env["MSGX_HTTP_ADDR"] = httpAddr
+	cfg, myDSN := testConfig(t, env)
+	cfg.Kafka.Timeout = 2 * time.Second
+	loadDemo(t, myDSN)
+	stop := start(t, cfg)
+	defer stop()
+	var reasons string
+	waitFor(t, "/readyz 503 naming Kafka", 30*time.Second, func() bool {
+		code, body := get(t, "http://"+httpAddr+"/readyz")
+		reasons = body
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "starting: ") && strings.Contains(body, "waiting for kafka")
+	})
+	t.Logf("while Kafka is away: %s", reasons)
+	// The AODB posting early is told to come back, not that the path is
+	// unknown.
+	resp, err := http.Post("http://"+httpAddr+"/cminmsgs/send", "application/xml", strings.NewReader("<MSG/>"))
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("POST /cminmsgs/send while starting: %v %v, want 503 with Retry-After", resp, err)
+	}
+	resp.Body.Close()
+	p.Up()
+	pool := openPool(t, cfg)
+	waitFor(t, "the demo day decided once Kafka answers", 2*time.Minute, func() bool {
+		return count(t, pool, "SELECT COUNT(*) FROM proc_state WHERE state IN ('SUCCEEDED','SKIPPED','DEAD')") == 13
+	})
+	waitFor(t, "ready", time.Minute, func() bool { c, _ := get(t, "http://"+httpAddr+"/readyz"); return c == http.StatusOK })
 }

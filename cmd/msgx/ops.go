@@ -121,16 +121,15 @@ func kafkaReachable(cfg Config, brokers []string) health.Check {
 	}
 }
 
-// registerOps adds /healthz, /readyz, /metrics and /status to mux.
-func registerOps(mux *http.ServeMux, cfg Config, d *deps, m *metric.Metrics) {
+// registerOps opens the start gate's /readyz and /metrics to the started
+// daemon's, and adds /status to mux.
+func registerOps(mux *http.ServeMux, cfg Config, d *deps, m *metric.Metrics, gate *startGate) {
 	ready := &health.Ready{Registry: d.health, Timeout: 5 * time.Second, Checks: map[string]health.Check{
 		"postgres": func(ctx context.Context) error { return d.pool.Ping(ctx) },
 		"mysql":    func(ctx context.Context) error { return d.mysql.PingContext(ctx) },
 		"kafka":    kafkaReachable(cfg, d.brokers),
 	}}
-	mux.HandleFunc("GET /healthz", health.Live)
-	mux.Handle("GET /readyz", ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	gate.open(ready, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := report(r.Context(), cfg, d, m.Sources().Publisher)
 		if err != nil {

@@ -75,7 +75,7 @@ func (d *deps) close() {
 // connect opens the databases, starts the embedded broker when no cluster is
 // configured (roleAll only), applies migrations and creates the topics. A
 // dependency that is down at start-up is waited for, not fatal.
-func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, error) {
+func connect(ctx context.Context, cfg Config, log *slog.Logger, r role, gate *startGate) (*deps, error) {
 	d := &deps{cfg: cfg, log: log, clock: clock.Real{}}
 	d.health = health.NewRegistry(d.clock.Now)
 	ok := false
@@ -146,6 +146,7 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role) (*deps, 
 	waitFor := func(what string, fn func(context.Context) error) error {
 		return retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
 			log.Warn(what+": dependency unavailable, waiting", "component", "main", "err", err, "retry_in", wait.String())
+			gate.wait(what, err)
 		}, fn)
 	}
 	// An unreachable database or broker is waited for; anything else (a
@@ -312,23 +313,35 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		log.Warn("shadow mode: msgx never writes to MySQL (no processed marks, no compat inserts, no outbound requests)", "component", "main")
 	}
 	// The HTTP server first: TLS files that do not load stop start-up at
-	// once, not after the databases were waited for.
+	// once, not after the databases were waited for; and while start-up
+	// waits for them, /readyz says so (startGate).
 	mux := http.NewServeMux()
-	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: mux, ShutdownTimeout: cfg.ShutdownTimeout, Clock: clock.Real{}, Log: log})
+	gate := &startGate{}
+	gate.register(mux)
+	srv, err := web.New(cfg.Web, web.Deps{Addr: cfg.HTTPAddr, Handler: gate.wrap(mux), ShutdownTimeout: cfg.ShutdownTimeout, Clock: clock.Real{}, Log: log})
 	if err != nil {
 		return err
 	}
-	d, err := connect(ctx, cfg, log, r)
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	defer stopSrv()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Run(srvCtx) }()
+	d, err := connect(ctx, cfg, log, r, gate)
 	if errors.Is(err, errBinding) {
-		return refuseToStart(ctx, cfg, log, err)
+		return refuseToStart(ctx, log, gate, srvDone, err)
 	}
 	if err != nil {
+		stopSrv()
+		<-srvDone
+		if ctx.Err() != nil {
+			return nil // stopped while starting: a normal stop
+		}
 		return err
 	}
 	defer d.close()
 
 	m := metric.New()
-	registerOps(mux, cfg, d, m)
+	registerOps(mux, cfg, d, m, gate)
 	hist, err := statusPage(cfg, d, m, mux)
 	if err != nil {
 		return err
@@ -387,7 +400,16 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	(&flights.Handler{Pool: d.pool, Timeout: cfg.DB.Timeout, Log: log}).Register(mux)
 	registerTrace(mux, cfg, d)
 	g.Go(func() error { return hist.Run(gctx) })
-	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error {
+		// The server started before the components: it stops with them.
+		select {
+		case err := <-srvDone:
+			return err
+		case <-gctx.Done():
+			stopSrv()
+			return <-srvDone
+		}
+	})
 	return awaitShutdown(ctx, cfg, d, g, log)
 }
 

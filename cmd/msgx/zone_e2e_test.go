@@ -43,7 +43,7 @@ func TestInboxTimesInTheMySQLSessionZone(t *testing.T) {
 			defer stop()
 			pool := openPool(t, cfg)
 			base := "http://" + httpAddr
-			waitFor(t, "/healthz", 30*time.Second, func() bool { c, _ := get(t, base+"/healthz"); return c == 200 })
+			waitFor(t, "/readyz", time.Minute, func() bool { c, _ := get(t, base+"/readyz"); return c == 200 })
 
 			before := time.Now().Truncate(time.Second)
 			res, err := aodb.Exec("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES ('<MSG/>', SYSDATE(), 'VALID')")

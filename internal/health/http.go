@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // Ready answers /readyz: 200 when every dependency really answers and every
@@ -100,6 +102,8 @@ func Cause(err error) string {
 		return "name not resolved"
 	case errors.As(err, &sqlState):
 		return "refused by the server (SQLSTATE " + sqlState.SQLState() + ")"
+	case errors.Is(err, sarama.ErrOutOfBrokers):
+		return "no broker reachable"
 	}
 	return "failed (msgx status shows why)"
 }

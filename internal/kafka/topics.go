@@ -286,7 +286,11 @@ func createError(name string, replication int, err error) error {
 func newAdmin(brokers []string, c Config) (sarama.ClusterAdmin, error) {
 	admin, err := sarama.NewClusterAdmin(brokers, c.Sarama("msgx-admin"))
 	if err != nil {
-		return nil, fmt.Errorf("connecting kafka admin (%s): %w", c.Security(), err)
+		err = fmt.Errorf("connecting kafka admin (%s): %w", c.Security(), err)
+		if retry.IsOutage(err) {
+			return nil, retry.Outage("kafka", err)
+		}
+		return nil, err
 	}
 	return admin, nil
 }

@@ -105,6 +105,16 @@ func Outage(dep string, err error) error {
 	return &outageError{dep: dep, err: err}
 }
 
+// Dependency names the dependency of an Outage error ("postgres",
+// "mysql", "kafka"), "" for any other error.
+func Dependency(err error) string {
+	var o *outageError
+	if errors.As(err, &o) {
+		return o.dep
+	}
+	return ""
+}
+
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
