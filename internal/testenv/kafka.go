@@ -738,11 +738,17 @@ func readClusterID(dataDir string) (string, error) {
 }
 
 // newKafkaUUID is a random Kafka Uuid in its text form (what kafka-storage
-// random-uuid prints): 16 bytes, URL-safe base64 without padding.
+// random-uuid prints): 16 bytes, URL-safe base64 without padding — and,
+// as Kafka's own Uuid.randomUuid, never starting with '-', which a
+// command line would take for an option.
 func newKafkaUUID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
+	for {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		if s := base64.RawURLEncoding.EncodeToString(b); s[0] != '-' {
+			return s
+		}
+	}
 }
 
 func freePorts(n int) ([]int, error) {
