@@ -47,9 +47,11 @@ kafka-stop: kafkactl
 kafkactl:
 	@$(GO) build -o $(KAFKACTL) ./internal/testenv/kafka
 
-## devdb: create the local databases msgx uses for development (idempotent)
+## devdb: create the local databases msgx uses for development (idempotent): PostgreSQL's msgx, or
+## the database MSGX_PG_DSN names (one per Kafka cluster: a database is bound to its cluster)
 devdb: services
-	@psql "$(PGADMIN)" -tAc "SELECT 1 FROM pg_database WHERE datname = 'msgx'" | grep -q 1 || psql "$(PGADMIN)" -qc "CREATE DATABASE msgx"
+	@db=$$(printf '%s' "$${MSGX_PG_DSN:-/msgx}" | sed -E 's#^.*/([^/?]+)([?].*)?$$#\1#'); \
+	psql "$(PGADMIN)" -tAc "SELECT 1 FROM pg_database WHERE datname = '$$db'" | grep -q 1 || psql "$(PGADMIN)" -qc "CREATE DATABASE \"$$db\""
 	@mariadb -uroot -h127.0.0.1 -e "CREATE DATABASE IF NOT EXISTS aodbinterface CHARACTER SET utf8mb4"
 	@mariadb -uroot -h127.0.0.1 aodbinterface < internal/testenv/inbox.sql
 

@@ -43,6 +43,9 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	}
 	t.Cleanup(pool.Close)
 	h.pool = pool
+	// Kafka is kfake, in-process: this package tests its own logic against a
+	// broker, one per test in milliseconds; the Kafka claims run on Apache
+	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	h.brokers = testenv.NewBroker(t)
 	h.cfg = Config{
 		Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,

@@ -29,6 +29,9 @@ func TestDisturbedCluster(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
+	// kfake's cluster: elections and coordinator moves every few hundred
+	// milliseconds, on demand, which a real cluster cannot give (its faults:
+	// the fault campaign on Apache Kafka).
 	c := testenv.NewCluster(t)
 	s := newScenarioOn(t, bin, c.Addrs())
 	s.env = append(s.env, "MSGX_KAFKA_REPLICATION=3", "MSGX_TRANSITION_PARTITIONS=4", "MSGX_LOG_LEVEL=info")

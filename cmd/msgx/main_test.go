@@ -55,7 +55,10 @@ func freeAddr(t *testing.T) string {
 }
 
 // testConfig is the daemon's configuration against fresh test databases and
-// an embedded broker persisting under a temporary state directory.
+// an embedded broker (kfake) persisting under a temporary state directory:
+// msgx as `make run` runs it. A test of a Kafka claim passes
+// onKafka(testenv.RealKafka(t)) in extra and runs on Apache Kafka
+// (serial, crash, exactlyonce, rebuild, bind, acl, ksec).
 func testConfig(t *testing.T, extra map[string]string) (Config, string) {
 	t.Helper()
 	envm, myDSN := testEnviron(t, extra)

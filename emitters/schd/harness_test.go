@@ -68,6 +68,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.proxyKafka {
 		h.brokers, h.kProxy = proxiedBroker(t)
 	} else {
+		// Kafka is kfake, in-process: this package tests its own logic against a
+		// broker, one per test in milliseconds; the Kafka claims run on Apache
+		// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 		h.brokers = testenv.NewBroker(t)
 	}
 	if err := kafka.EnsureTopics(h.brokers, testenv.KafkaConfig(h.brokers), []kafka.TopicSpec{h.cfg.TopicSpec(1)}, testenv.Logger(t)); err != nil {

@@ -59,6 +59,9 @@ func newRP(t *testing.T) *rpEnv {
 	}
 	t.Cleanup(pool.Close)
 	e := &rpEnv{t: t, pg: pool, my: testenv.OpenMySQLIn(t, testenv.NewMySQL(t), testenv.ShanghaiInbox)}
+	// Kafka is kfake, in-process: this package tests its own logic against a
+	// broker, one per test in milliseconds; the Kafka claims run on Apache
+	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	e.brokers = rpBroker(t, testenv.NewBroker(t))
 	e.deps = replay.Deps{PG: pool, MySQL: e.my, Table: "cminmsgs", Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
 		Topic: rpTopic, Timeout: 5 * time.Second, Log: testenv.Logger(t)}

@@ -36,6 +36,9 @@ func newKafkaRig(t *testing.T) *kafkaRig {
 	}
 	t.Cleanup(pool.Close)
 	rg := &rig{t: t, pool: pool, msgs: sink.NewMessages(pool, 10*time.Second), t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	// Kafka is kfake, in-process: this package tests its own logic against a
+	// broker, one per test in milliseconds; the Kafka claims run on Apache
+	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	brokers := testenv.NewBroker(t)
 	kc := testenv.KafkaConfig(brokers)
 	log := testenv.Logger(t)

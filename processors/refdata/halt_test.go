@@ -30,6 +30,9 @@ func TestRefdataHalts(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func() (*Processor, func(refdata.Transition), func()) {
+		// Kafka is kfake, in-process: this package tests its own logic against a
+		// broker, one per test in milliseconds; the Kafka claims run on Apache
+		// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 		brokers := testenv.NewBroker(t)
 		kc := testenv.KafkaConfig(brokers)
 		log := testenv.Logger(t)

@@ -46,6 +46,9 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	routerDSN := strings.Replace(pgDSN, "127.0.0.1:5432", p.pgProxy.Addr(), 1)
 	myDSN := testenv.NewMySQL(t)
 	p.my = testenv.OpenMySQL(t, myDSN)
+	// Kafka is kfake, in-process: this package tests its own logic against a
+	// broker, one per test in milliseconds; the Kafka claims run on Apache
+	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	p.brokers = testenv.NewBroker(t)
 	kc := testenv.KafkaConfig(p.brokers)
 	log := testenv.Logger(t)

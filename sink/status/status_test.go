@@ -269,6 +269,8 @@ func TestCollectReportScenario(t *testing.T) {
 	t.Parallel()
 	pool := stPG(t, testenv.NewPG(t))
 	my := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	// kfake, in-process: the report's reading of groups and lags is the
+	// subject; the report on Apache Kafka runs in cmd/msgx (TestRunAgainstSASLCluster).
 	brokers := testenv.NewBroker(t)
 	stScenarioPG(t, pool)
 	stScenarioMySQL(t, my)
