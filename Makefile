@@ -4,7 +4,7 @@ GO       ?= go
 PGADMIN  ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export MSGX_STATE_DIR ?= $(CURDIR)/.state
 
-.PHONY: run test bench services kafka kafka-cluster kafka-stop kafkactl devdb demo samples build vet fuzz clean-state
+.PHONY: run test bench faults services kafka kafka-cluster kafka-stop kafkactl devdb demo samples build vet fuzz clean-state
 
 ## run: the gateway on the embedded defaults against the local databases
 run: devdb
@@ -21,6 +21,13 @@ test: services
 ## MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
 bench: services
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 120m ./bench/...
+
+## faults: the fault campaign on a three-node Apache Kafka — every disturbance, each also with msgx
+## killed -9 in it, and mixed at random (cmd/msgx/fault_test.go; about 40 minutes) — and its table
+faults: services
+	@mkdir -p $(MSGX_STATE_DIR)
+	MSGX_FAULTS=all MSGX_FAULTS_OUT=$(MSGX_STATE_DIR)/faults.md $(GO) test -count=1 -run '^TestFaultCampaign$$' -timeout 150m ./cmd/msgx
+	@cat $(MSGX_STATE_DIR)/faults.md
 
 ## services: install (Debian's packages, when missing), configure for local development and start
 ## PostgreSQL and MariaDB; install curl, kcat, Chromium, Prometheus/promtool and systemd-analyze,

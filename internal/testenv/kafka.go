@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
@@ -780,4 +782,125 @@ func concatFiles(dst string, srcs ...string) error {
 		b = append(b, c...)
 	}
 	return os.WriteFile(dst, b, 0o600)
+}
+
+// Leaders returns the leader node of each partition of topic (-1: none).
+func (k *Kafka) Leaders(ctx context.Context, topic string) ([]int32, error) {
+	adm, done, err := k.Admin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := td[topic]
+	if !ok || t.Err != nil {
+		return nil, fmt.Errorf("topic %s: %v", topic, t.Err)
+	}
+	out := make([]int32, len(t.Partitions))
+	for _, p := range t.Partitions {
+		out[p.Partition] = p.Leader
+	}
+	return out, nil
+}
+
+// MostLeader is the node that leads most partitions of topic.
+func (k *Kafka) MostLeader(ctx context.Context, topic string) (int32, error) {
+	ls, err := k.Leaders(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	count := map[int32]int{}
+	best := int32(-1)
+	for _, l := range ls {
+		count[l]++
+		if l >= 0 && (best < 0 || count[l] > count[best]) {
+			best = l
+		}
+	}
+	if best < 0 {
+		return 0, fmt.Errorf("topic %s has no leader", topic)
+	}
+	return best, nil
+}
+
+// ActiveController is the node leading the KRaft quorum (the metadata log's
+// leader).
+func (k *Kafka) ActiveController(ctx context.Context) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs()...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	t := kmsg.NewDescribeQuorumRequestTopic()
+	t.Topic = "__cluster_metadata"
+	p := kmsg.NewDescribeQuorumRequestTopicPartition()
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) == 0 || len(resp.Topics[0].Partitions) == 0 {
+		return 0, errors.New("DescribeQuorum answered no partition")
+	}
+	return resp.Topics[0].Partitions[0].LeaderID, nil
+}
+
+// Coordinator is the node coordinating the consumer group key (txn false)
+// or the transactional ID key (txn true).
+func (k *Kafka) Coordinator(ctx context.Context, key string, txn bool) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addrs()...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKeys = []string{key}
+	if txn {
+		req.CoordinatorType = 1
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Coordinators) != 1 {
+		return 0, errors.New("FindCoordinator answered no coordinator")
+	}
+	c := resp.Coordinators[0]
+	if err := kerr.ErrorForCode(c.ErrorCode); err != nil {
+		return 0, fmt.Errorf("coordinator of %s: %w", key, err)
+	}
+	return c.NodeID, nil
+}
+
+// FullISR reports whether every partition of every topic has all its
+// replicas in sync (after a node came back: it caught up).
+func (k *Kafka) FullISR(ctx context.Context, topics ...string) (bool, error) {
+	adm, done, err := k.Admin()
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	td, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range td {
+		if t.Err != nil {
+			return false, t.Err
+		}
+		for _, p := range t.Partitions {
+			if len(p.ISR) < len(p.Replicas) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
