@@ -321,8 +321,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	crash.waitTerminal(len(msgs), 3*time.Minute)
 	assertSerial(t, crash, msgs)
-	logs, _ := os.ReadFile(crash.logs.Name())
-	t.Logf("%d kills; %d recoveries of a table ahead of PostgreSQL", kills, strings.Count(string(logs), "flights table ahead of PostgreSQL"))
+	t.Logf("%d kills", kills)
 }
 
 // TestSigtermDuringLoad stops the gateway with SIGTERM while messages flow:

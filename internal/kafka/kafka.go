@@ -209,6 +209,19 @@ func (c Config) Sarama(clientID string) *sarama.Config {
 	return sc
 }
 
+// producer is Sarama's configuration for a producer: a produce request
+// is answered within Producer.Timeout (MSGX_KAFKA_TIMEOUT), so its read
+// waits that and a margin, not the consumer groups' longer bound (a
+// JoinGroup may wait out a rebalance). A broker frozen mid-request (a GC
+// pause, SIGSTOP) holds a producer no longer than that: by then Kafka has
+// usually moved the partition's leadership, which the retry finds — the
+// fault campaign's frozen broker held ingest for the full 30 s before.
+func (c Config) producer(clientID string) *sarama.Config {
+	sc := c.Sarama(clientID)
+	sc.Net.ReadTimeout = c.Timeout + 5*time.Second
+	return sc
+}
+
 func (c Config) instanceID() string {
 	if c.InstanceID != "" {
 		return c.InstanceID
@@ -257,7 +270,7 @@ func (a SlogAdapter) emit(msg string) {
 // msgx-publisher, …). An unreachable cluster is an outage (retry.IsOutage):
 // callers retry it.
 func NewSyncProducer(c Config, brokers []string, clientID string) (sarama.SyncProducer, error) {
-	sc := c.Sarama(clientID)
+	sc := c.producer(clientID)
 	if err := CheckD3(sc); err != nil {
 		return nil, err
 	}

@@ -310,7 +310,7 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = c.Replication
 	tmc.Stream.Replication = c.Replication
-	producer := c.Sarama("msgx-producer")
+	producer := c.producer("msgx-producer")
 	producer.Producer.MaxMessageBytes = max(producer.Producer.MaxMessageBytes, TableRecordBytes)
 	// The input streams carry whole messages (msgx.inbox records of up to
 	// MSGX_KAFKA_MAX_MESSAGE_BYTES): sarama's default buffer of 256
@@ -333,7 +333,7 @@ func GokaOptions(c Config, sb storage.Builder, log *slog.Logger) []goka.Processo
 // the settings of docs/design.md#kafka-settings, checked first, and records
 // up to TableRecordBytes (router-table entries).
 func ProducerBuilder(c Config) (goka.ProducerBuilder, error) {
-	sc := c.Sarama("msgx-producer")
+	sc := c.producer("msgx-producer")
 	sc.Producer.MaxMessageBytes = max(sc.Producer.MaxMessageBytes, TableRecordBytes)
 	if err := CheckD3(sc); err != nil {
 		return nil, err
@@ -456,7 +456,7 @@ func GokaEmitterOptions(c Config, log *slog.Logger) []goka.EmitterOption {
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = c.Replication
 	tmc.Stream.Replication = c.Replication
-	producer := c.Sarama("msgx-reseed")
+	producer := c.producer("msgx-reseed")
 	producer.Producer.MaxMessageBytes = max(producer.Producer.MaxMessageBytes, TableRecordBytes)
 	return []goka.EmitterOption{
 		goka.WithEmitterProducerBuilder(goka.ProducerBuilderWithConfig(producer)),

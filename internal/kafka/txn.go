@@ -24,7 +24,7 @@ import (
 // same transactional ID and aborts a transaction it left open
 // (docs/design.md#outbox). An unreachable cluster is an outage.
 func NewTransactionalProducer(c Config, brokers []string, clientID, txnID string, timeout time.Duration) (sarama.SyncProducer, error) {
-	sc := c.Sarama(clientID)
+	sc := c.producer(clientID)
 	sc.Producer.Transaction.ID = txnID
 	sc.Producer.Transaction.Timeout = timeout
 	// sarama's default of 50 retries with a 100 ms backoff (each try up to

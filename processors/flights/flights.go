@@ -375,8 +375,16 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 	}
 	p.mu.Lock()
 	p.stats.Recovered++
+	first := p.stats.Recovered == 1
 	p.mu.Unlock()
-	log.Warn("flights table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state",
+	// One WARN line for the crash, not one per flight it left behind: the
+	// others are counted (msgx_transitions_recovered_total) and logged at
+	// DEBUG.
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "flights table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state (each further flight: DEBUG, counted in msgx_transitions_recovered_total)",
 		"table_version", versionOf(cur), "table_last_msg_id", lastMsgOf(cur), "pg_version", versionOf(pg), "pg_last_msg_id", lastMsgOf(pg))
 	return pg, nil
 }

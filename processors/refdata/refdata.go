@@ -282,12 +282,18 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 	}
 	p.mu.Lock()
 	p.stats.Recovered++
+	first := p.stats.Recovered == 1
 	p.mu.Unlock()
 	var v, m int64
 	if pg != nil {
 		v, m = pg.Version, pg.LastMsgID
 	}
-	log.Warn("refdata table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state",
+	// One WARN line for the crash, as the flights processor does.
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "refdata table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state (each further category: DEBUG, counted in msgx_transitions_recovered_total)",
 		"table_version", cur.Version, "table_last_msg_id", cur.LastMsgID, "pg_version", v, "pg_last_msg_id", m)
 	if pg == nil {
 		return refdata.NewState(t.RType), true, nil
