@@ -56,9 +56,9 @@ type faultRun struct {
 	restarts map[string]int  // supervised restarts per component since the fault
 	// lastRestarts is the last scrape of msgx_component_restarts_total.
 	lastRestarts map[string]int
-	notes    []string        // what inject did, for the report
-	faultAt  time.Time
-	faultEnd time.Time
+	notes        []string // what inject did, for the report
+	faultAt      time.Time
+	faultEnd     time.Time
 }
 
 func (f *faultRun) note(format string, args ...any) {
