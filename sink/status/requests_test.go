@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"msgx/internal/contract"
 	"msgx/internal/testenv"
 	"msgx/sink/status"
 )
@@ -130,6 +131,13 @@ func TestCollectReportRequests(t *testing.T) {
 		}
 	}
 	raw, _ := json.Marshal(r)
+	contracts, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := contracts.Response("GET", "/status", 200, "application/json", raw); err != nil {
+		t.Errorf("the report breaks deploy/schemas/status.json: %v", err)
+	}
 	for _, frag := range []string{`"requests":{"timeoutSeconds":600,`, `"unpairedErors":1`, `"answerMsgId":501`, `"erorCode":"E7"`} {
 		if !bytes.Contains(raw, []byte(frag)) {
 			t.Errorf("JSON lacks %s", frag)
