@@ -232,15 +232,3 @@ func (s *Requests) Eror(ctx context.Context, e request.ErorAnswer) (request.Answ
 // errAnswerRace rolls back an EROR's transaction whose outcome another
 // delivery recorded first.
 var errAnswerRace = errors.New("answer recorded concurrently")
-
-// isRule reports whether err is a tables/request rule rejection rather than
-// a database failure.
-func isRule(err error) bool {
-	for _, e := range []error{request.ErrInvalid, request.ErrOtherSlot, request.ErrClosed, request.ErrDuplicate,
-		request.ErrNotSent, request.ErrNoDTTM, request.ErrStale, request.ErrConflict} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
