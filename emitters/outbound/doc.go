@@ -64,8 +64,13 @@
 // and META DTTM not before SentAt − MSGX_REQUEST_CLOCK_SKEW), and it does so
 // inside the transaction that applies the RESP's data, so a request is DONE
 // only if its data is: an RQFD with its answer, an RQRD once every category
-// it names was answered. An EROR naming one of our SEQNs closes the request
-// as FAILED and is logged as a warning (the operator's alert). Closed
+// it names was answered. An EROR is paired with its request by the rule of
+// tables/request (its body's SEQN, or else the kind it names: the open
+// request of that kind, dated after it was sent) and closes it as FAILED.
+// Every answer's outcome — DONE, ANSWERED, FAILED, LATE or UNPAIRED with
+// the reason — is recorded in req_answer (migration 0034) in the
+// transaction that decides it, so the status report, the metrics and msgx
+// trace show what each answer did; a message's first outcome stands. Closed
 // requests never change again: late and repeated answers are no-ops.
 //
 // # Schedule

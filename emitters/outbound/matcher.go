@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,10 +36,11 @@ type Matcher interface {
 	// already applied) is a no-op and returns nil; an error is a database
 	// failure and tx should be rolled back.
 	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, rtype string, respMsgID int64, respDTTM, now time.Time) error
-	// FailByEror closes the open request whose SEQN is seqnRef (the EROR's
-	// reference, sis.ErrorAnswer.RefSEQN) as FAILED. An EROR that names no
-	// open request of ours is a no-op and returns nil.
-	FailByEror(ctx context.Context, seqnRef string, now time.Time) error
+	// Eror records what the EROR e does (request.PairEror, FailByEror):
+	// the request it names closed as FAILED, or why it changes none. An
+	// EROR whose outcome is already recorded (a redelivery, a rebuild) is a
+	// no-op. An error is a database failure.
+	Eror(ctx context.Context, e request.ErorAnswer) (request.Answer, error)
 }
 
 var _ Matcher = (*Requests)(nil)
@@ -99,8 +98,16 @@ func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, r
 		respMsgID).Scan(&already); err != nil {
 		return request.ReqTrack{}, false, fmt.Errorf("completing an %s: %w", kind, err)
 	}
+	if !already {
+		// Its first outcome stands, whatever it was (answered in part, or
+		// nothing): a redelivery must not pair with what is open now.
+		_, already, err = getAnswer(ctx, tx, respMsgID)
+		if err != nil {
+			return request.ReqTrack{}, false, fmt.Errorf("completing an %s: %w", kind, err)
+		}
+	}
 	if already {
-		log.Debug("response already completed its request")
+		log.Debug("response already recorded")
 		return request.ReqTrack{}, false, nil
 	}
 	// Locked until the caller's transaction ends: Run's expiry, an EROR or
@@ -109,83 +116,119 @@ func (s *Requests) complete(ctx context.Context, tx pgx.Tx, kind request.Kind, r
 	if err != nil {
 		return request.ReqTrack{}, false, fmt.Errorf("completing an %s: %w", kind, err)
 	}
-	if len(open) == 0 {
-		log.Info("response answers no open request")
-		return request.ReqTrack{}, false, nil
+	var r *request.ReqTrack
+	if len(open) > 0 {
+		r = &open[0]
 	}
-	r := open[0]
-	done, err := request.Complete(r, request.Response{Kind: kind, RType: rtype, MsgID: respMsgID, DTTM: respDTTM, At: now}, s.cfg.ClockSkew)
+	next, answer, err := request.Respond(r, request.Response{Kind: kind, RType: rtype, MsgID: respMsgID, DTTM: respDTTM, At: now}, s.cfg.ClockSkew)
 	if err != nil {
-		log.Info("response does not answer the open request", "seqn", r.SEQN, "request_id", r.ID,
-			"state", string(r.State), "reason", err.Error())
-		return r, false, nil
+		return request.ReqTrack{}, false, fmt.Errorf("completing an %s: %w", kind, err)
 	}
-	if err := saveReq(ctx, tx, done); err != nil {
-		return r, false, fmt.Errorf("completing request %d: %w", r.ID, err)
+	if next != nil {
+		if err := saveReq(ctx, tx, *next); err != nil {
+			return *r, false, fmt.Errorf("completing request %d: %w", r.ID, err)
+		}
+	}
+	if _, err := insertAnswer(ctx, tx, answer); err != nil {
+		return request.ReqTrack{}, false, fmt.Errorf("recording the answer of message %d: %w", respMsgID, err)
+	}
+	if next == nil {
+		log.Info("response answers no open request", "reason", answer.Detail)
+		if r != nil {
+			return *r, false, nil
+		}
+		return request.ReqTrack{}, false, nil
 	}
 	// Audit of the degraded match (docs/design.md#requests): the answer carries
 	// no request id; this line records which message answered which request.
-	if done.State == request.StateDone {
-		log.Info("request completed", "seqn", done.SEQN, "request_id", done.ID, "resp_dttm", respDTTM, "sent_at", done.SentAt)
+	if next.State == request.StateDone {
+		log.Info("request completed", "seqn", next.SEQN, "request_id", next.ID, "resp_dttm", respDTTM, "sent_at", next.SentAt)
 	} else {
-		log.Info("request answered in part", "seqn", done.SEQN, "request_id", done.ID, "answered", done.Answered,
-			"asked", done.RTypes, "resp_dttm", respDTTM, "sent_at", done.SentAt)
+		log.Info("request answered in part", "seqn", next.SEQN, "request_id", next.ID, "answered", next.Answered,
+			"asked", next.RTypes, "resp_dttm", respDTTM, "sent_at", next.SentAt)
 	}
-	return done, true, nil
+	return *next, true, nil
 }
 
-// FailByEror implements Matcher. The EROR is logged as a warning, the
-// operator's alert (docs/design.md#requests).
-func (s *Requests) FailByEror(ctx context.Context, seqnRef string, now time.Time) error {
-	_, _, err := s.failByEror(ctx, seqnRef, now)
-	return err
-}
-
-func (s *Requests) failByEror(ctx context.Context, seqnRef string, now time.Time) (request.ReqTrack, bool, error) {
-	seqn, perr := strconv.ParseInt(strings.TrimSpace(seqnRef), 10, 64)
-	if perr != nil || seqn <= 0 {
-		s.log.Info("EROR names no SEQN of ours", "ref_seqn", seqnRef)
-		return request.ReqTrack{}, false, nil
-	}
-	r, found, err := func() (request.ReqTrack, bool, error) {
-		ctx, cancel := context.WithTimeout(ctx, s.timeout)
-		defer cancel()
-		r, err := scanReq(s.pg.QueryRow(ctx, `SELECT `+reqCols+` FROM req_track WHERE seqn = $1`, seqn))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return r, false, nil
+// Eror implements Matcher. It pairs e in one transaction with the request
+// it names, locked, records the outcome in req_answer and, for a FAILED
+// one, the request's new state; a FAILED request and an EROR that pairs
+// with nothing are logged as warnings beside the status alert they raise.
+func (s *Requests) Eror(ctx context.Context, e request.ErorAnswer) (request.Answer, error) {
+	log := s.log.With("msg_id", e.MsgID)
+	p := request.PairEror(e)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var answer request.Answer
+	var recorded bool
+	err := pgx.BeginFunc(ctx, s.pg, func(tx pgx.Tx) error {
+		// The first outcome stands: a redelivered or rebuilt EROR must not
+		// pair again with whatever is open now.
+		prev, found, err := getAnswer(ctx, tx, e.MsgID)
+		if err != nil || found {
+			answer = prev
+			return err
 		}
-		return r, err == nil, err
-	}()
-	if err != nil {
-		return request.ReqTrack{}, false, fmt.Errorf("looking up the request of an EROR (SEQN %d): %w", seqn, err)
-	}
-	if !found {
-		s.log.Info("EROR names no request of ours", "ref_seqn", seqn)
-		return request.ReqTrack{}, false, nil
-	}
-	failed, err := s.mutate(ctx, r.ID, func(cur request.ReqTrack) (request.ReqTrack, error) {
-		return request.Fail(cur, request.Eror{SEQN: seqn, At: now})
+		var r *request.ReqTrack
+		switch p.By {
+		case request.PairedBySEQN:
+			got, err := scanReq(tx.QueryRow(ctx, `SELECT `+reqCols+` FROM req_track WHERE seqn = $1 FOR UPDATE`, p.SEQN))
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return err
+			default:
+				r = &got
+			}
+		case request.PairedByType:
+			open, err := openOfKind(ctx, tx, p.Kind, true)
+			if err != nil {
+				return err
+			}
+			if len(open) > 0 {
+				r = &open[0]
+			}
+		}
+		failed, a, err := request.FailByEror(r, p, e, s.cfg.ClockSkew)
+		if err != nil {
+			return err
+		}
+		if failed != nil {
+			if err := saveReq(ctx, tx, *failed); err != nil {
+				return err
+			}
+		}
+		answer = a
+		if recorded, err = insertAnswer(ctx, tx, a); err == nil && !recorded {
+			// A concurrent delivery recorded it first; what this one
+			// decided must not stand beside it.
+			return errAnswerRace
+		}
+		return err
 	})
-	if isRule(err) {
-		s.log.Info("EROR for a closed request changes nothing", "seqn", seqn, "request_id", r.ID, "reason", err.Error())
-		return failed, false, nil
+	if errors.Is(err, errAnswerRace) && !recorded {
+		return answer, nil
 	}
 	if err != nil {
-		return r, false, fmt.Errorf("failing request %d by EROR: %w", r.ID, err)
+		return request.Answer{}, fmt.Errorf("recording EROR message %d: %w", e.MsgID, err)
 	}
-	s.log.Warn("request FAILED: the AODB answered EROR", "kind", string(failed.Kind), "styp", failed.STYP, "seqn", seqn,
-		"request_id", failed.ID)
-	return failed, true, nil
+	if !recorded {
+		log.Debug("EROR already recorded", "outcome", answer.Outcome)
+		return answer, nil
+	}
+	attrs := []any{"outcome", answer.Outcome, "paired_by", answer.PairedBy, "kind", string(answer.Kind), "seqn", answer.SEQN,
+		"request_id", answer.RequestID, "code", answer.Code, "text", answer.Text, "detail", answer.Detail}
+	switch answer.Outcome {
+	case request.OutcomeFailed:
+		log.Warn("request FAILED: the AODB answered EROR", attrs...)
+	case request.OutcomeUnpaired:
+		log.Warn("EROR pairs with no request", attrs...)
+	default:
+		log.Info("EROR for a closed request changes nothing", attrs...)
+	}
+	return answer, nil
 }
 
-// isRule reports whether err is a tables/request rule rejection rather than
-// a database failure.
-func isRule(err error) bool {
-	for _, e := range []error{request.ErrInvalid, request.ErrOtherSlot, request.ErrClosed, request.ErrDuplicate,
-		request.ErrNotSent, request.ErrNoDTTM, request.ErrStale, request.ErrConflict} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
+// errAnswerRace rolls back an EROR's transaction whose outcome another
+// delivery recorded first.
+var errAnswerRace = errors.New("answer recorded concurrently")

@@ -272,7 +272,32 @@ func TestTimeoutExpires(t *testing.T) {
 	}
 }
 
-func TestERORFails(t *testing.T) {
+// eror is an EROR message as the router hands it over: META STYP, body
+// SEQN, META DTTM (zero: none).
+func (e *env) eror(msgID int64, metaSTYP, seqn string, dttm time.Time) request.Answer {
+	e.t.Helper()
+	a, err := e.s.Eror(ctx(e.t), request.ErorAnswer{MsgID: msgID, MetaSTYP: metaSTYP, RefSEQN: seqn, DTTM: dttm,
+		Code: "E12", Text: "window too wide", At: e.clk.Now()})
+	if err != nil {
+		e.t.Fatalf("Eror(%d): %v", msgID, err)
+	}
+	return a
+}
+
+// answer reads message msgID's recorded outcome.
+func (e *env) answer(msgID int64) request.Answer {
+	e.t.Helper()
+	a, ok, err := getAnswer(context.Background(), e.pg, msgID)
+	if err != nil || !ok {
+		e.t.Fatalf("answer of %d: %v %v", msgID, ok, err)
+	}
+	return a
+}
+
+// An EROR naming the request's SEQN in its body fails it, whatever it names
+// otherwise; the outcome is recorded with the EROR's code and text, and
+// later answers change nothing.
+func TestERORBySEQN(t *testing.T) {
 	e := newEnv(t, nil)
 	c := ctx(t)
 	r, err := e.s.RequestRefdata(c, "AIRL")
@@ -280,20 +305,23 @@ func TestERORFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clk.Advance(30 * time.Second)
-	seqn := " " + strconv.FormatInt(r.SEQN, 10) + " "
-	failed, ok, err := e.s.failByEror(c, seqn, e.clk.Now())
-	if err != nil || !ok {
-		t.Fatalf("failByEror = %v, %v", ok, err)
+	a := e.eror(70, "EROR", " "+strconv.FormatInt(r.SEQN, 10)+" ", time.Time{})
+	failed := e.get(r.ID)
+	if a.Outcome != request.OutcomeFailed || a.PairedBy != request.PairedBySEQN || a.RequestID != r.ID || a.Code != "E12" ||
+		failed.State != request.StateFailed || failed.CloseReason != request.ReasonEror || failed.ResponseMsgID != 70 ||
+		!failed.ClosedAt.Equal(e.clk.Now()) {
+		t.Fatalf("answer %+v, request %+v", a, failed)
 	}
-	if failed.State != request.StateFailed || failed.CloseReason != request.ReasonEror || !failed.ClosedAt.Equal(e.clk.Now()) {
-		t.Errorf("failed = %+v", failed)
+	if got := e.answer(70); got.Outcome != request.OutcomeFailed || got.Text != "window too wide" || got.SEQN != r.SEQN {
+		t.Errorf("recorded %+v", got)
 	}
-	// The same EROR again, an EROR about something else, garbage: no-ops.
+	// The same EROR again keeps its outcome; another one naming it is LATE.
 	e.clk.Advance(time.Minute)
-	for _, ref := range []string{seqn, "999", "", "abc"} {
-		if err := e.s.FailByEror(c, ref, e.clk.Now()); err != nil {
-			t.Errorf("FailByEror(%q): %v", ref, err)
-		}
+	if again := e.eror(70, "EROR", "", time.Time{}); again.Outcome != request.OutcomeFailed || !again.At.Equal(a.At) {
+		t.Errorf("redelivered EROR: %+v", again)
+	}
+	if late := e.eror(71, "RQRD", strconv.FormatInt(r.SEQN, 10), time.Time{}); late.Outcome != request.OutcomeLate || late.RequestID != r.ID {
+		t.Errorf("second EROR: %+v", late)
 	}
 	// A RESP after the EROR reopens nothing.
 	if _, ok := e.complete(e.s, request.RQRD, "AIRL", 77, e.clk.Now(), false); ok {
@@ -301,6 +329,72 @@ func TestERORFails(t *testing.T) {
 	}
 	if got := e.get(r.ID); !request.Equal(got, failed) {
 		t.Errorf("changed after FAILED: %+v", got)
+	}
+	if got := e.answer(77); got.Outcome != request.OutcomeUnpaired || got.Type != request.AnswerRESP {
+		t.Errorf("late RESP recorded %+v", got)
+	}
+}
+
+// An EROR naming only the kind it answers fails the one open request of
+// that kind, if it is dated after the request was sent; otherwise, or
+// when it names nothing of ours, it pairs with nothing and says why.
+func TestERORByTypeAndUnpaired(t *testing.T) {
+	e := newEnv(t, nil)
+	c := ctx(t)
+	ref, err := e.s.RequestRefdata(c, "AIRL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := e.s.RequestFlights(c, start.Add(24*time.Hour), start.Add(48*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Minute)
+	for _, tc := range []struct {
+		msgID    int64
+		styp     string
+		seqn     string
+		dttm     time.Time
+		detail   string
+		pairedBy string
+	}{
+		{80, "RQFD", "", time.Time{}, "no META DTTM", request.PairedByType},
+		{81, "RQFD", "", start.Add(-time.Hour), "earlier", request.PairedByType},
+		{82, "RQFD", "999", e.clk.Now(), "SEQN 999 is no request of msgx", request.PairedBySEQN},
+		{83, "NONE", "", e.clk.Now(), "neither a request's SEQN nor a kind", ""},
+		{84, "RQRD", strconv.FormatInt(fl.SEQN, 10), e.clk.Now(), "but the EROR names RQRD", request.PairedBySEQN},
+	} {
+		a := e.eror(tc.msgID, tc.styp, tc.seqn, tc.dttm)
+		if a.Outcome != request.OutcomeUnpaired || a.RequestID != 0 || a.PairedBy != tc.pairedBy || !strings.Contains(a.Detail, tc.detail) {
+			t.Errorf("EROR %d: %+v, want UNPAIRED %q", tc.msgID, a, tc.detail)
+		}
+	}
+	if got := e.get(fl.ID); got.State != request.StateSent {
+		t.Fatalf("an unpaired EROR changed the RQFD: %s", got.State)
+	}
+	a := e.eror(85, "RQFD", "", e.clk.Now())
+	if got := e.get(fl.ID); a.Outcome != request.OutcomeFailed || a.PairedBy != request.PairedByType || a.RequestID != fl.ID ||
+		got.State != request.StateFailed || got.ResponseMsgID != 85 {
+		t.Fatalf("EROR by type: %+v, request %+v", a, got)
+	}
+	if got := e.get(ref.ID); got.State != request.StateSent {
+		t.Errorf("the RQRD changed: %s", got.State)
+	}
+	// The RQFD is closed now: the same kind pairs with nothing.
+	if a := e.eror(86, "RQFD", "", e.clk.Now()); a.Outcome != request.OutcomeUnpaired || !strings.Contains(a.Detail, "no RQFD is open") {
+		t.Errorf("EROR with no RQFD open: %+v", a)
+	}
+	list, err := List(c, e.pg, 0)
+	if err != nil || len(list) != 2 || list[0].ID != fl.ID || len(list[0].Answers) != 1 || list[0].Answers[0].MsgID != 85 ||
+		len(list[1].Answers) != 0 {
+		t.Fatalf("List: %+v %v", list, err)
+	}
+	shown, err := Show(c, e.pg, fl.ID)
+	if err != nil || shown.State != request.StateFailed || len(shown.Answers) != 1 || shown.Answers[0].Code != "E12" {
+		t.Fatalf("Show: %+v %v", shown, err)
+	}
+	if _, err := Show(c, e.pg, 12345); !errors.Is(err, ErrNoRequest) {
+		t.Errorf("Show of an unknown request: %v", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/tables/request"
 )
@@ -163,4 +164,120 @@ func saveReq(ctx context.Context, q querier, r request.ReqTrack) error {
 		return fmt.Errorf("updating request %d: no such row", r.ID)
 	}
 	return nil
+}
+
+// answerFrom reads an answer with its request's SEQN; answerCols are its
+// columns, in scanAnswer's order.
+const (
+	answerCols = `a.msg_id, a.type, COALESCE(a.kind, ''), COALESCE(a.request_id, 0), COALESCE(r.seqn, 0), a.outcome,
+	COALESCE(a.paired_by, ''), a.detail, COALESCE(a.code, ''), COALESCE(a.text, ''), a.at`
+	answerFrom = ` FROM req_answer a LEFT JOIN req_track r ON r.id = a.request_id`
+)
+
+func scanAnswer(row pgx.Row) (request.Answer, error) {
+	var a request.Answer
+	var kind string
+	err := row.Scan(&a.MsgID, &a.Type, &kind, &a.RequestID, &a.SEQN, &a.Outcome, &a.PairedBy, &a.Detail, &a.Code, &a.Text, &a.At)
+	a.Kind = request.Kind(kind)
+	return a, err
+}
+
+// insertAnswer records a, unless its message has an outcome already; it
+// reports whether it did.
+func insertAnswer(ctx context.Context, q querier, a request.Answer) (bool, error) {
+	tag, err := q.Exec(ctx, `INSERT INTO req_answer (msg_id, type, kind, request_id, outcome, paired_by, detail, code, text, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (msg_id) DO NOTHING`,
+		a.MsgID, a.Type, nullString(string(a.Kind)), nullInt(a.RequestID), a.Outcome, nullString(a.PairedBy), a.Detail,
+		nullString(a.Code), nullString(a.Text), a.At)
+	if err != nil {
+		return false, fmt.Errorf("recording the answer of message %d: %w", a.MsgID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// getAnswer reads the recorded outcome of message msgID.
+func getAnswer(ctx context.Context, q querier, msgID int64) (request.Answer, bool, error) {
+	a, err := scanAnswer(q.QueryRow(ctx, `SELECT `+answerCols+answerFrom+` WHERE a.msg_id = $1`, msgID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return request.Answer{}, false, nil
+	}
+	if err != nil {
+		return request.Answer{}, false, fmt.Errorf("reading the answer of message %d: %w", msgID, err)
+	}
+	return a, true, nil
+}
+
+// Tracked is a request with the answers recorded for it (msgx request
+// list/show).
+type Tracked struct {
+	request.ReqTrack
+	// Answers are the messages that answered it, oldest first: RESPs that
+	// completed it or answered a category, the EROR that failed it, late
+	// EROR answers naming it.
+	Answers []request.Answer `json:"answers"`
+}
+
+// List returns the newest limit requests (every one when limit <= 0),
+// newest first, each with its answers. It reads PostgreSQL only.
+func List(ctx context.Context, pg *pgxpool.Pool, limit int) ([]Tracked, error) {
+	sql := `SELECT ` + reqCols + ` FROM req_track ORDER BY id DESC`
+	args := []any{}
+	if limit > 0 {
+		sql += ` LIMIT $1`
+		args = append(args, limit)
+	}
+	reqs, err := queryReqs(ctx, pg, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing requests: %w", err)
+	}
+	out := make([]Tracked, len(reqs))
+	ids := make([]int64, len(reqs))
+	at := map[int64]int{}
+	for i, r := range reqs {
+		out[i] = Tracked{ReqTrack: r, Answers: []request.Answer{}}
+		ids[i], at[r.ID] = r.ID, i
+	}
+	rows, err := pg.Query(ctx, `SELECT `+answerCols+answerFrom+` WHERE a.request_id = ANY($1) ORDER BY a.at, a.msg_id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("listing the answers of requests: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		a, err := scanAnswer(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing the answers of requests: %w", err)
+		}
+		out[at[a.RequestID]].Answers = append(out[at[a.RequestID]].Answers, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing the answers of requests: %w", err)
+	}
+	return out, nil
+}
+
+// ErrNoRequest: Show found no request with that id.
+var ErrNoRequest = errors.New("no such request")
+
+// Show returns request id with its answers.
+func Show(ctx context.Context, pg *pgxpool.Pool, id int64) (Tracked, error) {
+	r, err := scanReq(pg.QueryRow(ctx, `SELECT `+reqCols+` FROM req_track WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Tracked{}, fmt.Errorf("request %d: %w", id, ErrNoRequest)
+	}
+	if err != nil {
+		return Tracked{}, fmt.Errorf("reading request %d: %w", id, err)
+	}
+	t := Tracked{ReqTrack: r, Answers: []request.Answer{}}
+	rows, err := pg.Query(ctx, `SELECT `+answerCols+answerFrom+` WHERE a.request_id = $1 ORDER BY a.at, a.msg_id`, id)
+	if err != nil {
+		return Tracked{}, fmt.Errorf("reading the answers of request %d: %w", id, err)
+	}
+	t.Answers, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (request.Answer, error) { return scanAnswer(row) })
+	if err != nil {
+		return Tracked{}, fmt.Errorf("reading the answers of request %d: %w", id, err)
+	}
+	if t.Answers == nil {
+		t.Answers = []request.Answer{}
+	}
+	return t, nil
 }

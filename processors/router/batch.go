@@ -411,6 +411,7 @@ func (w *worker) fast(ctx context.Context, b []item) (int, bool, error) {
 			r.countReason(d.v)
 		} else if d.already != "" {
 			r.log.Debug("message already decided", "msg_id", d.it.rec.MsgID, "state", d.already)
+			r.recordEror(ctx, d.p, d.it.rec.MsgID, now)
 		}
 		r.observe(d.it)
 		outs = append(outs, d.out)

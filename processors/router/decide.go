@@ -139,8 +139,9 @@ func Prepare(msgID int64, raw string, s Settings) Plan {
 	if r, ok := match(s.Rules, h.Meta.TYPE, h.Meta.STYP); ok {
 		p.Msg = &sis.Message{Meta: h.Meta}
 		if h.Meta.TYPE == "EROR" {
-			// An ignored EROR still closes the request it names
-			// (afterDecision); what cannot be decoded closes nothing.
+			// An ignored EROR is still paired with the request it names
+			// (afterDecision); one whose body does not decode is paired by
+			// its META alone.
 			if m, err := h.Decode(); err == nil {
 				p.Msg = m
 			}

@@ -50,7 +50,7 @@ type Requests interface {
 	OpenFor(ctx context.Context, kind request.Kind, rtype string) (*request.ReqTrack, bool, error)
 	Accepts(r request.ReqTrack, rtype string, respMsgID int64, respDTTM, now time.Time) error
 	Complete(ctx context.Context, tx pgx.Tx, kind request.Kind, rtype string, respMsgID int64, respDTTM, now time.Time) error
-	FailByEror(ctx context.Context, seqnRef string, now time.Time) error
+	Eror(ctx context.Context, e request.ErorAnswer) (request.Answer, error)
 }
 
 // Deps are the router's collaborators.
@@ -64,8 +64,8 @@ type Deps struct {
 	Log *slog.Logger
 	// Loc is the airport time zone (required).
 	Loc *time.Location
-	// Requests is optional: without it EROR answers close nothing and the
-	// RESP guard finds no open request.
+	// Requests is optional: without it EROR answers are not recorded and
+	// close nothing, and the RESP guard finds no open request.
 	Requests Requests
 	// ObserveDecision, if set, receives the time from a message's delivery
 	// to its recorded decision (metrics).
@@ -259,6 +259,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record, pos sink.InboxP
 			// An ingest duplicate or a re-delivery after a crash: the
 			// message is finished, nothing to do.
 			log.Debug("message already decided", "state", m.State)
+			r.recordEror(ctx, p, rec.MsgID, r.d.Clock.Now())
 			return outcome{entry: entryOf(m)}, nil
 		case message.StateRouted:
 			return r.reroute(log, p, l, m), nil
@@ -368,18 +369,19 @@ func (r *Router) prepare(rec *ingest.Record) Plan {
 }
 
 // afterDecision tells request tracking what a decided message means for
-// it. An EROR (SKIPPED as ignored by default) fails the request it names; a
-// SCHD RESP with nothing to apply completes its request at once, since all
-// of its (no) data is applied. Both are idempotent; a failure is logged and
-// the request times out instead.
+// it. An EROR (SKIPPED as ignored by default) is paired with the request it
+// names and its outcome recorded (recordEror); a SCHD RESP with nothing to
+// apply completes its request at once, since all of its (no) data is
+// applied. Both are idempotent; a failure is logged and the request times
+// out instead.
 func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdict, now time.Time) {
 	if p.Msg == nil || r.d.Requests == nil {
 		return
 	}
 	var err error
 	switch {
-	case p.Msg.Kind == sis.KindError && p.Msg.ErrorAnswer != nil:
-		err = r.d.Requests.FailByEror(ctx, p.Msg.ErrorAnswer.RefSEQN, now)
+	case isEror(p):
+		r.recordEror(ctx, p, msgID, now)
 	case p.Msg.Kind == sis.KindSchedule && p.Msg.Meta.STYP == "RESP" && v.State == message.StateSucceeded:
 		err = pgx.BeginFunc(ctx, r.d.Messages.Pool(), func(tx pgx.Tx) error {
 			return r.d.Requests.Complete(ctx, tx, request.RQFD, request.STYPNone, msgID, p.Msg.Meta.DTTM, now)
@@ -387,6 +389,26 @@ func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdi
 	}
 	if err != nil {
 		r.log.Error("request tracking update failed", "msg_id", msgID, "err", err)
+	}
+}
+
+// isEror reports whether p is an EROR answer (whatever its payload: one
+// that does not decode still names a kind in its META).
+func isEror(p Plan) bool { return p.Msg != nil && strings.EqualFold(p.Msg.Meta.TYPE, "EROR") }
+
+// recordEror hands an EROR to request tracking, which records its outcome
+// once. It runs after the decision is recorded and again when a finished
+// EROR is delivered again, so that a crash in between loses no pairing.
+func (r *Router) recordEror(ctx context.Context, p Plan, msgID int64, now time.Time) {
+	if r.d.Requests == nil || !isEror(p) {
+		return
+	}
+	e := request.ErorAnswer{MsgID: msgID, MetaSTYP: p.Msg.Meta.STYP, DTTM: p.Msg.Meta.DTTM, At: now}
+	if ea := p.Msg.ErrorAnswer; ea != nil {
+		e.RefSEQN, e.RefTYPE, e.RefSTYP, e.Code, e.Text = ea.RefSEQN, ea.RefTYPE, ea.RefSTYP, ea.Code, ea.Text
+	}
+	if _, err := r.d.Requests.Eror(ctx, e); err != nil {
+		r.log.Error("recording an EROR answer failed; it is tried again when the message is delivered again", "msg_id", msgID, "err", err)
 	}
 }
 

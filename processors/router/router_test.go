@@ -47,6 +47,13 @@ func testConfig() Config {
 
 func newRig(t *testing.T, mut func(*Config)) *rig {
 	t.Helper()
+	return newRigWith(t, mut, nil)
+}
+
+// newRigWith is newRig with request tracking made by reqs on the rig's
+// database and clock (nil: none).
+func newRigWith(t *testing.T, mut func(*Config), reqs func(*pgxpool.Pool, *clock.Fake) Requests) *rig {
+	t.Helper()
 	cfg := testConfig()
 	if mut != nil {
 		mut(&cfg)
@@ -62,7 +69,11 @@ func newRig(t *testing.T, mut func(*Config)) *rig {
 	rg := &rig{t: t, pool: pool, t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), entries: map[string]*Entry{}}
 	rg.clock = clock.NewFake(rg.t0)
 	rg.msgs = sink.NewMessages(pool, 10*time.Second)
-	if rg.r, err = New(cfg, Deps{Messages: rg.msgs, Clock: rg.clock, Log: testenv.Logger(t), Loc: shanghai}); err != nil {
+	d := Deps{Messages: rg.msgs, Clock: rg.clock, Log: testenv.Logger(t), Loc: shanghai}
+	if reqs != nil {
+		d.Requests = reqs(pool, rg.clock)
+	}
+	if rg.r, err = New(cfg, d); err != nil {
 		t.Fatal(err)
 	}
 	rg.tt = tester.New(t)

@@ -3,6 +3,7 @@ package sis
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -358,14 +359,32 @@ func decodeRQFD(root *Node, loc *time.Location) (*FlightRequest, *DecodeError) {
 	return r, nil
 }
 
+// erorCodeTags and erorTextTags are the leaf names read as an EROR's code
+// and text, first present wins. The EROR format is not documented: these
+// are the names such answers commonly use (ECOD/ETXT in our tests).
+var (
+	erorCodeTags = []string{"ECOD", "CODE", "ERCD", "ERRC", "ERNO"}
+	erorTextTags = []string{"ETXT", "TEXT", "DESC", "ERTX", "EMSG", "ERMS", "REMK"}
+)
+
+// maxErorText bounds ErrorAnswer.Text: one line on an operator's screen.
+const maxErorText = 500
+
 // decodeEROR extracts the obvious fields of an error answer.
 func decodeEROR(body []*Node) *ErrorAnswer {
 	ea := &ErrorAnswer{Fields: map[string]string{}}
+	var others []string // "TAG=value" of the leaves not named below, in order
 	var walk func(n *Node)
 	walk = func(n *Node) {
 		if len(n.Children) == 0 {
 			if _, ok := ea.Fields[n.Name]; !ok {
 				ea.Fields[n.Name] = n.TrimmedText()
+				switch {
+				case slices.Contains(erorCodeTags, n.Name), slices.Contains(erorTextTags, n.Name),
+					n.Name == "SEQN", n.Name == "TYPE", n.Name == "STYP", n.TrimmedText() == "":
+				default:
+					others = append(others, n.Name+"="+n.TrimmedText())
+				}
 			}
 			return
 		}
@@ -379,7 +398,26 @@ func decodeEROR(body []*Node) *ErrorAnswer {
 	ea.RefSEQN = ea.Fields["SEQN"]
 	ea.RefTYPE = ea.Fields["TYPE"]
 	ea.RefSTYP = ea.Fields["STYP"]
+	ea.Code = firstField(ea.Fields, erorCodeTags)
+	ea.Text = firstField(ea.Fields, erorTextTags)
+	if ea.Text == "" {
+		// Whatever else the AODB wrote is the operator's only clue.
+		ea.Text = strings.Join(others, "; ")
+	}
+	if r := []rune(ea.Text); len(r) > maxErorText {
+		ea.Text = string(r[:maxErorText-1]) + "…"
+	}
 	return ea
+}
+
+// firstField is the first non-empty field of tags.
+func firstField(fields map[string]string, tags []string) string {
+	for _, t := range tags {
+		if v := fields[t]; v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // body returns the children of MSG other than META.

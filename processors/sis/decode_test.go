@@ -233,8 +233,18 @@ func TestDecodeFamilies(t *testing.T) {
 		}
 		ea := m.ErrorAnswer
 		if m.Kind != KindError || ea.RefSEQN != "17" || ea.RefTYPE != "RQFD" || ea.RefSTYP != "NONE" ||
-			ea.Fields["ECOD"] != "E12" || ea.Fields["ETXT"] != "bad request" || len(m.Body) != 1 {
+			ea.Fields["ECOD"] != "E12" || ea.Fields["ETXT"] != "bad request" || len(m.Body) != 1 ||
+			ea.Code != "E12" || ea.Text != "bad request" {
 			t.Errorf("error answer = %+v", ea)
+		}
+		// Without a text tag, the other leaves are the text.
+		m, err = Decode([]byte(envelope(metaOf("EROR", "RQFD"),
+			`<EROR><TYPE>RQFD</TYPE><REASON>window too wide</REASON><LIMIT>3d</LIMIT><CODE/></EROR>`)), loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ea := m.ErrorAnswer; ea.Code != "" || ea.Text != "REASON=window too wide; LIMIT=3d" || ea.RefSEQN != "" {
+			t.Errorf("error answer without text tag = %+v", ea)
 		}
 	})
 	t.Run("TYPE FDEL", func(t *testing.T) {

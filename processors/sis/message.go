@@ -189,6 +189,14 @@ type ErrorAnswer struct {
 	// RefTYPE and RefSTYP are the first TYPE / STYP elements outside META,
 	// "" if none.
 	RefTYPE, RefSTYP string
+	// Code is the error code: the first non-empty of the leaves ECOD, CODE,
+	// ERCD, ERRC, ERNO; "" if none.
+	Code string
+	// Text is the error text: the first non-empty of ETXT, TEXT, DESC, ERTX,
+	// EMSG, ERMS, REMK, or else every other non-empty leaf as "TAG=value"
+	// joined with "; " (SEQN, TYPE, STYP and the code left out); at most 500
+	// characters.
+	Text string
 	// Fields maps the name of every leaf element outside META to its trimmed
 	// text (first occurrence wins).
 	Fields map[string]string

@@ -29,6 +29,9 @@ import (
 //   - any DEAD message (each needs a decision: replay or accept), with how
 //     many went DEAD within DeadWindow;
 //   - any abandoned or overdue processed mark;
+//   - the newest request of a kind FAILED (the AODB answered EROR) or
+//     EXPIRED unanswered, a request open longer than RequestTimeout, and
+//     EROR answers that paired with no request since the newest request;
 //   - a component the daemon reports neither running nor standby.
 //
 // "Growing" is judged from one snapshot by ages, not by comparing two
@@ -43,7 +46,7 @@ func Alerts(r Report, th Config) []string {
 	for _, sec := range []struct {
 		name string
 		errs []string
-	}{{"inbox", r.Inbox.Errors}, {"messages", r.Messages.Errors}, {"backfill", r.Backfill.Errors}} {
+	}{{"inbox", r.Inbox.Errors}, {"messages", r.Messages.Errors}, {"backfill", r.Backfill.Errors}, {"requests", r.Requests.Errors}} {
 		if len(sec.errs) > 0 {
 			add("status incomplete: cannot read the %s section from PostgreSQL: %s%s", sec.name, sec.errs[0], more(len(sec.errs)-1))
 		}
@@ -144,6 +147,8 @@ func Alerts(r Report, th Config) []string {
 	if b.Overdue > 0 {
 		add("%s overdue (pending longer than %s): is the MySQL inbox writable and the backfill sweeper running?", plural(b.Overdue, "processed mark"), fmtAge(b.OverdueAfterSeconds))
 	}
+
+	out = append(out, requestAlerts(r.Requests, th)...)
 
 	for _, c := range r.Components {
 		if c.State == ComponentRunning || c.State == ComponentStandby {

@@ -31,6 +31,8 @@
 // — no pg_class estimates, which lag behind and would hide a change — and
 // are bounded by the per-call timeout: on a table too large for it, only
 // those figures degrade.
+// The requests section reads req_track whole (a few requests a day) and the
+// EROR answers that paired with nothing through req_answer_unpaired_eror.
 // The inbox tables (inbox_hole, inbox_late_row) hold one row per released
 // gap or late row and are read whole. The MySQL queries use the primary key
 // only (MAX, and the first ID after W). Kafka costs one metadata, two list

@@ -45,6 +45,11 @@ import (
 //	              "skippedByReasonClass": {"duplicate"|"ignored"|"unsupported"|"no-match"|"other": n}, "errors"},
 //	 "backfill": {"pending", "overdue", "overdueAfterSeconds", "oldestPendingAgeSeconds",
 //	              "abandoned": {REASON: n}, "errors"},
+//	 "requests": {"timeoutSeconds", "byKind": {KIND: {STATE: n}}, "open": [REQUEST],
+//	              "latest": {KIND: REQUEST}, "lastClosed": {KIND: {STATE: REQUEST}},
+//	              "unpairedErors", "latestUnpaired": {"msgId", "at", "detail", "code", "text"} | null, "errors"},
+//	   REQUEST = {"id", "kind", "categories", "windowFrom", "windowTo", "seqn", "state", "createdAt", "ageSeconds",
+//	              "sentAt", "outboxId", "closedAt", "closeReason", "answerMsgId", "erorCode", "erorText", "lastError"}
 //	 "groups": [{"group", "topic", "state", "members", "partitions", "committed", "end", "lag", "error"}] | null,
 //	 "groupsError",
 //	 "components": [{"name", "state", "lastError", "lastErrorAt"}], "componentsError",
@@ -62,6 +67,8 @@ type Report struct {
 	Messages MessageStatus `json:"messages"`
 	// Backfill is the processed marks still owed to the inbox.
 	Backfill BackfillStatus `json:"backfill"`
+	// Requests is msgx's outbound requests to the AODB.
+	Requests RequestStatus `json:"requests"`
 	// Groups is the consumer lag of each goka group on each of its input
 	// topics; null when Kafka could not be read (GroupsError says why).
 	Groups []GroupLag `json:"groups"`
@@ -327,6 +334,10 @@ type Config struct {
 	// BackfillOverdue is the sweeper's R (MSGX_OVERDUE_BACKFILL, read here
 	// too): a pending mark older than it is overdue.
 	BackfillOverdue time.Duration `env:"MSGX_OVERDUE_BACKFILL" envDefault:"720h"`
+	// RequestTimeout is the requests' MSGX_REQUEST_TIMEOUT (read here too):
+	// a request open longer than it is an alert (expiry should have closed
+	// it).
+	RequestTimeout time.Duration `env:"MSGX_REQUEST_TIMEOUT" envDefault:"10m"`
 }
 
 // HoleAge is the age at which an open hole is an alert: twice
@@ -342,7 +353,7 @@ func (c Config) Validate() error {
 	}{
 		{"MSGX_MAX_COMMIT_DELAY", c.MaxCommitDelay}, {"MSGX_STATUS_UNFINISHED_AGE", c.OldestUnfinishedAge},
 		{"MSGX_STATUS_UNREAD_AGE", c.UnreadAge}, {"MSGX_STATUS_DEAD_WINDOW", c.DeadWindow},
-		{"MSGX_OVERDUE_BACKFILL", c.BackfillOverdue},
+		{"MSGX_OVERDUE_BACKFILL", c.BackfillOverdue}, {"MSGX_REQUEST_TIMEOUT", c.RequestTimeout},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", d.name))
@@ -443,6 +454,9 @@ func (c *Collector) Collect(ctx context.Context, now time.Time) Report {
 		Backfill: BackfillStatus{
 			Pending: -1, Overdue: -1, OverdueAfterSeconds: seconds(th.BackfillOverdue), OldestPendingAgeSeconds: -1,
 		},
+		Requests: RequestStatus{
+			TimeoutSeconds: seconds(th.RequestTimeout), Open: []RequestSummary{}, Latest: map[string]RequestSummary{}, LastClosed: map[string]map[string]RequestSummary{},
+		},
 		Components: []ComponentState{},
 		th:         th,
 	}
@@ -460,6 +474,7 @@ func (c *Collector) Collect(ctx context.Context, now time.Time) Report {
 		s.inboxPG(ctx, &r.Inbox, cursorRead)
 		s.messages(ctx, &r.Messages)
 		s.backfill(ctx, &r.Backfill)
+		s.requests(ctx, &r.Requests)
 	}()
 	go func() {
 		defer wg.Done()

@@ -679,9 +679,12 @@ func TestCollectReportEverythingDown(t *testing.T) {
 		{"status incomplete: cannot read the inbox section from PostgreSQL: reading inbox_cursor", "more)"},
 		{"status incomplete: cannot read the messages section"},
 		{"status incomplete: cannot read the backfill section"},
+		{"status incomplete: cannot read the requests section"},
 		{"status incomplete: cannot read the MySQL inbox"},
 		{"status incomplete: cannot read the Kafka consumer groups: listing end offsets"},
 	})
+	stWant(t, "UnpairedErors", r.Requests.UnpairedErors, -1)
+	stWant(t, "ByKind nil", r.Requests.ByKind == nil, true)
 	var b bytes.Buffer
 	if err := r.Text(&b); err != nil {
 		t.Fatal(err)
@@ -765,7 +768,7 @@ func TestCollectReportHangingSources(t *testing.T) {
 	if len(r.Backfill.Errors) == 0 || !strings.Contains(r.Backfill.Errors[0], "not tried, PostgreSQL unreachable") {
 		t.Errorf("Backfill.Errors = %q", r.Backfill.Errors)
 	}
-	stWant(t, "alerts", len(r.Alerts), 5)
+	stWant(t, "alerts", len(r.Alerts), 6)
 }
 
 func stPort(t *testing.T, addr string) uint16 {

@@ -131,6 +131,8 @@ func (r Report) Text(w io.Writer) error {
 	t.flush()
 	p.errors(b.Errors)
 
+	r.Requests.text(p)
+
 	p.section("KAFKA GROUPS")
 	if len(r.Groups) > 0 {
 		t = p.table()
@@ -268,3 +270,71 @@ func ago(s int64) string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// text writes the REQUESTS section: counts by kind, the open requests with
+// their age, and the last DONE / FAILED / EXPIRED of each kind with its
+// answer.
+func (q RequestStatus) text(p *textWriter) {
+	p.section("REQUESTS (to the AODB, COUTMSGS)")
+	t := p.table()
+	t.row("KIND", "PENDING", "SENT", "DONE", "EXPIRED", "FAILED")
+	for _, k := range requestKinds {
+		cells := []string{k}
+		for _, st := range requestStates {
+			n := int64(-1)
+			if v, ok := q.ByKind[k][st]; ok {
+				n = v
+			}
+			cells = append(cells, countText(n))
+		}
+		t.row(cells...)
+	}
+	t.flush()
+	t = p.table()
+	if len(q.Open) == 0 && q.Latest != nil {
+		t.row("open", "none", "")
+	}
+	for _, o := range q.Open {
+		d := fmt.Sprintf("%s, open %s (timeout %s)", o.State, fmtAge(o.AgeSeconds), fmtAge(q.TimeoutSeconds))
+		if o.OutboxID != 0 {
+			d += fmt.Sprintf(", COUTMSGS_ID %d", o.OutboxID)
+		}
+		if o.LastError != "" {
+			d += ": " + o.LastError
+		}
+		t.row("open", o.describe(), d)
+	}
+	for _, k := range requestKinds {
+		for _, st := range []string{"DONE", "FAILED", "EXPIRED"} {
+			c, ok := q.LastClosed[k][st]
+			if !ok {
+				continue
+			}
+			d := "closed " + stamp(*c.ClosedAt)
+			switch st {
+			case "DONE":
+				d += fmt.Sprintf(", answered by #%d", c.AnswerMsgID)
+			case "FAILED":
+				if c.AnswerMsgID != 0 {
+					d += fmt.Sprintf(", EROR #%d", c.AnswerMsgID)
+				}
+				if c.ErorCode != "" {
+					d += " " + c.ErorCode
+				}
+				if c.ErorText != "" {
+					d += ": " + c.ErorText
+				}
+			default:
+				d += ", " + c.CloseReason
+			}
+			t.row("last "+st, c.describe(), d)
+		}
+	}
+	unpaired := ""
+	if u := q.LatestUnpaired; u != nil {
+		unpaired = fmt.Sprintf("latest #%d at %s: %s", u.MsgID, stamp(u.At), u.Detail)
+	}
+	t.row("EROR unpaired", countText(q.UnpairedErors), unpaired)
+	t.flush()
+	p.errors(q.Errors)
+}

@@ -10,7 +10,9 @@
 // versions, derived links included), msg_event (where the outbox publisher
 // produced each version's msg event), flight_schd.schd_sent_version
 // (whether schd carries the version), the backfill columns and the replay
-// audit. [Diagnose] turns a trace into where the path stops and why; it is
+// audit, and for an answer to msgx's requests (a RESP or an EROR) the
+// outcome recorded with it (req_answer: the request it closed, or why
+// none). [Diagnose] turns a trace into where the path stops and why; it is
 // pure, and so is the renderer ([Message.Text], [Flight.Text]).
 //
 // No topic is scanned: every read is by primary key or index (flight_change

@@ -65,6 +65,9 @@ func (m Message) Text(w io.Writer) error {
 			p("  \tarchived %s (its transition marks went with it)", stamp(d.ArchivedAt))
 		}
 	}
+	if line := requestLine(m); line != "" {
+		p("  request\t%s", line)
+	}
 	if len(m.Transitions) > 0 {
 		p("  transitions")
 		p("    KIND\tKEY\tAPPLIED\tOUTCOME\tVERSION")
@@ -222,4 +225,39 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// requestLine says what an answer to msgx's requests did: the request it
+// closed or answered, or why none; "" for any other message.
+func requestLine(m Message) string {
+	if a := m.Request; a != nil {
+		line := a.Outcome + ": " + a.Detail
+		if a.Type == "EROR" && (a.Code != "" || a.Text != "") {
+			line += "; the EROR says " + strings.TrimSpace(a.Code+" "+a.Text)
+		}
+		if a.RequestState != "" {
+			line += fmt.Sprintf("; request %d is %s now (msgx request show %d)", a.RequestID, a.RequestState, a.RequestID)
+		}
+		return line
+	}
+	d := m.Decision
+	if d == nil {
+		return ""
+	}
+	switch {
+	case strings.EqualFold(d.Type, "EROR"):
+		return "no pairing recorded yet: an EROR is paired with its request right after its decision, and again when it is delivered again"
+	case d.STYP != "RESP":
+		return ""
+	case d.State == "SKIPPED" && d.Reason == "no-match":
+		return "none: it answers no open request, so the RESP guard (MSGX_RESP_GUARD) SKIPPED it and applied nothing"
+	case d.State == "DEAD":
+		return "none: the message is DEAD, so nothing of it was applied and it answers no request"
+	case d.State == "SKIPPED":
+		return "none: the message was SKIPPED (" + d.Reason + "), so it answers no request"
+	case d.State == "SUCCEEDED":
+		return "no outcome recorded (decided before msgx recorded answers)"
+	default:
+		return "not yet: a RESP answers its request in the transaction that applies its data"
+	}
 }

@@ -72,6 +72,10 @@ type Message struct {
 	Versions []Version `json:"versions"`
 	// Replays are the replays that reset the message, oldest first.
 	Replays []Replay `json:"replays"`
+	// Request is what an answer to msgx's requests (a RESP or an EROR)
+	// did: the request it completed, answered in part or failed, or why
+	// none (req_answer); absent when nothing was recorded.
+	Request *Answer `json:"request,omitempty"`
 	// Where lists, first to last, the steps that are missing or waiting and
 	// why; empty when the path is complete.
 	Where []Finding `json:"where"`
@@ -233,6 +237,30 @@ type Replay struct {
 	Inbox    *sink.InboxPosition `json:"inbox,omitempty"`
 }
 
+// Answer is the recorded outcome of an answer to a request
+// (docs/design.md#requests).
+type Answer struct {
+	// Type is RESP or EROR.
+	Type string `json:"type"`
+	// Kind is the kind of request it answers, when known.
+	Kind string `json:"kind,omitempty"`
+	// RequestID, SEQN and RequestState name the request it paired with and
+	// where that request is now (0 and "": none).
+	RequestID    int64  `json:"requestId,omitempty"`
+	SEQN         int64  `json:"seqn,omitempty"`
+	RequestState string `json:"requestState,omitempty"`
+	// Outcome is DONE, ANSWERED, FAILED, LATE or UNPAIRED.
+	Outcome string `json:"outcome"`
+	// PairedBy is how an EROR found its request: SEQN or TYPE.
+	PairedBy string `json:"pairedBy,omitempty"`
+	// Detail says what it did, or why it paired with nothing.
+	Detail string `json:"detail"`
+	// Code and Text are an EROR's error code and text.
+	Code string    `json:"code,omitempty"`
+	Text string    `json:"text,omitempty"`
+	At   time.Time `json:"at"`
+}
+
 // Finding is a step that is missing or waiting, and why.
 type Finding struct {
 	// Step is "inbox", "ingest", "replay", "router", "flights", "refdata",
@@ -373,6 +401,19 @@ func (r *Reader) pgMessage(ctx context.Context, m *Message) error {
 				rp.Inbox = &sink.InboxPosition{Partition: *part, Offset: *off}
 			}
 			m.Replays = append(m.Replays, rp)
+		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT a.type, COALESCE(a.kind, ''), COALESCE(a.request_id, 0), COALESCE(r.seqn, 0), COALESCE(r.state, ''), a.outcome,
+			COALESCE(a.paired_by, ''), a.detail, COALESCE(a.code, ''), COALESCE(a.text, ''), a.at
+		FROM req_answer a LEFT JOIN req_track r ON r.id = a.request_id WHERE a.msg_id = $1`, id).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var a Answer
+			if err := rows.Scan(&a.Type, &a.Kind, &a.RequestID, &a.SEQN, &a.RequestState, &a.Outcome, &a.PairedBy, &a.Detail,
+				&a.Code, &a.Text, &a.At); err != nil {
+				return err
+			}
+			m.Request = &a
 		}
 		return rows.Err()
 	})

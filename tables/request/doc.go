@@ -48,6 +48,14 @@
 // matches. Once closed a request is never reopened or changed by an answer:
 // DONE, EXPIRED and FAILED are final (late answers are no-ops).
 //
+// Pairing an EROR (PairEror, FailByEror). An EROR names its request by the
+// request's SEQN where its body carries one, and otherwise by the kind it
+// answers (RQRD or RQFD in META STYP, or in TYPE/STYP of its body): the one
+// open request of that kind, under the same rule as a RESP (SENT, DTTM not
+// before SentAt − skew). An EROR that pairs with nothing still gets an
+// Answer (UNPAIRED, with the reason), as does every RESP (Respond): what an
+// answer did is recorded, never only logged.
+//
 // The remaining risk, accepted and audited (docs/design.md#requests): an answer
 // to an earlier request of the same kind whose DTTM falls within skew before
 // the newer request's SentAt answers the newer request. Both answers carry

@@ -189,6 +189,10 @@ var (
 	backfillOverdue = desc("msgx_backfill_overdue", "Pending processed marks older than MSGX_OVERDUE_BACKFILL.")
 	groupMembers    = desc("msgx_consumer_group_members", "Running members of a goka group (0: nothing consumes its input).", "group")
 	sourceOK        = desc("msgx_status_source_ok", "1 when the last status report could read the source (postgres, mysql, kafka), 0 when its section says it could not.", "source")
+	requests        = desc("msgx_requests", "Outbound requests to the AODB (req_track) by kind (RQRD, RQFD) and state (PENDING, SENT, DONE, EXPIRED, FAILED).", "kind", "state")
+	requestOpenAge  = desc("msgx_request_oldest_open_seconds", "Age of the oldest open (PENDING or SENT) request of each kind, since it was registered (0: none open).", "kind")
+	requestLatest   = desc("msgx_request_latest", "1 for the state of the newest request of each kind (a FAILED or EXPIRED one stays until a newer request of its kind), 0 for the others.", "kind", "state")
+	requestUnpaired = desc("msgx_request_unpaired_erors", "EROR answers that paired with no request since the newest request was registered.")
 	bindingRefused  = desc("msgx_kafka_binding_refused", "1 while this process refuses to start because Kafka is not the cluster the database is bound to, else 0.")
 )
 
@@ -204,7 +208,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events,
 		pubTxns, pubFenced, pubExactlyOnce, pubPosition, pubReconciled, pubDeduplicated, backfillMarked, backfillFailed, componentUp, restarts,
 		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp,
-		httpWrong, httpThrottled, httpCertExpiry, halted, threshold, unreadAge, inboxMaxID, backfillOverdue, groupMembers, sourceOK, bindingRefused} {
+		httpWrong, httpThrottled, httpCertExpiry, halted, threshold, unreadAge, inboxMaxID, backfillOverdue, groupMembers, sourceOK, bindingRefused,
+		requests, requestOpenAge, requestLatest, requestUnpaired} {
 		ch <- d
 	}
 }
@@ -337,6 +342,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			{"MSGX_STATUS_UNREAD_AGE", th.UnreadAge.Seconds()},
 			{"MSGX_STATUS_GROUP_LAG", float64(th.GroupLag)},
 			{"MSGX_OVERDUE_BACKFILL", th.BackfillOverdue.Seconds()},
+			{"MSGX_REQUEST_TIMEOUT", th.RequestTimeout.Seconds()},
 		} {
 			gauge(ch, threshold, t.v, t.name)
 		}
@@ -366,7 +372,7 @@ func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
 	r := c.report
 	// The sources the report could not read: its "status incomplete"
 	// alerts (sink/status.Alerts).
-	pgErrs := len(r.Inbox.Errors) + len(r.Messages.Errors) + len(r.Backfill.Errors)
+	pgErrs := len(r.Inbox.Errors) + len(r.Messages.Errors) + len(r.Backfill.Errors) + len(r.Requests.Errors)
 	gauge(ch, sourceOK, b2f(pgErrs == 0), "postgres")
 	gauge(ch, sourceOK, b2f(r.Inbox.MaxIDError == ""), "mysql")
 	gauge(ch, sourceOK, b2f(r.GroupsError == ""), "kafka")
@@ -422,6 +428,44 @@ func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
 	}
 	for group, n := range members {
 		gauge(ch, groupMembers, float64(n), group)
+	}
+	collectRequests(ch, r.Requests)
+}
+
+// requestKinds and requestStates are exported with 0 when none, so that
+// the rules find every series before the first request.
+var (
+	requestKinds  = []string{"RQRD", "RQFD"}
+	requestStates = []string{"PENDING", "SENT", "DONE", "EXPIRED", "FAILED"}
+)
+
+// collectRequests exports the report's requests section; a figure it could
+// not read is left out.
+func collectRequests(ch chan<- prometheus.Metric, q status.RequestStatus) {
+	if q.ByKind != nil {
+		for _, k := range requestKinds {
+			for _, st := range requestStates {
+				gauge(ch, requests, float64(q.ByKind[k][st]), k, st)
+			}
+		}
+	}
+	if q.Latest != nil {
+		for _, k := range requestKinds {
+			age := 0.0
+			for _, o := range q.Open {
+				if o.Kind == k {
+					age = max(age, float64(o.AgeSeconds))
+				}
+			}
+			gauge(ch, requestOpenAge, age, k)
+			l, ok := q.Latest[k]
+			for _, st := range requestStates {
+				gauge(ch, requestLatest, b2f(ok && l.State == st), k, st)
+			}
+		}
+	}
+	if q.UnpairedErors >= 0 {
+		gauge(ch, requestUnpaired, float64(q.UnpairedErors))
 	}
 }
 

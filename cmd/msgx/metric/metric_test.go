@@ -151,7 +151,7 @@ func TestFiguresForTheAlertingRules(t *testing.T) {
 	reg.Set("refdata", health.Running)
 	reg.WatchHalt("refdata", func() string { return "" })
 	th := status.Config{MaxCommitDelay: 5 * time.Minute, OldestUnfinishedAge: 4 * time.Minute, InboxLag: 10000,
-		UnreadAge: 3 * time.Minute, GroupLag: 1000, BackfillOverdue: 720 * time.Hour}
+		UnreadAge: 3 * time.Minute, GroupLag: 1000, BackfillOverdue: 720 * time.Hour, RequestTimeout: 10 * time.Minute}
 	rep := status.Report{
 		Inbox:    status.InboxStatus{MaxID: 42, Lag: 7, OldestUnread: &status.UnreadRow{MsgID: 36, AgeSeconds: 95}, MaxIDError: "mysql unreachable"},
 		Messages: status.MessageStatus{DeadByClass: map[string]int64{"PROTOCOL": 2}},
@@ -167,7 +167,7 @@ func TestFiguresForTheAlertingRules(t *testing.T) {
 	for name, want := range map[string]map[string]float64{
 		"msgx_component_halted": {"flights/": 1, "refdata/": 0},
 		"msgx_status_threshold": {"MSGX_MAX_COMMIT_DELAY/": 300, "MSGX_STATUS_UNFINISHED_AGE/": 240, "MSGX_STATUS_INBOX_LAG/": 10000,
-			"MSGX_STATUS_UNREAD_AGE/": 180, "MSGX_STATUS_GROUP_LAG/": 1000, "MSGX_OVERDUE_BACKFILL/": 2592000},
+			"MSGX_STATUS_UNREAD_AGE/": 180, "MSGX_STATUS_GROUP_LAG/": 1000, "MSGX_OVERDUE_BACKFILL/": 2592000, "MSGX_REQUEST_TIMEOUT/": 600},
 		"msgx_inbox_oldest_unread_seconds": {"": 95},
 		"msgx_inbox_max_id":                {"": 42},
 		"msgx_backfill_overdue":            {"": 3},
@@ -202,5 +202,47 @@ func TestFiguresForTheAlertingRules(t *testing.T) {
 	}
 	if !found {
 		t.Error("Refused() does not export msgx_kafka_binding_refused 1")
+	}
+}
+
+// The requests section: counts by kind and state, the age of the open
+// request of each kind, the newest request's state, and the EROR answers
+// paired with nothing; every series present before the first request, none
+// when the section could not be read.
+func TestRequestsExported(t *testing.T) {
+	rep := status.Report{Requests: status.RequestStatus{
+		ByKind:        map[string]map[string]int64{"RQFD": {"FAILED": 1, "SENT": 1}, "RQRD": {"DONE": 3}},
+		Open:          []status.RequestSummary{{ID: 9, Kind: "RQFD", State: "SENT", AgeSeconds: 700}},
+		Latest:        map[string]status.RequestSummary{"RQFD": {ID: 9, Kind: "RQFD", State: "SENT"}, "RQRD": {ID: 4, Kind: "RQRD", State: "FAILED"}},
+		UnpairedErors: 2,
+	}}
+	m := New()
+	m.SetSources(Sources{ReportTTL: time.Hour, Report: func(context.Context) (status.Report, error) { return rep, nil }})
+	got := values(t, m, "msgx_requests")
+	if len(got) != 10 || got["RQFD/FAILED/"] != 1 || got["RQFD/SENT/"] != 1 || got["RQRD/DONE/"] != 3 || got["RQRD/PENDING/"] != 0 {
+		t.Errorf("msgx_requests %v", got)
+	}
+	if got := values(t, m, "msgx_request_oldest_open_seconds"); len(got) != 2 || got["RQFD/"] != 700 || got["RQRD/"] != 0 {
+		t.Errorf("msgx_request_oldest_open_seconds %v", got)
+	}
+	latest := values(t, m, "msgx_request_latest")
+	if len(latest) != 10 || latest["RQFD/SENT/"] != 1 || latest["RQRD/FAILED/"] != 1 || latest["RQFD/FAILED/"] != 0 {
+		t.Errorf("msgx_request_latest %v", latest)
+	}
+	if got := values(t, m, "msgx_request_unpaired_erors"); got[""] != 2 {
+		t.Errorf("msgx_request_unpaired_erors %v", got)
+	}
+
+	m = New()
+	m.SetSources(Sources{ReportTTL: time.Hour, Report: func(context.Context) (status.Report, error) {
+		return status.Report{Requests: status.RequestStatus{UnpairedErors: -1, Errors: []string{"counting requests: refused"}}}, nil
+	}})
+	for _, name := range []string{"msgx_requests", "msgx_request_latest", "msgx_request_unpaired_erors"} {
+		if got := values(t, m, name); len(got) != 0 {
+			t.Errorf("%s exported from an unreadable section: %v", name, got)
+		}
+	}
+	if got := values(t, m, "msgx_status_source_ok"); got["postgres/"] != 0 {
+		t.Errorf("msgx_status_source_ok %v with the requests unreadable", got)
 	}
 }

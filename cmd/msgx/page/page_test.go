@@ -55,6 +55,7 @@ func pageReport(now time.Time) status.Report {
 		},
 		Backfill: status.BackfillStatus{Pending: 3, Overdue: 1, OverdueAfterSeconds: 720 * 3600, OldestPendingAgeSeconds: 800 * 3600,
 			Abandoned: map[string]int64{"MISSING_ROW": 1, "TRANSIENT_DEADLINE": 1}},
+		Requests: pageRequests(now),
 		Groups: []status.GroupLag{
 			{Group: "msgx-router", Topic: "msgx.inbox", State: "Stable", Members: 1, Partitions: 1, Committed: 7, End: 10, Lag: 3},
 			{Group: "msgx-refdata", Topic: "msgx.refdata-transitions", State: "Empty", Members: 0, Partitions: 1, Committed: -1, End: 2, Lag: 2},
@@ -65,6 +66,30 @@ func pageReport(now time.Time) status.Report {
 		},
 		Publisher: &status.PublisherStatus{ExactlyOnce: true, TransactionalID: "msgx-publisher", Committed: 40, Aborted: 1,
 			Fenced: "fenced: another producer initialised transactional ID", FencedAt: &errAt, Position: 5120, Published: 900, Reconciled: 3, Deduplicated: 2},
+	}
+}
+
+// pageRequests has an RQFD refused by an EROR, an RQRD open past the
+// timeout after an earlier one was answered, and an EROR that paired with
+// nothing (whose text carries markup).
+func pageRequests(now time.Time) status.RequestStatus {
+	closed, sent := now.Add(-time.Hour), now.Add(-2*time.Hour)
+	from, to := now.Add(24*time.Hour), now.Add(48*time.Hour)
+	failed := status.RequestSummary{ID: 2, Kind: "RQFD", SEQN: 1002, WindowFrom: &from, WindowTo: &to, State: "FAILED", CreatedAt: sent,
+		SentAt: &sent, ClosedAt: &closed, CloseReason: "EROR", AnswerMsgID: 501, ErorCode: "E7", ErorText: "no schedule for that day"}
+	done := status.RequestSummary{ID: 1, Kind: "RQRD", SEQN: 1001, Categories: []string{"AIRL"}, State: "DONE", CreatedAt: sent,
+		SentAt: &sent, ClosedAt: &closed, CloseReason: "RESPONSE", AnswerMsgID: 500}
+	open := status.RequestSummary{ID: 4, Kind: "RQRD", SEQN: 1004, Categories: []string{"AIRL", "COUL"}, State: "PENDING",
+		CreatedAt: now.Add(-20 * time.Minute), AgeSeconds: 1200, LastError: "MySQL unreachable"}
+	return status.RequestStatus{
+		TimeoutSeconds: 600,
+		ByKind:         map[string]map[string]int64{"RQFD": {"FAILED": 1}, "RQRD": {"DONE": 1, "PENDING": 1}},
+		Open:           []status.RequestSummary{open},
+		Latest:         map[string]status.RequestSummary{"RQFD": failed, "RQRD": open},
+		LastClosed:     map[string]map[string]status.RequestSummary{"RQFD": {"FAILED": failed}, "RQRD": {"DONE": done}},
+		UnpairedErors:  1,
+		LatestUnpaired: &status.UnpairedEror{MsgID: 502, At: now, Detail: "pairs with no request: SEQN 999 is no request of msgx",
+			Code: "E9", Text: "<b>bad</b>"},
 	}
 }
 
@@ -146,10 +171,15 @@ func TestPageShowsTheReport(t *testing.T) {
 		"#pub-fenced":                             {"since ", ": fenced: another producer initialised transactional ID"},
 		"#pub-position":                           {"5120"},
 		"#pub-events":                             {"900 published, 2 duplicates not published, 3 reconciled at start-up"},
-		"#decisions-rate":                         {"10.0"},
-		"#events-rate":                            {"4.00"},
-		"#e2e-latency":                            {"14.0 / 19.0 ms (10 at"},
-		"#history-note":                           {"12 samples, one every 5 s over the last 15m"},
+		`#requests tr[data-kind="RQFD"]`:          {"none", "#2 (SEQN 1002, flights", "EROR #501: E7 no schedule for that day"},
+		`#requests tr[data-kind="RQRD"]`: {"#4 (SEQN 1004, categories AIRL,COUL) PENDING for 20m: MySQL unreachable",
+			"#1 (SEQN 1001, categories AIRL) closed", "answered by #500"},
+		"#requests-timeout": {"MSGX_REQUEST_TIMEOUT 10m"},
+		"#eror-unpaired":    {"1; latest #502", "(E9 <b>bad</b>): pairs with no request: SEQN 999 is no request of msgx"},
+		"#decisions-rate":   {"10.0"},
+		"#events-rate":      {"4.00"},
+		"#e2e-latency":      {"14.0 / 19.0 ms (10 at"},
+		"#history-note":     {"12 samples, one every 5 s over the last 15m"},
 	}
 	for sel, frags := range want {
 		got, err := b.Text(sel)
@@ -173,6 +203,14 @@ func TestPageShowsTheReport(t *testing.T) {
 	}
 	if href, _ := browser.Eval[string](b, `document.querySelector('#dead tr[data-class="EXHAUSTED"] a[href^="/replay/"]').getAttribute("href")`); href != "/replay/dry-run?class=EXHAUSTED" {
 		t.Errorf("dry-run link %q", href)
+	}
+	// Each answer opens its trace; the FAILED request is the newest of its
+	// kind, so it is marked bad.
+	if href, _ := browser.Eval[string](b, `document.querySelector('#requests tr[data-kind="RQFD"] td.bad a').getAttribute("href")`); href != "/trace/501?format=html" {
+		t.Errorf("the FAILED request's EROR link %q", href)
+	}
+	if n, _ := browser.Eval[int](b, `document.querySelectorAll("#eror-unpaired b").length`); n != 0 {
+		t.Errorf("an EROR text became %d b elements", n)
 	}
 	// A class no replay can move offers none; each latest message opens
 	// its trace.

@@ -295,6 +295,61 @@
     setText("backfill-pending", p, b.overdue > 0 ? "bad" : "");
   }
 
+  // traceLink is a link to a message's trace page.
+  function traceLink(id) { return el("a", {href: "/trace/" + id + "?format=html"}, "#" + id); }
+
+  // describeRequest names a request: "#3 (SEQN 17, flights …)".
+  function describeRequest(r) {
+    const what = r.kind === "RQFD" && r.windowFrom ? "flights " + stamp(r.windowFrom) + " – " + stamp(r.windowTo)
+      : "categories " + (r.categories || []).join(",");
+    return "#" + r.id + " (SEQN " + r.seqn + ", " + what + ")";
+  }
+
+  function requestCell(r, state, q) {
+    if (!r) return el("td", {class: "muted"}, "–");
+    if (state === "open") {
+      const late = r.ageSeconds >= q.timeoutSeconds;
+      return el("td", {class: late ? "bad" : "warn"}, describeRequest(r) + " " + r.state + " for " + fmtAge(r.ageSeconds) +
+        (r.lastError ? ": " + r.lastError : ""));
+    }
+    const parts = [describeRequest(r) + " closed " + stamp(r.closedAt)];
+    if (state === "DONE") parts.push(", answered by ", traceLink(r.answerMsgId));
+    else if (state === "FAILED") {
+      parts.push(", ");
+      if (r.answerMsgId) parts.push("EROR ", traceLink(r.answerMsgId));
+      const said = [r.erorCode, r.erorText].filter(Boolean).join(" ");
+      if (said) parts.push(": " + said);
+    } else parts.push(", " + r.closeReason);
+    const latest = (q.latest || {})[r.kind];
+    const bad = latest && latest.id === r.id && state !== "DONE";
+    return el("td", {class: bad ? "bad" : ""}, ...parts);
+  }
+
+  function renderRequests(rep) {
+    const q = rep.requests;
+    setText("requests-timeout", "(MSGX_REQUEST_TIMEOUT " + fmtAge(q.timeoutSeconds) + ")");
+    if (!q.latest) {
+      fillRows("requests", [el("tr", {}, el("td", {colspan: 5, class: "bad"}, "? (" + ((q.errors || [])[0] || "unknown") + ")"))]);
+    } else {
+      fillRows("requests", ["RQFD", "RQRD"].map(k => {
+        const open = (q.open || []).find(o => o.kind === k);
+        const closed = (q.lastClosed || {})[k] || {};
+        return el("tr", {"data-kind": k}, el("td", {}, k),
+          open ? requestCell(open, "open", q) : el("td", {class: "ok"}, "none"),
+          requestCell(closed.DONE, "DONE", q), requestCell(closed.FAILED, "FAILED", q), requestCell(closed.EXPIRED, "EXPIRED", q));
+      }));
+    }
+    const dd = byId("eror-unpaired");
+    if (!known(q.unpairedErors)) setText("eror-unpaired", "?", "bad");
+    else if (q.unpairedErors === 0) setText("eror-unpaired", "none", "ok");
+    else {
+      const u = q.latestUnpaired;
+      dd.replaceChildren(String(q.unpairedErors), ...(u ? ["; latest ", traceLink(u.msgId), " " + stamp(u.at) +
+        ([u.code, u.text].filter(Boolean).length ? " (" + [u.code, u.text].filter(Boolean).join(" ") + ")" : "") + ": " + u.detail] : []));
+      dd.className = "bad";
+    }
+  }
+
   function renderGroups(rep) {
     if (!rep.groups) {
       setText("memberless", "? (" + (rep.groupsError || "unknown") + ")", "bad");
@@ -348,6 +403,7 @@
     renderInbox(rep);
     renderMessages(rep);
     renderBackfill(rep);
+    renderRequests(rep);
     renderGroups(rep);
     renderPublisher(rep);
     renderComponents(rep);
