@@ -51,30 +51,34 @@ var apacheKafka struct {
 func apacheBrokers(b *testing.B) ([]string, int) {
 	b.Helper()
 	apacheKafka.once.Do(func() {
+		start := time.Now()
 		if len(operatorBrokers) > 0 {
 			apacheKafka.brokers, apacheKafka.replication = operatorBrokers, 1
 			if v := os.Getenv("MSGX_KAFKA_REPLICATION"); v != "" {
 				if apacheKafka.replication, apacheKafka.err = strconv.Atoi(v); apacheKafka.err != nil {
 					apacheKafka.err = fmt.Errorf("MSGX_KAFKA_REPLICATION=%q: %w", v, apacheKafka.err)
+					return
 				}
 			}
+		} else {
+			// One node, its default heap, no proxies: the broker as a
+			// small production deployment runs it, msgx reaching it
+			// directly.
+			k, err := testenv.StartKafka(testenv.KafkaOptions{Nodes: 1})
+			if err != nil {
+				apacheKafka.err = fmt.Errorf("starting Apache Kafka for the apache column: %w", err)
+				return
+			}
+			apacheKafka.node, apacheKafka.brokers, apacheKafka.replication = k, k.Addrs(), 1
+			b.Logf("Apache Kafka: one node on %s, started in %v", strings.Join(k.Addrs(), ","), time.Since(start).Round(time.Millisecond))
+		}
+		// An operator's Kafka too: `make kafka` may have started it a
+		// moment ago.
+		if err := warmUp(apacheKafka.brokers, apacheKafka.replication); err != nil {
+			apacheKafka.err = fmt.Errorf("warming up Apache Kafka on %s: %w", strings.Join(apacheKafka.brokers, ","), err)
 			return
 		}
-		// One node, its default heap, no proxies: the broker as a small
-		// production deployment runs it, msgx reaching it directly.
-		start := time.Now()
-		k, err := testenv.StartKafka(testenv.KafkaOptions{Nodes: 1})
-		if err != nil {
-			apacheKafka.err = fmt.Errorf("starting Apache Kafka for the apache column: %w", err)
-			return
-		}
-		apacheKafka.node, apacheKafka.brokers, apacheKafka.replication = k, k.Addrs(), 1
-		b.Logf("Apache Kafka: one node on %s, started in %v", strings.Join(k.Addrs(), ","), time.Since(start).Round(time.Millisecond))
-		if err := warmUp(k.Addrs()); err != nil {
-			apacheKafka.err = fmt.Errorf("warming up Apache Kafka: %w", err)
-			return
-		}
-		b.Logf("Apache Kafka: warmed up in %v", time.Since(start).Round(time.Millisecond))
+		b.Logf("Apache Kafka on %s: ready and warmed up %v after the benchmarks needed it", strings.Join(apacheKafka.brokers, ","), time.Since(start).Round(time.Millisecond))
 	})
 	if apacheKafka.err != nil {
 		b.Fatal(apacheKafka.err)
@@ -110,13 +114,13 @@ func apacheColumnName() string {
 	return "Apache Kafka " + v + " (one node, this machine)"
 }
 
-// warmUp runs a JVM just started through what msgx will ask of it —
+// warmUp runs a broker JVM just started through what msgx will ask of it —
 // idempotent and transactional produces, a consumer group's fetches and
 // offset commits — so that the first measured backlog does not pay for
 // the JIT compiling the broker: a production broker runs warm. 200
 // transactions of 500 records of 600 bytes, read back read_committed,
 // take a few seconds; the topic is deleted afterwards.
-func warmUp(brokers []string) error {
+func warmUp(brokers []string, replication int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	prefix := testenv.KafkaPrefix()
@@ -126,7 +130,7 @@ func warmUp(brokers []string) error {
 		return err
 	}
 	defer closeAdm()
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+	if _, err := adm.CreateTopic(ctx, 1, int16(replication), nil, topic); err != nil {
 		return fmt.Errorf("creating %s: %w", topic, err)
 	}
 	defer func() { _, _ = adm.DeleteTopics(context.Background(), topic) }()

@@ -67,11 +67,12 @@ func BenchmarkLatency(b *testing.B) {
 	for _, m := range publishModes {
 		b.Run(m.name, func(b *testing.B) {
 			results := map[column][]latencies{}
+		runs:
 			for i := 1; i <= benchRuns(b); i++ {
 				for _, col := range m.columns() {
 					var l latencies
 					if !b.Run(fmt.Sprintf("%s-%d", col.short(), i), func(b *testing.B) { l = latency(b, m, newCluster(b, col)) }) {
-						break
+						break runs
 					}
 					results[col] = append(results[col], l)
 				}
