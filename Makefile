@@ -19,15 +19,15 @@ test: services
 ## bench: throughput, commit, memory and latency figures, each on the embedded Kafka (kfake) and on
 ## one Apache Kafka node this machine starts (MSGX_KAFKA_BROKERS: that Kafka instead), printed as the
 ## table of docs/benchmarks.md; MSGX_BENCH_RUNS=3 repeats the backlogs and the latency and prints
-## medians (about 25 min on a quiet 2-core machine, three runs about 45 min;
-## MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
+## medians (about 15 min on a quiet 2-core machine, three runs about 30 min, far longer on a loaded
+## one; MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
 bench: services
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 180m ./bench/...
 
 ## bench-million: a million-message backlog and its rebuild on Apache Kafka, beside a 50,000 one
-## (docs/benchmarks.md; about 20 min, MSGX_BENCH_RUNS=3 about 25)
+## (docs/benchmarks.md; about 15 min; MSGX_BENCH_MILLION=5000 MSGX_BENCH_MESSAGES=2000 for a quick check)
 bench-million: services
-	MSGX_BENCH_MILLION=1 $(GO) test -count=1 -run '^$$' -bench 'Million' -benchtime 1x -timeout 180m ./bench/...
+	MSGX_BENCH_MILLION=$${MSGX_BENCH_MILLION:-1} $(GO) test -count=1 -run '^$$' -bench 'Million' -benchtime 1x -timeout 180m ./bench/...
 
 ## services: install (Debian's packages, when missing), configure for local development and start
 ## PostgreSQL and MariaDB; install curl, kcat, Chromium, Prometheus/promtool and systemd-analyze,

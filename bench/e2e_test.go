@@ -426,8 +426,7 @@ func printBacklog(what string, col column, runs []backlogRun) {
 	}
 	printRow(what+": messages per second, start-up included", col,
 		medianFigure(pick(func(r backlogRun) float64 { return r.rate }), func(x float64) string { return thousands(int(math.Round(x))) + " msg/s" })+
-			fmt.Sprintf(" (first message decided %s after the start)", medianFigure(pick(func(r backlogRun) float64 { return r.startUp.Seconds() }),
-				func(x float64) string { return fmt.Sprintf("%.1f s", x) })))
+			fmt.Sprintf("; first message decided %.1f s after the start", median(pick(func(r backlogRun) float64 { return r.startUp.Seconds() }))))
 	printRow(what+": "+selectHeading, col,
 		medianFigure(pick(backlogRun.ratio), func(x float64) string { return fmt.Sprintf("%.3f", x) })+"; "+selectFigure(runs))
 	printRow(what+": PostgreSQL commits per message", col,
