@@ -168,16 +168,19 @@ func printTable() {
 	}
 }
 
-// commitMeasured is the commit the benchmarks were built from, "+ changes"
-// when the work tree differs from it.
+// commitMeasured is the commit msgx and the benchmarks were built from,
+// "+ uncommitted changes" when the work tree differs from it; with
+// MSGX_BENCH_BIN the binary measured is named, its commit unknown here.
 func commitMeasured() string {
-	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "an unknown commit"
+	c := "an unknown commit"
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		c = "commit " + strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+			c += " + uncommitted changes"
+		}
 	}
-	c := "commit " + strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		c += " + uncommitted changes"
+	if bin := os.Getenv("MSGX_BENCH_BIN"); bin != "" {
+		return "the binary " + bin + " (the benchmarks at " + c + ")"
 	}
 	return c
 }
