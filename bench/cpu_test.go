@@ -128,3 +128,69 @@ func machineBusySeconds() float64 {
 func perMessage(seconds float64, n int) string {
 	return fmt.Sprintf("%.0f µs", seconds/float64(n)*1e6)
 }
+
+var nan = math.NaN()
+
+// cpuUse is the CPU time (s) each process of a backlog has spent so far:
+// msgx (the child process; the embedded Kafka is inside it), PostgreSQL
+// (every backend, postmaster and worker), MariaDB (mariadbd), Apache
+// Kafka's JVM (NaN when it is not the benchmark's own, and on kfake) and
+// the machine as a whole (every core's busy time).
+type cpuUse struct {
+	msgx, pg, my, jvm, busy float64
+}
+
+// readCPU reads cpuUse now, of the msgx process msgxPid (0: none yet) and
+// the JVM jvmPid (0: none).
+func readCPU(msgxPid, jvmPid int) cpuUse {
+	u := cpuUse{pg: postgresCPUSeconds(), my: processCPUSeconds("mariadbd"), jvm: nan, busy: machineBusySeconds()}
+	if msgxPid != 0 {
+		u.msgx = cpuSeconds(msgxPid)
+	}
+	if jvmPid != 0 {
+		u.jvm = cpuSeconds(jvmPid)
+	}
+	return u
+}
+
+// since is what was spent from an earlier reading to u.
+func (u cpuUse) since(earlier cpuUse) cpuUse {
+	return cpuUse{msgx: u.msgx - earlier.msgx, pg: u.pg - earlier.pg, my: u.my - earlier.my,
+		jvm: u.jvm - earlier.jvm, busy: u.busy - earlier.busy}
+}
+
+// perMessage is u in µs per message of n.
+func (u cpuUse) perMessage(n int) cpuUse {
+	f := 1e6 / float64(n)
+	return cpuUse{msgx: u.msgx * f, pg: u.pg * f, my: u.my * f, jvm: u.jvm * f, busy: u.busy * f}
+}
+
+// cpuMedian is the median of each process's figure over runs.
+func cpuMedian(runs []cpuUse) cpuUse {
+	pick := func(f func(cpuUse) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, r := range runs {
+			xs[i] = f(r)
+		}
+		return median(xs)
+	}
+	return cpuUse{msgx: pick(func(u cpuUse) float64 { return u.msgx }), pg: pick(func(u cpuUse) float64 { return u.pg }),
+		my: pick(func(u cpuUse) float64 { return u.my }), jvm: pick(func(u cpuUse) float64 { return u.jvm }),
+		busy: pick(func(u cpuUse) float64 { return u.busy })}
+}
+
+// cpuHeading names the figures of cpuFigure.
+const cpuHeading = "CPU per message, msgx / PostgreSQL / MariaDB / Kafka's JVM"
+
+// cpuFigure formats µs per message of col: the JVM's as "in msgx" on kfake
+// and "—" when it was not measured (an operator's Kafka).
+func cpuFigure(perMsg cpuUse, col column) string {
+	jvm := fmt.Sprintf("%.0f", perMsg.jvm)
+	switch {
+	case col == kfake:
+		jvm = "in msgx"
+	case perMsg.jvm != perMsg.jvm:
+		jvm = "—"
+	}
+	return fmt.Sprintf("%.0f / %.0f / %.0f / %s µs", perMsg.msgx, perMsg.pg, perMsg.my, jvm)
+}

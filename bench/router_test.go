@@ -22,100 +22,106 @@ import (
 
 // BenchmarkRouter measures the router alone: a backlog of
 // MSGX_BENCH_MESSAGES (50,000) messages of the realistic mix already on
-// msgx.inbox (persistent, synced embedded Kafka), real PostgreSQL, until
-// every message is decided.
+// msgx.inbox, real PostgreSQL, until every message is decided; on each
+// column's Kafka (a persistent, synced embedded broker in the benchmark's
+// process; Apache Kafka).
 func BenchmarkRouter(b *testing.B) {
 	msgs := realisticDay(5, benchMessages(b))
-	for i := 0; i < b.N; i++ {
-		dsn := testenv.NewPG(b)
-		pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
-		if err != nil {
-			b.Fatal(err)
-		}
-		broker, err := kafka.StartBroker("127.0.0.1:0", b.TempDir(), testenv.Logger(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		brokers := broker.Addrs()
-		kc := testenv.KafkaConfig(brokers)
-		cfg := router.Config{InboxTopic: "msgx.inbox", FlightTopic: "msgx.flight-transitions", RefdataTopic: "msgx.refdata-transitions", Partitions: 1, MaxAttempts: 5,
-			Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute, IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
-		if err := kafka.EnsureTopics(brokers, kc, append(cfg.TopicSpecs(), kafka.TopicSpec{Name: "msgx.inbox", Partitions: 1}, cfg.TableSpec()), testenv.Logger(b)); err != nil {
-			b.Fatal(err)
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var recs []*kgo.Record
-		for j, m := range msgs {
-			v, _ := json.Marshal(ingest.Record{MsgID: int64(j + 1), EnqueuedAt: time.Now(), Raw: m})
-			recs = append(recs, &kgo.Record{Topic: "msgx.inbox", Key: []byte(strconv.Itoa(j + 1)), Value: v})
-		}
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			b.Fatal(err)
-		}
-		cl.Close()
-		rt, err := router.New(cfg, router.Deps{Messages: sink.NewMessages(pool, 10*time.Second), Clock: clock.Real{},
-			Log: quietLogger(), Loc: testenv.Shanghai})
-		if err != nil {
-			b.Fatal(err)
-		}
-		pb, err := kafka.ProducerBuilder(kc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		before := xactCommitsSettled(b, dsn)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		b.ResetTimer()
-		start := time.Now()
-		go func() {
-			done <- rt.Run(ctx, brokers, pb, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...)
-		}()
-		polls := 0
-		var first time.Duration // until the first batch was decided: the processor's start-up
-		for {
-			var n int
-			polls++
-			_ = pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state NOT IN ('PENDING','FAILED')").Scan(&n)
-			if n >= len(msgs) {
-				break
+	for _, col := range both {
+		b.Run(col.short(), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				routerAlone(b, msgs, col)
 			}
-			if n > 0 && first == 0 {
-				first = time.Since(start)
-			}
-			// Each reading scans proc_state: read seldom, not to slow the
-			// router, but often until it has started.
-			if first == 0 {
-				time.Sleep(20 * time.Millisecond)
-			} else {
-				time.Sleep(500 * time.Millisecond)
-			}
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		cancel()
-		<-done
-		broker.Close()
-		pool.Close()
-		// Each poll above is one transaction of its own.
-		commits := float64(xactCommitsSettled(b, dsn)-before-int64(polls)) / float64(len(msgs))
-		b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
-		b.ReportMetric(commits, "commits/msg")
-		st := rt.Stats()
-		b.Logf("router: %d messages decided in %v = %.0f msg/s, %.3f PostgreSQL commits per message, %d batches of %.0f on average",
-			len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds(), commits, st.Batches, float64(st.Batched)/float64(max(st.Batches, 1)))
-		// The rate once it runs: the start-up (joining the consumer group,
-		// recovering the table) is not deciding.
-		steady := float64(len(msgs)) / max(elapsed-first, time.Millisecond).Seconds()
-		b.ReportMetric(steady, "msg/s-after-start-up")
-		b.Logf("router: first batch decided %v after the start; %.0f msg/s from then on", first.Round(time.Millisecond), steady)
-		b.Logf("load average at the end: %s", loadAverage())
-		printRow(fmt.Sprintf("router alone, %s messages already on `msgx.inbox` (`BenchmarkRouter`)", thousands(len(msgs))),
-			fmt.Sprintf("%.0f decisions/s from its start (%.0f/s after its %v start-up), %.3f PostgreSQL commits per message",
-				float64(len(msgs))/elapsed.Seconds(), steady, first.Round(100*time.Millisecond), commits))
+		})
 	}
+}
+
+func routerAlone(b *testing.B, msgs []string, col column) {
+	dsn := testenv.NewPG(b)
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	k, kc := inProcess(b, col)
+	brokers := k.brokers
+	inbox := k.topic("msgx.inbox")
+	cfg := router.Config{InboxTopic: inbox, FlightTopic: k.topic("msgx.flight-transitions"), RefdataTopic: k.topic("msgx.refdata-transitions"),
+		KafkaPrefix: k.prefix, Partitions: 1, MaxAttempts: 5,
+		Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute, IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
+	if err := kafka.EnsureTopics(brokers, kc, append(cfg.TopicSpecs(), kafka.TopicSpec{Name: inbox, Partitions: 1}, cfg.TableSpec()), testenv.Logger(b)); err != nil {
+		b.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for j, m := range msgs {
+		v, _ := json.Marshal(ingest.Record{MsgID: int64(j + 1), EnqueuedAt: time.Now(), Raw: m})
+		recs = append(recs, &kgo.Record{Topic: inbox, Key: []byte(strconv.Itoa(j + 1)), Value: v})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	cl.Close()
+	rt, err := router.New(cfg, router.Deps{Messages: sink.NewMessages(pool, 10*time.Second), Clock: clock.Real{},
+		Log: quietLogger(), Loc: testenv.Shanghai})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pb, err := kafka.ProducerBuilder(kc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := xactCommitsSettled(b, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.ResetTimer()
+	start := time.Now()
+	go func() {
+		done <- rt.Run(ctx, brokers, pb, kafka.GokaOptions(kc, storage.MemoryBuilder(), testenv.Logger(b))...)
+	}()
+	polls := 0
+	var first time.Duration // until the first batch was decided: the processor's start-up
+	for {
+		var n int
+		polls++
+		_ = pool.QueryRow(context.Background(), "SELECT COUNT(*) FROM proc_state WHERE state NOT IN ('PENDING','FAILED')").Scan(&n)
+		if n >= len(msgs) {
+			break
+		}
+		if n > 0 && first == 0 {
+			first = time.Since(start)
+		}
+		// Each reading scans proc_state: read seldom, not to slow the
+		// router, but often until it has started.
+		if first == 0 {
+			time.Sleep(20 * time.Millisecond)
+		} else {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cancel()
+	<-done
+	pool.Close()
+	// Each poll above is one transaction of its own.
+	commits := float64(xactCommitsSettled(b, dsn)-before-int64(polls)) / float64(len(msgs))
+	b.ReportMetric(float64(len(msgs))/elapsed.Seconds(), "msg/s")
+	b.ReportMetric(commits, "commits/msg")
+	st := rt.Stats()
+	b.Logf("router: %d messages decided in %v = %.0f msg/s, %.3f PostgreSQL commits per message, %d batches of %.0f on average",
+		len(msgs), elapsed.Round(time.Millisecond), float64(len(msgs))/elapsed.Seconds(), commits, st.Batches, float64(st.Batched)/float64(max(st.Batches, 1)))
+	// The rate once it runs: the start-up (joining the consumer group,
+	// recovering the table) is not deciding.
+	steady := float64(len(msgs)) / max(elapsed-first, time.Millisecond).Seconds()
+	b.ReportMetric(steady, "msg/s-after-start-up")
+	b.Logf("router: first batch decided %v after the start; %.0f msg/s from then on", first.Round(time.Millisecond), steady)
+	b.Logf("load average at the end: %s", loadAverage())
+	printRow(fmt.Sprintf("router alone, %s messages already on `msgx.inbox` (`BenchmarkRouter`)", thousands(len(msgs))), col,
+		fmt.Sprintf("%s decisions/s from its start (%s/s after its %v start-up), %.3f PostgreSQL commits per message",
+			thousands(int(float64(len(msgs))/elapsed.Seconds())), thousands(int(steady)), first.Round(100*time.Millisecond), commits))
 }
 
 // xactCommitsSettled is the number of transactions committed in the database of

@@ -560,6 +560,22 @@ func (n *KafkaNode) Running() bool {
 	}
 }
 
+// Pid is the process ID of the node's JVM, 0 when it does not run: a
+// benchmark reads the broker's CPU time from /proc/<pid>/stat.
+func (n *KafkaNode) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	select {
+	case <-n.exited:
+		return 0
+	default:
+		return n.cmd.Process.Pid
+	}
+}
+
 func (n *KafkaNode) exitedEarly() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
