@@ -183,7 +183,29 @@ func lastLines(out []byte, n int) string {
 // StartKafka formats the nodes' storage (unless Dir holds a formatted one
 // already), starts them and waits until every broker is registered and
 // answers.
+//
+// With free ports (no ClientPorts) a node that exits at start — most
+// likely because another process took one of its ports between their
+// choice and the JVM's bind — is retried on new ports, twice.
 func StartKafka(o KafkaOptions) (*Kafka, error) {
+	for attempt := 1; ; attempt++ {
+		k, err := startKafka(o)
+		var exited *nodeExitedError
+		if err == nil || o.ClientPorts != nil || o.Dir != "" || attempt == 3 || !errors.As(err, &exited) {
+			return k, err
+		}
+	}
+}
+
+// nodeExitedError is a node's JVM that exited while the cluster started.
+type nodeExitedError struct {
+	id   int32
+	tail string
+}
+
+func (e *nodeExitedError) Error() string { return fmt.Sprintf("Kafka node %d exited: %s", e.id, e.tail) }
+
+func startKafka(o KafkaOptions) (*Kafka, error) {
 	if o.Nodes == 0 {
 		o.Nodes = 1
 	}
@@ -355,7 +377,7 @@ func (k *Kafka) WaitReady(ctx context.Context) error {
 		}
 		for _, n := range k.Nodes {
 			if n.exitedEarly() {
-				return fmt.Errorf("Kafka node %d exited: %s", n.ID, n.LogTail(5))
+				return &nodeExitedError{id: n.ID, tail: n.LogTail(5)}
 			}
 		}
 		select {
