@@ -674,11 +674,16 @@ func (s *collection) inboxMySQL(ctx context.Context, cursorRead <-chan int64) In
 		out.MaxIDError = "MySQL not configured"
 		return out
 	}
+	// W first, MAX(CMINMSGS_ID) second: the inbox only grows and W only
+	// follows it, so MAX read after W is at least W. Read the other way
+	// round (or at once, as before), rows inserted and ingested between
+	// the two reads made W look beyond the inbox — the fault campaign's
+	// trickle raised that false alert.
+	w := <-cursorRead
 	var hi sql.NullInt64
 	err := s.call(ctx, func(ctx context.Context) error {
 		return s.deps.MySQL.QueryRowContext(ctx, "SELECT MAX(CMINMSGS_ID) FROM "+s.deps.InboxTable).Scan(&hi)
 	})
-	w := <-cursorRead
 	if err != nil {
 		out.MaxIDError = fmt.Sprintf("reading MAX(CMINMSGS_ID) from %s: %v", s.deps.InboxTable, err)
 		return out
