@@ -17,6 +17,7 @@ import (
 
 	"msgx/ingest/replay"
 	"msgx/internal/testenv"
+	"msgx/sink"
 )
 
 // manualSQL returns the statements of the manual's provisioning block
@@ -220,6 +221,20 @@ func TestProvisioning(t *testing.T) {
 			return strings.Replace(s, "REVOKE ALL ON DATABASE msgx FROM PUBLIC", "GRANT CONNECT ON DATABASE msgx TO msgx", 1)
 		})
 		refused(t, p, "PostgreSQL denies msgx's role "+`"`+userOf(t, p)+`"`+" on database "+`"`+userOf(t, p)+`": permission denied for schema public (SQLSTATE 42501)`)
+	})
+	t.Run("tables of another role", func(t *testing.T) {
+		t.Parallel()
+		p := provision(t, func(string) bool { return true }, nil)
+		// Migrated by the administrator first: its tables, not msgx's.
+		pc, err := pgx.ParseConfig(testenv.PGAdminDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := userOf(t, p)
+		if err := sink.Migrate(sink.Config{PGDSN: fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", pc.User, pc.Host, pc.Port, name)}); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, p, `PostgreSQL denies msgx's role "`+name+`" on database "`+name+`": permission denied for table `)
 	})
 	// MySQL away at start: msgx starts, and refuses once MySQL answers.
 	t.Run("checked when MySQL comes back", func(t *testing.T) {
