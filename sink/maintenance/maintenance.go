@@ -37,7 +37,8 @@ type Config struct {
 	// lists what a replay overwrites from it, so keep it above the time
 	// operators take to replay.
 	FlightChangeRetention time.Duration `env:"MSGX_FLIGHT_CHANGE_RETENTION" envDefault:"2160h"`
-	// Period is the pause between two maintenance passes.
+	// Period is the pause between two maintenance passes (archive,
+	// retention).
 	Period time.Duration `env:"MSGX_MAINTENANCE_PERIOD" envDefault:"1h"`
 }
 

@@ -329,7 +329,8 @@ type Config struct {
 	// GroupLag: a consumer group more records than this behind on a topic
 	// is an alert (a count of records).
 	GroupLag int64 `env:"MSGX_STATUS_GROUP_LAG" envDefault:"1000"`
-	// DeadWindow is the window of Messages.DeadRecent.
+	// DeadWindow is the window of the report's "DEAD recently" count
+	// (Messages.DeadRecent).
 	DeadWindow time.Duration `env:"MSGX_STATUS_DEAD_WINDOW" envDefault:"1h"`
 	// BackfillOverdue is the sweeper's R (MSGX_OVERDUE_BACKFILL, read here
 	// too): a pending mark older than it is overdue.
