@@ -19,7 +19,8 @@ import (
 // durations ("24h", "2160h").
 type Config struct {
 	// ArchiveAfter is how long a terminal, backfill-settled proc_state row
-	// stays unchanged (updated_at) before it is archived
+	// stays unchanged (updated_at) before it is archived: moved to
+	// proc_state_hst, leaving an ARCHIVED shadow that keeps its identity
 	// (the original design suggests 1 to 7 days; docs/design.md#archive).
 	// An archived DEAD message can no longer be replayed, so keep it above
 	// the time operators take to replay.

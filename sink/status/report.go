@@ -318,7 +318,8 @@ type Config struct {
 	MaxCommitDelay time.Duration `env:"MSGX_MAX_COMMIT_DELAY" envDefault:"5m"`
 	// OldestUnfinishedAge: an unfinished message older than this is an
 	// alert (a FAILED head blocks everything behind it; a ROUTED one waits
-	// for a processor). Retries take 15s by default.
+	// for a processor). Retries take 15s by default. (An open hole alerts
+	// at twice MSGX_MAX_COMMIT_DELAY instead.)
 	OldestUnfinishedAge time.Duration `env:"MSGX_STATUS_UNFINISHED_AGE" envDefault:"5m"`
 	// InboxLag: more IDs than this above the watermark is an alert (a
 	// count of inbox IDs).
