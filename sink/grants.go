@@ -62,10 +62,13 @@ func (e *MySQLDeniedError) Error() string {
 
 func (e *MySQLDeniedError) Unwrap() error { return e.Err }
 
-// MySQL's answers that mean msgx's user lacks a grant or cannot log in:
-// ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR,
-// ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR.
-var mysqlDenials = map[uint16]bool{1044: true, 1045: true, 1142: true, 1143: true}
+// MySQL's answers that msgx's user lacks a grant on a table or a column
+// (ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR), or may not
+// log in (ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR).
+var (
+	mysqlDenials = map[uint16]bool{1142: true, 1143: true}
+	mysqlLogin   = map[uint16]bool{1044: true, 1045: true}
+)
 
 // CheckMySQLGrants asks MySQL whether msgx's user holds every access in
 // needs, without changing anything: it prepares, and never executes, one
@@ -98,6 +101,8 @@ func CheckMySQLGrants(ctx context.Context, db *sql.DB, database string, needs []
 			}
 			var me *mysql.MySQLError
 			switch {
+			case errors.As(err, &me) && mysqlLogin[me.Number]:
+				return fmt.Errorf("MySQL refuses msgx's user the connection: check MSGX_MYSQL_DSN's user, password, host and database (%s): %w", provisioning, err)
 			case errors.As(err, &me) && mysqlDenials[me.Number]:
 				if denied == nil {
 					denied = &MySQLDeniedError{Privilege: n.Privilege, Database: database, Table: n.Table, For: n.For, Err: err}

@@ -147,11 +147,13 @@ func provision(t *testing.T, keep func(string) bool, pg func(string) string) pro
 // the Kafka ACLs of 3.6 on Apache Kafka's SASL_SSL listener: the demo
 // day, a message through POST /cminmsgs/send, an inbox hole resolved by
 // the probe's locking read, every processed mark, a msgx replay and a
-// msgx request. Then each statement is left out in turn: msgx refuses to
-// start with one line naming what is missing, within seconds, having
-// processed nothing. The refusals come before msgx touches Kafka, so
-// those subtests use the embedded Kafka (the Kafka ACLs' own refusals are
-// TestLeastPrivilege's).
+// msgx request. Then each MySQL grant is left out in turn (and one column,
+// a wrong password, the role's LOGIN, its database's ownership, tables
+// another role created): msgx refuses to start with one line naming what
+// is missing, within seconds, having processed nothing; and with MySQL
+// away at start, it starts and refuses once MySQL answers. The refusals
+// come before msgx touches Kafka, so those subtests use the embedded
+// Kafka (the Kafka ACLs' own refusals are TestLeastPrivilege's).
 func TestProvisioning(t *testing.T) {
 	t.Parallel()
 	t.Run("every grant", func(t *testing.T) {
@@ -207,6 +209,12 @@ func TestProvisioning(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused(t, p, "MySQL denies msgx's user SELECT on "+dbOf(t, p.myAdmin)+".cminmsgs.CMINMSGS_STATUS (")
+	})
+	t.Run("a wrong MySQL password", func(t *testing.T) {
+		t.Parallel()
+		p := provision(t, func(string) bool { return true }, nil)
+		p.env["MSGX_MYSQL_DSN"] = strings.Replace(p.env["MSGX_MYSQL_DSN"], ":pw-", ":wrong-", 1)
+		refused(t, p, "MySQL refuses msgx's user the connection: check MSGX_MYSQL_DSN's user, password, host and database (")
 	})
 	t.Run("without LOGIN", func(t *testing.T) {
 		t.Parallel()
