@@ -12,7 +12,7 @@
 #     (no password), so the tests' postgres://postgres@127.0.0.1 works;
 #   - MariaDB's root has no password on 127.0.0.1.
 # Production provisioning (roles, grants, passwords) is in
-# docs/operations.md.
+# docs/operations.md, Provisioning (tested by cmd/msgx's TestProvisioning).
 set -euo pipefail
 
 SUDO=""
