@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,17 +86,47 @@ func TestConfigDocsSayUnitsAndDefaults(t *testing.T) {
 }
 
 // Every MSGX_* variable the README and the manuals name is one msgx reads
-// (or a test's), every `msgx <command>` they name is a command, the
-// manual's chapter 2 lists every command, and its metrics table (5.3)
+// (or a test's), with the default they give it in passing ("`MSGX_X` (30
+// s)", "(default `…`)"); every `msgx <command>` they name is a command,
+// the manual's chapter 2 lists every command, and its metrics table (5.3)
 // lists exactly the registry's metrics.
-func TestDocsNameWhatTheCodeHas(t *testing.T) {
+func TestDocsAgreeWithTheCode(t *testing.T) {
 	vars, err := configVars()
 	if err != nil {
 		t.Fatal(err)
 	}
 	known := map[string]bool{}
+	byName := map[string]configVar{}
 	for _, v := range vars {
 		known[v.name] = true
+		byName[v.name] = v
+	}
+	// A default given in passing: a duration with its unit, or a value
+	// after "default". "2 × `MSGX_X` (10 min)" is a multiple, not it.
+	inPassing := regexp.MustCompile("(× )?`(MSGX_[A-Z0-9_]+)` \\((default )?(?:(\\d+(?:\\.\\d+)?) ?(ms|s|min|h|days?)\\b|`([^`]+)`|(\\d[\\d,: ]*\\d|\\d)\\b)")
+	units := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "min": time.Minute, "h": time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour}
+	for _, doc := range []string{"README.md", "docs/design.md", "docs/operations.md"} {
+		b, err := os.ReadFile("../../" + doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range inPassing.FindAllStringSubmatch(string(b), -1) {
+			v, ok := byName[m[2]]
+			if m[1] != "" || !ok {
+				continue
+			}
+			switch {
+			case m[5] != "" && v.kind == "duration":
+				n, _ := strconv.ParseFloat(m[4], 64)
+				def, err := time.ParseDuration(v.def)
+				if err != nil || time.Duration(n*float64(units[m[5]])) != def {
+					t.Errorf("%s gives %s as %s %s, but its default is %s", doc, v.name, m[4], m[5], v.def)
+				}
+			case m[3] != "" && m[6] != "" && m[6] != v.def,
+				m[3] != "" && m[7] != "" && strings.NewReplacer(",", "", " ", "").Replace(m[7]) != v.def:
+				t.Errorf("%s gives %s's default as %s%s, but it is %q", doc, v.name, m[6], m[7], v.def)
+			}
+		}
 	}
 	name := regexp.MustCompile(`MSGX_[A-Z0-9_]*[A-Z0-9](_\*)?`)
 	for _, doc := range []string{"README.md", "docs/design.md", "docs/operations.md"} {
