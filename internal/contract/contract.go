@@ -81,7 +81,8 @@ func Load() (*Contracts, error) {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		name := filepath.Base(f)
-		if id, _ := doc.(map[string]any)["$id"].(string); id != SchemaID(name) {
+		obj, _ := doc.(map[string]any)
+		if id, _ := obj["$id"].(string); id != SchemaID(name) {
 			return nil, fmt.Errorf("deploy/schemas/%s: $id %q, want %q", name, id, SchemaID(name))
 		}
 		if err := c.compiler.AddResource(SchemaID(name), doc); err != nil {
