@@ -128,7 +128,7 @@ func provision(t *testing.T, keep func(string) bool, pg func(string) string) pro
 		t.Fatal(err)
 	}
 	return provisioned{myAdmin: myAdmin, env: map[string]string{
-		"MSGX_PG_DSN":              fmt.Sprintf("postgres://%s:pw@%s:%d/%s?sslmode=disable", name, pc.Host, pc.Port, name),
+		"MSGX_PG_DSN":              fmt.Sprintf("postgres://%s:change-me@%s:%d/%s?sslmode=disable", name, pc.Host, pc.Port, name),
 		"MSGX_MYSQL_DSN":           mine.FormatDSN(),
 		"MSGX_STATE_DIR":           t.TempDir(),
 		"MSGX_EMBEDDED_KAFKA_ADDR": freeAddr(t),
