@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, configures and starts what this project's tests and `make run`
 # need on a machine that has none of it: Debian's PostgreSQL and MariaDB,
-# curl, kcat, Chromium, Prometheus/promtool and systemd-analyze. Idempotent
+# curl, kcat, Chromium, Prometheus/promtool, systemd-analyze and python3 with
+# venv. Idempotent
 # and quiet when everything is there already; one line naming what failed
 # otherwise.
 #
@@ -11,7 +12,7 @@
 #     (no password), so the tests' postgres://postgres@127.0.0.1 works;
 #   - MariaDB's root has no password on 127.0.0.1.
 # Production provisioning (roles, grants, passwords) is in
-# docs/operations.md.
+# docs/operations.md, Provisioning (tested by cmd/msgx's TestProvisioning).
 set -euo pipefail
 
 SUDO=""
@@ -28,6 +29,9 @@ command -v kcat >/dev/null 2>&1 || want+=(kcat)
 command -v chromium >/dev/null 2>&1 || want+=(chromium)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || want+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || want+=(systemd)
+# python3 with venv: the tests install Python's jsonschema (pinned, from PyPI)
+# into ~/.cache/msgx once, a JSON Schema validator independent of msgx's own.
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || want+=(python3 python3-venv)
 if [ ${#want[@]} -gt 0 ]; then
   echo "installing ${want[*]} (Debian packages)"
   log=$(mktemp)

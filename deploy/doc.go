@@ -10,7 +10,8 @@
 //   - schemas/ and openapi.yaml: the JSON Schemas of the msgx.msg and
 //     msgx.schd values and of the HTTP answers, and the OpenAPI document of
 //     the HTTP API (internal/contract validates real records and answers
-//     against them).
+//     against them, with msgx's Go validator and with Python's jsonschema,
+//     which loads the schemas by their $ids as an integrator does).
 //
 // The package has no code: it exists for its tests (go test ./deploy).
 package deploy

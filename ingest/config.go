@@ -14,10 +14,12 @@ import (
 type Config struct {
 	// Table is the shared inbox table (the legacy CMINMSGS).
 	Table string `env:"MSGX_INBOX_TABLE" envDefault:"cminmsgs"`
-	// Topic is the internal source-of-truth topic.
+	// Topic is the internal source-of-truth topic (one partition): ingest
+	// writes it, the router reads it.
 	Topic string `env:"MSGX_TOPIC_INBOX,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.inbox"`
-	// Retention of the inbox topic; 0 keeps records forever (rebuild is only as
-	// complete as this retention).
+	// Retention is the inbox topic's retention; 0 (the default) keeps its
+	// records forever, which rebuild needs: it is only as complete as this
+	// retention.
 	Retention time.Duration `env:"MSGX_INBOX_RETENTION" envDefault:"0"`
 	// PollInterval is the pause between reads once the bridge has caught up
 	// (a Go duration). At 100ms a message waits 50 ms for its read on
@@ -29,7 +31,8 @@ type Config struct {
 	ClaimBatch int `env:"MSGX_CLAIM_BATCH" envDefault:"1000"`
 	// ClaimMaxBytes bounds the message text one poll reads, in bytes: a poll
 	// stops before the row that would take it over this bound, but always
-	// reads at least one row (however large). 0 means DefaultClaimMaxBytes.
+	// reads at least one row (however large). It also bounds a replay's
+	// batch. 0: DefaultClaimMaxBytes (4 MiB, the default).
 	ClaimMaxBytes int `env:"MSGX_CLAIM_MAX_BYTES" envDefault:"4194304"`
 	// MaxCommitDelay is how long a hole may stay open before it is released
 	// as permanent (the aging fallback when the probe cannot decide).
@@ -44,7 +47,8 @@ type Config struct {
 	HoleProbeTimeout time.Duration `env:"MSGX_HOLE_PROBE_TIMEOUT" envDefault:"2s"`
 	// Cutover seeds the watermark of a new instance: min (read every existing
 	// row), zero (start at 0, holes age as usual), max (skip the rows visible
-	// now) or an explicit ID. Empty: refuse to start without a cursor.
+	// now) or an explicit ID. Empty (the default; make run sets min): a new
+	// instance refuses to start. An instance that has a cursor ignores it.
 	Cutover string `env:"MSGX_CUTOVER_WATERMARK"`
 	// LateWatch is how long released holes are watched for late rows.
 	LateWatch time.Duration `env:"MSGX_LATE_WATCH" envDefault:"24h"`

@@ -25,15 +25,17 @@ import (
 
 // HTTPConfig configures the compatibility endpoint POST /cminmsgs/send.
 type HTTPConfig struct {
-	// MaxBody is the largest accepted body in bytes; larger bodies get 413.
-	// 0 means the largest message a msgx.inbox record can carry,
-	// MaxRawBytes(MSGX_KAFKA_MAX_MESSAGE_BYTES); a larger value is refused
-	// at start-up (CheckRecordLimit), since such a body would be answered
-	// 200 and then end DEAD raw-too-large.
+	// MaxBody is the largest body POST /cminmsgs/send accepts, in bytes;
+	// larger bodies get 413. 0 (the default): the largest message a
+	// msgx.inbox record can carry, MSGX_KAFKA_MAX_MESSAGE_BYTES − 1280
+	// (998 720 bytes by default, MaxRawBytes). A larger value is refused at
+	// start-up, since such a body would be answered 200 and then end DEAD
+	// raw-too-large.
 	MaxBody int64 `env:"MSGX_HTTP_MAX_BODY" envDefault:"0"`
-	// Token, when set, is required as "Authorization: Bearer <token>".
+	// Token is the bearer token POST /cminmsgs/send requires, when set, as
+	// "Authorization: Bearer <token>". Empty (the default): no token.
 	Token string `env:"MSGX_HTTP_TOKEN"`
-	// Timeout bounds the database insert of one request.
+	// Timeout bounds the inbox insert of one POST /cminmsgs/send request.
 	Timeout time.Duration `env:"MSGX_HTTP_TIMEOUT" envDefault:"10s"`
 }
 

@@ -30,17 +30,20 @@ import (
 type Config struct {
 	// PGDSN is msgx's own PostgreSQL (state, read model). URL or key=value form.
 	PGDSN string `env:"MSGX_PG_DSN" envDefault:"postgres://postgres@127.0.0.1:5432/msgx?sslmode=disable"`
-	// MySQLDSN is the shared legacy inbox (go-sql-driver DSN). parseTime and
-	// the inbox zone (InboxTZ) are forced by OpenMySQL; a loc parameter is
-	// ignored.
+	// MySQLDSN is the shared legacy inbox (go-sql-driver DSN); it must be the
+	// primary, whose locks the hole probe waits on. parseTime and the inbox
+	// zone (MSGX_INBOX_TZ) are forced; a loc parameter is ignored. The grants
+	// its user needs: docs/operations.md, Provisioning.
 	MySQLDSN string `env:"MSGX_MYSQL_DSN" envDefault:"root@tcp(127.0.0.1:3306)/aodbinterface"`
-	// InboxTZ is the zone of the inbox's DATETIME columns: an IANA name
-	// (Asia/Shanghai) or an offset (+08:00). Empty (the default): the
-	// MySQL session's zone, asked from the server (InboxZone).
+	// InboxTZ is the zone of the inbox's DATETIME columns (CMINMSGS_DATE_*,
+	// COUTMSGS_DATE_*): an IANA name (Asia/Shanghai) or an offset (+08:00).
+	// Empty (the default): the MySQL session's zone, asked from the server.
+	// Logged at start (docs/design.md#inbox-zone).
 	InboxTZ string `env:"MSGX_INBOX_TZ"`
-	// Timeout bounds every single database call (seconds-scale duration).
+	// Timeout bounds every single database call.
 	Timeout time.Duration `env:"MSGX_DB_TIMEOUT" envDefault:"10s"`
-	// PGMaxConns is the size of the PostgreSQL pool.
+	// PGMaxConns is the size of the PostgreSQL pool, in connections (at
+	// least 2).
 	PGMaxConns int32 `env:"MSGX_PG_MAX_CONNS" envDefault:"10"`
 	// LockRetry is how often an instance waiting for the process lock tries
 	// to take it, as a standby or after PostgreSQL became unreachable: work

@@ -28,24 +28,32 @@ import (
 )
 
 // Config is the whole daemon's configuration: one struct per component plus
-// the process-wide settings. Every field comes from a MSGX_* variable
-// documented in docs/operations.md (chapter 14).
+// the process-wide settings. Every field comes from a MSGX_* variable;
+// docs/reference.md lists them, generated from the env tags and the
+// fields' doc comments (go generate ./cmd/msgx), which therefore say each
+// one's unit and what an empty or zero default means.
 type Config struct {
-	// Env names the deployment ("development", "production").
+	// Env names the deployment: "production" turns on the production safety
+	// checks, which refuse what is only meant for development (the embedded
+	// Kafka, the default DSNs, tokens in clear; docs/operations.md 3.1).
 	Env string `env:"MSGX_ENV" envDefault:"development"`
-	// LogLevel is debug, info, warn or error.
+	// LogLevel is debug, info, warn or error. The daemons log JSON lines on
+	// stderr at this level; operator commands show text warnings and errors
+	// only, everything with debug.
 	LogLevel string `env:"MSGX_LOG_LEVEL" envDefault:"info"`
-	// StateDir holds the embedded Kafka's data and goka's local tables.
+	// StateDir holds the embedded Kafka's data (kafka/) and, with
+	// MSGX_TABLE_STORAGE=disk, goka's local tables (goka/). make run sets it
+	// to the source tree's .state.
 	StateDir string `env:"MSGX_STATE_DIR" envDefault:".state"`
-	// HTTPAddr is where health, metrics, inspection and the compatibility
-	// endpoint listen.
+	// HTTPAddr is the host:port where health, metrics, inspection, the
+	// status page and the compatibility endpoint listen.
 	HTTPAddr string `env:"MSGX_HTTP_ADDR" envDefault:"127.0.0.1:8080"`
 	// AirportTZ is the airport's time zone: SIS message times (DTTM, SODT,
 	// ESTT, …) are local wall-clock times in it. The inbox's DATETIME
-	// columns are in the MySQL server's zone instead (MSGX_INBOX_TZ,
-	// sink.InboxZone).
+	// columns are in the MySQL server's zone instead (MSGX_INBOX_TZ).
 	AirportTZ string `env:"MSGX_AIRPORT_TZ" envDefault:"Asia/Shanghai"`
-	// ShutdownTimeout bounds a graceful stop.
+	// ShutdownTimeout bounds a graceful stop (SIGTERM, SIGINT): a process
+	// not stopped by then exits 1 saying so.
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
 	DB        sink.Config

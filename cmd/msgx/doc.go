@@ -12,4 +12,11 @@
 // before reading the configuration, so --help (stdout, exit 0) and usage
 // errors (one line and the usage on stderr, exit 2) need neither. The
 // daemons log JSON; an operator command's error is one plain line (exit 1).
+//
+// docs/reference.md — the configuration variables, the commands' flags and
+// the metrics — is generated from this code by go generate (the generator
+// is reference_test.go: it reads the Config fields' doc comments from the
+// sources); TestReferenceIsGenerated fails when the file is stale.
 package main
+
+//go:generate go test -count=1 -run TestReferenceIsGenerated . -args -update-reference

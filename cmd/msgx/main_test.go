@@ -261,23 +261,32 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 	}
 }
 
-// Every variable has its row in the configuration table of the operator's
-// manual (chapter 14, which the README points to).
+// Every variable has its row in the configuration tables of the reference
+// (docs/reference.md, which the manual's chapter 14 and the README point
+// to; TestReferenceIsGenerated keeps it what the code generates).
 func TestManualDocumentsEveryVariable(t *testing.T) {
+	ref, err := os.ReadFile("../../docs/reference.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(ref), `<a id="configuration"></a>`)
+	if !ok {
+		t.Fatal("docs/reference.md has no configuration section")
+	}
+	table, _, _ = strings.Cut(table, `<a id="commands"></a>`)
 	manual, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(manual), `<a id="configuration"></a>`)
-	if !ok {
-		t.Fatal("docs/operations.md has no configuration chapter")
+	if !strings.Contains(string(manual), `<a id="configuration"></a>`) || !strings.Contains(string(manual), "(reference.md#configuration)") {
+		t.Error("docs/operations.md has no configuration chapter pointing to docs/reference.md")
 	}
 	keys := map[string][]string{}
 	collectKeys(reflect.TypeOf(Config{}), keys)
 	for _, names := range keys {
 		for _, name := range names {
 			if !strings.Contains(table, "| `"+name+"` |") {
-				t.Errorf("the manual's configuration table does not document %s", name)
+				t.Errorf("the reference's configuration tables do not document %s", name)
 			}
 		}
 	}
@@ -299,7 +308,8 @@ func TestREADMEAndManualLinks(t *testing.T) {
 		!strings.Contains(readme, "\nmake test   #") || strings.Count(strings.SplitN(readme, "```", 3)[1], "\nmake ") != 2 {
 		t.Errorf("the README does not start with the two set-up commands:\n%.300s", readme)
 	}
-	docs := map[string]string{"README.md": readme, "docs/design.md": read("docs/design.md"), "docs/operations.md": read("docs/operations.md")}
+	docs := map[string]string{"README.md": readme, "docs/design.md": read("docs/design.md"), "docs/operations.md": read("docs/operations.md"),
+		"docs/reference.md": read("docs/reference.md")}
 	// Anchors: explicit <a id>, and GitHub's for headings.
 	anchors := map[string]map[string]bool{}
 	heading := regexp.MustCompile(`(?m)^#+ (.+)$`)
@@ -314,7 +324,7 @@ func TestREADMEAndManualLinks(t *testing.T) {
 			anchors[name][strings.ReplaceAll(a, " ", "-")] = true
 		}
 	}
-	link := regexp.MustCompile(`\]\(((?:\.\./|docs/)?(?:README\.md|design\.md|operations\.md|docs/design\.md|docs/operations\.md))?#([^)]+)\)`)
+	link := regexp.MustCompile(`\]\(((?:\.\./|docs/)?(?:README\.md|design\.md|operations\.md|reference\.md))?#([^)]+)\)`)
 	for name, text := range docs {
 		for _, m := range link.FindAllStringSubmatch(text, -1) {
 			target := name
@@ -324,6 +334,8 @@ func TestREADMEAndManualLinks(t *testing.T) {
 				target = "README.md"
 			case strings.HasSuffix(p, "design.md"):
 				target = "docs/design.md"
+			case strings.HasSuffix(p, "reference.md"):
+				target = "docs/reference.md"
 			default:
 				target = "docs/operations.md"
 			}

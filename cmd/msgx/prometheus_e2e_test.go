@@ -375,13 +375,15 @@ func TestPrometheusAgainstLiveMsgx(t *testing.T) {
 }
 
 // validateTopics checks every record on msgx.msg and msgx.schd against its
-// JSON Schema (deploy/schemas).
+// JSON Schema (deploy/schemas), with msgx's Go validator and with Python's
+// jsonschema, which loads the schemas as an integrator does.
 func validateTopics(t *testing.T, c *contract.Contracts, brokers []string) {
 	t.Helper()
+	var checks []contract.Check
 	for _, topic := range []struct {
-		name  string
-		check func([]byte) error
-	}{{"msgx.msg", c.Event}, {"msgx.schd", c.Schd}} {
+		name, schema string
+		check        func([]byte) error
+	}{{"msgx.msg", "msgx.msg.json", c.Event}, {"msgx.schd", "msgx.schd.json", c.Schd}} {
 		recs := testenv.ReadTopic(t, brokers, topic.name, 1<<20, 3*time.Second)
 		if len(recs) == 0 {
 			t.Errorf("no record on %s to validate", topic.name)
@@ -393,8 +395,14 @@ func validateTopics(t *testing.T, c *contract.Contracts, brokers []string) {
 					t.Errorf("%s record %s@%d does not validate against deploy/schemas: %v\n%s", topic.name, r.Key, r.Offset, err, r.Value)
 				}
 			}
+			if r.Value != nil { // a schd tombstone has no JSON
+				checks = append(checks, contract.Check{Schema: topic.schema, What: fmt.Sprintf("%s record %s@%d", topic.name, r.Key, r.Offset), Instance: r.Value})
+			}
 		}
 		t.Logf("%d %s records validated (%d invalid)", len(recs), topic.name, bad)
+	}
+	if err := c.Independent(checks); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -433,6 +441,7 @@ func validateAnswers(t *testing.T, c *contract.Contracts, base string, pool *pgx
 		"/refdata/NOPE", "/flights/0", "/flights?day=2021-13-01", "/flights", "/trace/0", "/trace/abc",
 		"/trace/flights/0", "/trace/flights/100000?limit=x", "/metrics")
 	codes := map[int]int{}
+	var checks []contract.Check
 	for _, p := range paths {
 		resp, err := http.Get(base + p)
 		if err != nil {
@@ -445,6 +454,13 @@ func validateAnswers(t *testing.T, c *contract.Contracts, base string, pool *pgx
 		if err := c.Response("GET", path, resp.StatusCode, resp.Header.Get("Content-Type"), body); err != nil {
 			t.Errorf("GET %s: the answer does not validate against deploy/openapi.yaml: %v\n%.2000s", p, err, body)
 		}
+		if file := c.SchemaFile("GET", path, resp.StatusCode, resp.Header.Get("Content-Type")); file != "" {
+			checks = append(checks, contract.Check{Schema: file, What: "GET " + p, Instance: body})
+		}
 	}
-	t.Logf("%d HTTP answers validated against deploy/openapi.yaml (by status: %v)", len(paths), codes)
+	// The answers of a schema of deploy/schemas, by Python's jsonschema too.
+	if err := c.Independent(checks); err != nil {
+		t.Error(err)
+	}
+	t.Logf("%d HTTP answers validated against deploy/openapi.yaml (by status: %v), %d by Python's jsonschema too", len(paths), codes, len(checks))
 }

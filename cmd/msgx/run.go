@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
 	"github.com/syndtr/goleveldb/leveldb/filter"
@@ -63,6 +64,7 @@ type deps struct {
 	mysql   *sql.DB
 	probe   *sql.DB
 	zone    *sink.InboxZone
+	grants  *mysqlGrants
 	closers []func()
 }
 
@@ -135,11 +137,21 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role, gate *st
 	}
 	d.closers = append(d.closers, func() { probe.Close() })
 	d.probe = probe
-	// Learnt now when MySQL answers, so that the zone is in the start-up
-	// log; otherwise on the first connection that succeeds.
+	d.grants = &mysqlGrants{db: my, needs: mysqlAccess(cfg, r), timeout: cfg.DB.Timeout, clock: d.clock}
+	if mc, err := mysql.ParseDSN(cfg.DB.MySQLDSN); err == nil {
+		d.grants.database = mc.DBName
+	}
+	// A missing MySQL grant refuses the start before anything is created;
+	// the grants and the zone are learnt now when MySQL answers (so that
+	// the zone is in the start-up log), otherwise on the first connection
+	// that succeeds: MySQL down at start pauses what needs it, not msgx.
 	zctx, cancel := context.WithTimeout(ctx, cfg.DB.Timeout)
+	if err := d.grants.check(zctx); err != nil && !retry.IsOutage(err) {
+		cancel()
+		return nil, err
+	}
 	if _, err := d.zone.Location(zctx); err != nil {
-		log.Warn("MySQL not reachable at start: the inbox's time zone is asked on the first connection", "component", "mysql", "err", err)
+		log.Warn("MySQL not reachable at start: the inbox's time zone is asked, and msgx's grants checked, on the first connection", "component", "mysql", "err", err)
 	}
 	cancel()
 
@@ -147,7 +159,16 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role, gate *st
 		return retry.UntilAvailable(ctx, d.clock, restartBackoff, func(err error, wait time.Duration) {
 			log.Warn(what+": dependency unavailable, waiting", "component", "main", "err", err, "retry_in", wait.String())
 			gate.wait(what, err)
-		}, fn)
+		}, func(ctx context.Context) error {
+			err := fn(ctx)
+			// pgx counts a refused log-in among its connection errors,
+			// which are outages: at start it is a provisioning mistake
+			// that waiting does not mend.
+			if denied := sink.PGDenied(err, cfg.DB.PGDSN); denied != nil {
+				return denied
+			}
+			return err
+		})
 	}
 	// An unreachable database or broker is waited for; anything else (a
 	// dirty migration, a topic with the wrong partition count) stops
@@ -262,6 +283,74 @@ func kafkaAccess(cfg Config, r role) []kafka.Access {
 	return out
 }
 
+// mysqlAccess is what the roles of r need of the shared MySQL tables
+// (docs/operations.md, Provisioning, lists it as grants). In shadow mode
+// msgx writes nothing there.
+func mysqlAccess(cfg Config, r role) []sink.MySQLAccess {
+	in, out := cfg.Ingest.Table, cfg.Requests.OutboxTable
+	needs := []sink.MySQLAccess{{Privilege: "SELECT", Table: in,
+		Columns: []string{"CMINMSGS_ID", "CMINMSGS_CLOB_MSG", "CMINMSGS_DATE_RECEIVED", "CMINMSGS_DATE_PROCESSED", "CMINMSGS_STATUS"},
+		For:     "ingest, its hole probe, replay, the backfill sweeper, the status report and msgx trace read it"}}
+	if cfg.Backfill.Shadow {
+		return needs
+	}
+	if r.has(roleIngest) {
+		needs = append(needs, sink.MySQLAccess{Privilege: "INSERT", Table: in,
+			Columns: []string{"CMINMSGS_CLOB_MSG", "CMINMSGS_DATE_RECEIVED", "CMINMSGS_STATUS"},
+			For:     "POST /cminmsgs/send inserts the AODB's messages"})
+	}
+	if r.has(roleProcess) {
+		needs = append(needs,
+			sink.MySQLAccess{Privilege: "UPDATE", Table: in, Columns: []string{"CMINMSGS_DATE_PROCESSED"},
+				For: "the backfill sweeper writes the processed mark"},
+			sink.MySQLAccess{Privilege: "SELECT", Table: out, Columns: []string{"COUTMSGS_ID", "COUTMSGS_CLOB_MSG", "COUTMSGS_DATE_INSERTED"},
+				For: "request tracking finds its requests after a crash"},
+			sink.MySQLAccess{Privilege: "INSERT", Table: out, Columns: []string{"COUTMSGS_CLOB_MSG", "COUTMSGS_DATE_INSERTED", "ROUTINGID"},
+				For: "request tracking writes the requests to the AODB"})
+	}
+	return needs
+}
+
+// mysqlGrants checks msgx's MySQL grants (mysqlAccess) once MySQL
+// answers: at start-up when it does, otherwise before the first component
+// that uses MySQL runs.
+type mysqlGrants struct {
+	db       *sql.DB
+	database string // MSGX_MYSQL_DSN's, for the refusal
+	needs    []sink.MySQLAccess
+	timeout  time.Duration
+	clock    clock.Clock
+	ok       atomic.Bool
+}
+
+func (g *mysqlGrants) check(ctx context.Context) error {
+	if g.ok.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	if err := sink.CheckMySQLGrants(ctx, g.db, g.database, g.needs); err != nil {
+		return err
+	}
+	g.ok.Store(true)
+	return nil
+}
+
+// gate runs run once the grants are known to be there: it waits while
+// MySQL is unreachable, and a missing grant stops the component for good
+// (retry.Permanent), which stops msgx with the refusal.
+func (g *mysqlGrants) gate(run func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := retry.UntilAvailable(ctx, g.clock, restartBackoff, nil, g.check); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return retry.Permanent(err)
+		}
+		return run(ctx)
+	}
+}
+
 // tableTopics are the goka group tables (compacted changelogs), created here
 // rather than by goka so that they allow table-sized records: the router's
 // has the single partition of msgx.inbox, the others the transition topics'.
@@ -362,7 +451,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		if err != nil {
 			return err
 		}
-		supervise("ingest", bridge.Run)
+		supervise("ingest", d.grants.gate(bridge.Run))
 		src.Ingest = bridge.Stats
 		send := &ingest.SendHandler{
 			Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
@@ -684,7 +773,7 @@ func (p *processing) startPartitioned(supervise func(string, func(context.Contex
 func (p *processing) startSingles(supervise func(string, func(context.Context) error), m *metric.Metrics, alive func(context.Context) error) error {
 	cfg, d, log := p.cfg, p.d, p.log
 	p.alive.Store(alive)
-	supervise("requests", p.reqs.Run)
+	supervise("requests", d.grants.gate(p.reqs.Run))
 	msgs := sink.NewMessages(d.pool, cfg.DB.Timeout)
 	rt, err := router.New(cfg.Router, router.Deps{Messages: msgs, Clock: d.clock, Log: log, Loc: cfg.Location(),
 		Requests: p.reqs, ObserveDecision: m.ObserveDecision})
@@ -712,7 +801,7 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		}
 		return st.Denied
 	})
-	supervise("backfill", p.bf.Run)
+	supervise("backfill", d.grants.gate(p.bf.Run))
 	fl, err := schd.New(cfg.Schd, schd.Deps{Pool: d.pool, DBTimeout: cfg.DB.Timeout, Brokers: d.brokers,
 		Kafka: cfg.Kafka, Clock: d.clock, Log: log})
 	if err != nil {

@@ -22,16 +22,21 @@ import (
 // Config configures the publisher.
 type Config struct {
 	// Batch is the most events produced in one request (with ExactlyOnce:
-	// in one transaction), in events.
+	// in one transaction, and at most as many as keep its position record
+	// within MSGX_KAFKA_MAX_MESSAGE_BYTES, about 7,800), in events.
 	Batch int `env:"MSGX_PUBLISH_BATCH" envDefault:"1000"`
 	// Poll is how often the outbox is read when no commit announced events.
 	Poll time.Duration `env:"MSGX_PUBLISH_POLL" envDefault:"1s"`
 	// ExactlyOnce publishes each batch in a Kafka transaction together with
 	// the publisher's position (docs/design.md#outbox): consumers with
 	// isolation.level=read_committed see every event once. false produces
-	// with the idempotent producer alone: at least once.
+	// with the idempotent producer alone: at least once (for clusters
+	// without transactions). With the embedded Kafka (MSGX_KAFKA_BROKERS
+	// empty) it defaults to false, since that Kafka keeps no transaction
+	// log (docs/operations.md 3.10).
 	ExactlyOnce bool `env:"MSGX_EXACTLY_ONCE" envDefault:"true"`
-	// TransactionalID identifies the deployment's publisher to Kafka; a
+	// TransactionalID identifies the deployment's publisher to Kafka, the
+	// same on its standbys and never shared with another deployment; a
 	// producer that initialises it fences the previous one.
 	TransactionalID string `env:"MSGX_PUBLISH_TRANSACTIONAL_ID,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx-publisher"`
 	// PositionTopic is the compacted topic of the positions committed with
@@ -40,7 +45,7 @@ type Config struct {
 	// TxnTimeout is transaction.timeout.ms: Kafka aborts a transaction left
 	// open longer. It bounds how long a publisher killed inside a batch,
 	// and not restarted, holds back read_committed consumers of the topics
-	// it wrote to; a batch's transaction takes milliseconds.
+	// it wrote to; a batch's transaction takes milliseconds. 1s to 15m.
 	TxnTimeout time.Duration `env:"MSGX_PUBLISH_TXN_TIMEOUT" envDefault:"30s"`
 	// VacuumRows is how many outbox rows the publisher deletes between two
 	// vacuums of event_outbox, in rows; 0 leaves it to autovacuum. The

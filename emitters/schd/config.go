@@ -18,8 +18,8 @@ type Config struct {
 	// period are published once, with the newest.
 	FlushPeriod time.Duration `env:"MSGX_SCHD_FLUSH_PERIOD" envDefault:"3s"`
 	// FlushLimit is the largest number of records one flush produces
-	// (default 500, at most MaxFlushLimit). A full flush is followed at once
-	// by the next.
+	// (default 500, at most MaxFlushLimit, 10000). A full flush is followed
+	// at once by the next.
 	FlushLimit int `env:"MSGX_SCHD_FLUSH_LIMIT" envDefault:"500"`
 }
 

@@ -21,8 +21,10 @@ import (
 // Config sizes the groups. The flights and refdata processors each have
 // one, read from the same environment variables.
 type Config struct {
-	// Size is the most inputs one transaction holds (docs/design.md#group-commits),
-	// 1..10000; 0 means DefaultSize.
+	// Size is the most inputs one transaction holds: in msgx, the flight
+	// (and, separately, the refdata) transitions whose PostgreSQL writes
+	// share one transaction (docs/design.md#group-commits), 1..10000; 0
+	// means DefaultSize (1000).
 	Size int `env:"MSGX_APPLY_BATCH" envDefault:"1000"`
 	// Linger is how long a transaction that found inputs queued behind its
 	// first one waits for more (a Go duration, at most 1s; 0: never wait).

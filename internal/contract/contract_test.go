@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -44,4 +45,37 @@ func TestContractsAcceptAndRefuse(t *testing.T) {
 			t.Errorf("%s: %v, want ok=%v", tc.what, tc.err, tc.ok)
 		}
 	}
+}
+
+// Python's jsonschema loads deploy/schemas as they are (by their $ids, the
+// relative $ref to flight.json resolving against them) and agrees with the
+// Go validator on what msgx writes and what it does not.
+func TestIndependentValidatorAgrees(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := `{"eventType":"UPSERT","flid":"100","stateVersion":2,"msgId":7,"source":"FLOP-ESTT","changed":["ESTT"],"flight":` + flightJSON + `}`
+	good := []Check{
+		{Schema: "msgx.msg.json", What: "an event", Instance: json.RawMessage(event)},
+		{Schema: "msgx.schd.json", What: "a schd value", Instance: json.RawMessage(flightJSON)},
+	}
+	if err := c.Independent(good); err != nil {
+		t.Fatal(err)
+	}
+	bad := []Check{
+		{Schema: "msgx.msg.json", What: "an event with a new field", Instance: json.RawMessage(strings.Replace(event, `"msgId":7`, `"msgId":7,"partition":0`, 1))},
+		{Schema: "msgx.schd.json", What: "a flight with a lower-case MAFL key", Instance: json.RawMessage(strings.Replace(flightJSON, `"FLID":"101"`, `"flid":"101"`, 1))},
+		{Schema: "msgx.schd.json", What: "a bad timestamp", Instance: json.RawMessage(strings.Replace(flightJSON, "2021-01-23T05:00:00Z", "yesterday", 1))},
+	}
+	err = c.Independent(bad)
+	if err == nil {
+		t.Fatal("Python's jsonschema accepted what the schemas refuse")
+	}
+	for _, b := range bad {
+		if !strings.Contains(err.Error(), b.What+":") {
+			t.Errorf("Python's jsonschema did not refuse %s: %v", b.What, err)
+		}
+	}
+	t.Log(err)
 }

@@ -16,7 +16,9 @@ import (
 
 // Config is how msgx talks to Kafka.
 type Config struct {
-	// Brokers of a real cluster. Empty means: start the embedded broker.
+	// Brokers are the bootstrap addresses (host:port, comma-separated) of a
+	// Kafka cluster. Empty (the default): msgx run starts the embedded
+	// Kafka, which is for development only.
 	Brokers []string `env:"MSGX_KAFKA_BROKERS" envSeparator:","`
 	// EmbeddedAddr is where the embedded broker listens (host:port) so outside
 	// clients such as kcat can read the topics.
@@ -33,17 +35,23 @@ type Config struct {
 	// uses (the goka groups, their table topics, and the default
 	// MSGX_TOPIC_* names), so that deployments with different prefixes
 	// share a cluster without meeting; empty (the default) keeps the plain
-	// names. Letters, digits, '.', '_' and '-' only.
+	// names. Letters, digits, '.', '_' and '-' only (e.g. "t2."). A
+	// MSGX_TOPIC_* set is used as written: put ${MSGX_KAFKA_PREFIX} in it to
+	// keep the prefix.
 	Prefix string `env:"MSGX_KAFKA_PREFIX"`
-	// Replication is the replication factor of every topic msgx creates
-	// (1 on the embedded single broker; 3 is typical on a real cluster).
+	// Replication is the replication factor of every topic msgx creates, in
+	// replicas (1 on the embedded single broker; 3 is typical on a real
+	// cluster).
 	Replication int `env:"MSGX_KAFKA_REPLICATION" envDefault:"1"`
-	// Acks must be "all" (docs/design.md#kafka-settings).
+	// Acks must be "all": a record counts as written once every in-sync
+	// replica has it (decision D3, docs/design.md#kafka-settings); start-up
+	// refuses anything else.
 	Acks string `env:"MSGX_KAFKA_ACKS" envDefault:"all"`
-	// Idempotent must be true (docs/design.md#kafka-settings).
+	// Idempotent must be true: the producers' retries write no duplicates
+	// (D3, docs/design.md#kafka-settings); start-up refuses false.
 	Idempotent bool `env:"MSGX_KAFKA_IDEMPOTENT" envDefault:"true"`
-	// MaxInFlight must be 1: per-partition order even across retries
-	// (docs/design.md#kafka-settings).
+	// MaxInFlight must be 1, in requests: per-partition order even across
+	// retries (D3, docs/design.md#kafka-settings); start-up refuses more.
 	MaxInFlight int `env:"MSGX_KAFKA_MAX_IN_FLIGHT" envDefault:"1"`
 	// Timeout bounds a produce or admin round trip.
 	Timeout time.Duration `env:"MSGX_KAFKA_TIMEOUT" envDefault:"10s"`
@@ -55,19 +63,22 @@ type Config struct {
 	RebalanceTimeout time.Duration `env:"MSGX_KAFKA_REBALANCE_TIMEOUT" envDefault:"20s"`
 	// MaxMessageBytes is the largest record msgx produces, in bytes: at most
 	// the brokers' message.max.bytes. An inbox row too large for it is
-	// recorded as DEAD(MALFORMED) instead of blocking ingest.
+	// recorded as DEAD (MALFORMED, raw-too-large) instead of blocking
+	// ingest.
 	MaxMessageBytes int `env:"MSGX_KAFKA_MAX_MESSAGE_BYTES" envDefault:"1000000"`
 	// InstanceID makes this process a static member of its consumer groups
 	// (KIP-345): a restarted process takes its partitions back at once
-	// instead of waiting for a rebalance. It must be unique per instance:
-	// the daemon fills an empty one with DefaultInstanceID(MSGX_STATE_DIR)
-	// (the host name and a hash of the state directory); a Config used
-	// without it takes "msgx-<host>".
+	// instead of waiting for a rebalance. It must be unique per instance
+	// and stable across its restarts. Empty (the default): the daemon takes
+	// msgx-<host name>-<hash of MSGX_STATE_DIR> (DefaultInstanceID), so
+	// instances on one host differ by their state directories. A duplicate
+	// is fenced by the broker and stops with one ERROR line.
 	InstanceID string `env:"MSGX_KAFKA_INSTANCE_ID"`
 	// TableStorage is where the processors keep their goka tables (the
 	// flights and the reference data): "memory" (the default; "" alike)
 	// holds them in memory only, recovered from their changelog topics at
-	// every start (a few seconds per 100,000 flights); "disk" keeps them in LevelDB under
+	// every start (a few seconds per 100,000 flights; about 1.5 KB of
+	// memory per flight); "disk" keeps them in LevelDB under
 	// MSGX_STATE_DIR/goka, read back at once after a restart, at the cost of
 	// LevelDB's compactions as the tables grow (a fifth of msgx's CPU with
 	// 100,000 flights). docs/operations.md 11.1 has the figures.
@@ -77,28 +88,36 @@ type Config struct {
 	// the other TLS settings require it (docs/operations.md, 3.6).
 	TLS bool `env:"MSGX_KAFKA_TLS" envDefault:"false"`
 	// TLSCA is a PEM file of the CA certificates the brokers' certificates
-	// must chain to. Empty: the system's trusted roots.
+	// must chain to. Empty (the default): the system's trusted roots.
 	TLSCA string `env:"MSGX_KAFKA_TLS_CA"`
-	// TLSCert and TLSKey are PEM files of the client certificate and its
-	// private key, for brokers that authenticate clients by certificate
-	// (ssl.client.auth=required). Both or neither.
+	// TLSCert is a PEM file of the client certificate, for brokers that
+	// authenticate clients by certificate (ssl.client.auth=required); its
+	// subject is msgx's principal for the ACLs. Empty (the default): none.
+	// With MSGX_KAFKA_TLS_KEY: both or neither.
 	TLSCert string `env:"MSGX_KAFKA_TLS_CERT"`
-	TLSKey  string `env:"MSGX_KAFKA_TLS_KEY"`
+	// TLSKey is a PEM file of the client certificate's private key
+	// (unencrypted). Empty (the default): none.
+	TLSKey string `env:"MSGX_KAFKA_TLS_KEY"`
 	// TLSServerName is the name the brokers' certificates are checked
-	// against. Empty: the host of each broker address.
+	// against. Empty (the default): the host of each broker address.
 	TLSServerName string `env:"MSGX_KAFKA_TLS_SERVER_NAME"`
 	// TLSInsecureSkipVerify accepts any broker certificate: a test aid,
 	// refused with MSGX_ENV=production.
 	TLSInsecureSkipVerify bool `env:"MSGX_KAFKA_TLS_INSECURE_SKIP_VERIFY" envDefault:"false"`
 	// SASLMechanism authenticates every connection: PLAIN, SCRAM-SHA-256 or
-	// SCRAM-SHA-512. Empty: no SASL.
+	// SCRAM-SHA-512. Empty (the default): no SASL. PLAIN without TLS is
+	// refused with MSGX_ENV=production.
 	SASLMechanism string `env:"MSGX_KAFKA_SASL_MECHANISM"`
-	// SASLUser is the SASL user name.
+	// SASLUser is the SASL user name. Empty (the default): none; a
+	// mechanism needs one.
 	SASLUser string `env:"MSGX_KAFKA_SASL_USER"`
-	// SASLPassword is the SASL password; SASLPasswordFile names a file
-	// holding it instead (one trailing newline is ignored). Exactly one of
-	// them with a mechanism.
-	SASLPassword     Secret `env:"MSGX_KAFKA_SASL_PASSWORD"`
+	// SASLPassword is the SASL password, never logged. Empty (the default):
+	// none. With a mechanism, exactly one of it and
+	// MSGX_KAFKA_SASL_PASSWORD_FILE.
+	SASLPassword Secret `env:"MSGX_KAFKA_SASL_PASSWORD"`
+	// SASLPasswordFile names a file holding the SASL password (one trailing
+	// newline is ignored): the password stays out of the environment.
+	// Empty (the default): none.
 	SASLPasswordFile string `env:"MSGX_KAFKA_SASL_PASSWORD_FILE"`
 }
 

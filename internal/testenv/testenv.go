@@ -42,6 +42,14 @@ func mustLoad(name string) *time.Location {
 	return loc
 }
 
+// PGAdminDSN is the PostgreSQL superuser connection the tests create their
+// databases with (MSGX_TEST_PG_ADMIN_DSN).
+func PGAdminDSN() string { return pgAdminDSN() }
+
+// MySQLAdminDSN is the MariaDB administrator connection the tests create
+// their databases with (MSGX_TEST_MYSQL_ADMIN_DSN), without a database.
+func MySQLAdminDSN() string { return mysqlAdminDSN() }
+
 func pgAdminDSN() string {
 	if v := os.Getenv("MSGX_TEST_PG_ADMIN_DSN"); v != "" {
 		return v

@@ -20,13 +20,15 @@ import (
 
 // Config bounds the HTTP server (MSGX_HTTP_ADDR).
 type Config struct {
-	// ReadToken, when set, is required as "Authorization: Bearer <token>"
-	// (or the session cookie of the login form, /login) by every endpoint
-	// except /healthz, /readyz and POST /cminmsgs/send (which has
-	// MSGX_HTTP_TOKEN).
+	// ReadToken is the bearer token every endpoint except /healthz, /readyz
+	// and POST /cminmsgs/send (which has MSGX_HTTP_TOKEN) requires, when
+	// set, as "Authorization: Bearer <token>" or the session cookie of the
+	// login form (/login). Empty (the default): no token. msgx status sends
+	// it; a browser logs in with it at /login.
 	ReadToken string `env:"MSGX_HTTP_READ_TOKEN"`
-	// LoginTTL is how long a browser session of the login form lasts
-	// before the token must be typed again.
+	// LoginTTL is how long a browser session of the login form (a cookie)
+	// lasts before the token must be typed again; changing the read token
+	// ends every session.
 	LoginTTL time.Duration `env:"MSGX_HTTP_LOGIN_TTL" envDefault:"12h"`
 	// ReadTimeout bounds reading one whole request, headers and body; a
 	// client that has not sent it by then is cut off and counted.
@@ -35,8 +37,8 @@ type Config struct {
 	// counted from the end of its headers; a client that does not take the
 	// response by then is cut off.
 	WriteTimeout time.Duration `env:"MSGX_HTTP_WRITE_TIMEOUT" envDefault:"60s"`
-	// MaxConcurrent is the most requests served at once; more are answered
-	// 503 at once (/healthz is never refused).
+	// MaxConcurrent is the most requests served at once; more requests are
+	// answered 503 at once (/healthz is never refused).
 	MaxConcurrent int `env:"MSGX_HTTP_MAX_CONCURRENT" envDefault:"64"`
 	// BindTimeout is how long start-up retries binding MSGX_HTTP_ADDR while
 	// the address is in use (a previous instance still closing it).
@@ -45,27 +47,36 @@ type Config struct {
 	// the read token, which it requires: a profile shows the process's
 	// internals (docs/operations.md).
 	Pprof bool `env:"MSGX_PPROF" envDefault:"false"`
-	// TLSCert and TLSKey, both set, make the listener HTTPS (TLS 1.2 at
-	// least): PEM files of the certificate (intermediates after it) and
-	// its private key, read again when they change on disk, so a renewed
-	// certificate is served without a restart (within 10 s).
+	// TLSCert is a PEM file of the listener's certificate, intermediates
+	// after it: with MSGX_HTTP_TLS_KEY (both or neither) the listener is
+	// HTTPS, TLS 1.2 at least. Both files are read again when they change
+	// on disk, so a renewed certificate is served without a restart
+	// (within 10 s). Empty (the default): plain HTTP.
 	TLSCert string `env:"MSGX_HTTP_TLS_CERT"`
-	TLSKey  string `env:"MSGX_HTTP_TLS_KEY"`
-	// TLSClientCA, a PEM file of CA certificates, makes POST
-	// /cminmsgs/send require a client certificate signed by one of them
-	// (the AODB's); the other endpoints accept a connection without one. A
+	// TLSKey is the PEM file of MSGX_HTTP_TLS_CERT's private key. Empty
+	// (the default): plain HTTP.
+	TLSKey string `env:"MSGX_HTTP_TLS_KEY"`
+	// TLSClientCA is a PEM file of CA certificates: POST /cminmsgs/send
+	// then requires a client certificate signed by one of them (the
+	// AODB's; 403 without); the other endpoints accept a connection
+	// without one. A
 	// presented certificate that does not verify fails the handshake.
+	// Empty (the default): no client certificate is asked for.
 	TLSClientCA string `env:"MSGX_HTTP_TLS_CLIENT_CA"`
 	// BehindTLSProxy says a reverse proxy in front of a plain-HTTP
 	// listener terminates TLS: only then are its X-Forwarded-Proto (the
 	// cookie's Secure, HSTS) and X-Forwarded-For (the client address the
-	// login throttle counts) believed.
+	// login throttle counts) believed. With MSGX_ENV=production a token on
+	// a plain listener that is not loopback needs this or TLS.
 	BehindTLSProxy bool `env:"MSGX_HTTP_BEHIND_TLS_PROXY" envDefault:"false"`
 	// ThrottleFailures is how many wrong credentials (read token at
 	// /login, bearer tokens) a client address may present per
-	// ThrottlePeriod; its next attempts in the period get 429.
-	ThrottleFailures int           `env:"MSGX_HTTP_THROTTLE_FAILURES" envDefault:"5"`
-	ThrottlePeriod   time.Duration `env:"MSGX_HTTP_THROTTLE_PERIOD" envDefault:"1m"`
+	// MSGX_HTTP_THROTTLE_PERIOD; its next attempts in the period get 429 with
+	// Retry-After.
+	ThrottleFailures int `env:"MSGX_HTTP_THROTTLE_FAILURES" envDefault:"5"`
+	// ThrottlePeriod is that period, counted from the address's first
+	// wrong credential.
+	ThrottlePeriod time.Duration `env:"MSGX_HTTP_THROTTLE_PERIOD" envDefault:"1m"`
 }
 
 // TLS reports whether the listener itself speaks HTTPS.

@@ -32,14 +32,16 @@ type Config struct {
 	// transitions (key FLID; router.Config.FlightTopic reads the same
 	// variable).
 	TransitionTopic string `env:"MSGX_TOPIC_FLIGHT_TRANSITIONS,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.flight-transitions"`
-	// MsgTopic receives one event per applied change (key FLID).
+	// MsgTopic receives one event per applied flight change (key FLID),
+	// published from the outbox by the event publisher.
 	MsgTopic string `env:"MSGX_TOPIC_MSG,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.msg"`
 	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept ("keep",
 	// the default) or cleared ("clear"); docs/design.md#schedule-merge.
 	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
-	// SchdTopic is the latest-state topic; the processor writes the
-	// tombstone of a flight the history sweep removes (the schd flusher
-	// publishes everything else).
+	// SchdTopic is the latest-state topic: the full flight JSON per FLID,
+	// compacted, a deleted flight's tombstone a null value. This processor
+	// writes the tombstone of a flight the history sweep removes; the schd
+	// flusher publishes everything else.
 	SchdTopic string `env:"MSGX_TOPIC_SCHD,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.schd"`
 	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
 	// the same variable and validates it).

@@ -18,7 +18,8 @@ type HistoryConfig struct {
 	// SweepAt is the daily time (HH:MM, airport time) of the sweep.
 	SweepAt string `env:"MSGX_HISTORY_SWEEP_AT" envDefault:"03:30"`
 	// Retention is how long after its operation day a flight stays in the
-	// read model and the flights table (whole days; 0 disables the sweep).
+	// read model and the flights table before it moves to flight_hist
+	// (whole days; 0 disables the sweep).
 	Retention time.Duration `env:"MSGX_HISTORY_RETENTION" envDefault:"720h"`
 	// Batch is how many flights one sweep hands to the processor at most (a
 	// count).

@@ -31,7 +31,10 @@ type Config struct {
 	// KafkaPrefix goes before the group's name (kafka.Config.Prefix reads
 	// the same variable and validates it).
 	KafkaPrefix string `env:"MSGX_KAFKA_PREFIX"`
-	// Partitions of the transition topics (1 keeps the pipeline globally FIFO).
+	// Partitions is the number of partitions of the transition topics (1
+	// keeps the pipeline globally FIFO); the flights and refdata
+	// processors of several msgx process instances share them
+	// (docs/operations.md 4.3).
 	Partitions int32 `env:"MSGX_TRANSITION_PARTITIONS" envDefault:"1"`
 	// MaxAttempts is how often a message's own failure is tried before it is
 	// DEAD(EXHAUSTED) (a count, at least 1).
@@ -46,7 +49,8 @@ type Config struct {
 	// messages are SKIPPED ignored:<rule>.
 	IgnoreRules string `env:"MSGX_IGNORE_RULES" envDefault:"LDM-*,EROR-*"`
 	// IdentityDayBoundary adds the message day (DTTM, airport time) to the
-	// business identity, for upstreams that reset SEQN daily. Changing it
+	// business identity SNDR|TYPE|STYP|SEQN, for upstreams that reset SEQN
+	// daily. Changing it
 	// after go-live changes which messages count as duplicates.
 	IdentityDayBoundary bool `env:"MSGX_IDENTITY_DAY_BOUNDARY" envDefault:"false"`
 	// OpdayCutover is the local time (HH:MM) at which an operation day
@@ -57,16 +61,17 @@ type Config struct {
 	ScheduleAbsent string `env:"MSGX_SCHEDULE_ABSENT" envDefault:"keep"`
 	// ScheduleMissing: a tag a DNLD/RESP record does not carry is kept
 	// ("keep") or cleared ("clear"); docs/design.md#schedule-merge. The
-	// router needs it to tell what a record does to a flight's MAID and FLNO
-	// (flight.Expand); flights.Config reads the same variable.
+	// flights processor applies it (flights.Config reads the same
+	// variable); the router needs it to tell what a record does to a
+	// flight's MAID and FLNO (flight.Expand).
 	ScheduleMissing string `env:"MSGX_SCHEDULE_MISSING" envDefault:"keep"`
 	// RespGuard makes a SCHD RESP that answers no open RQFD request (none
 	// open, or older than the request) SKIPPED no-match: it changes nothing.
 	RespGuard bool `env:"MSGX_RESP_GUARD" envDefault:"false"`
 	// Batch is the most messages decided and recorded in one PostgreSQL
 	// transaction (docs/design.md#router-batches), 1..10000; 0 means
-	// DefaultBatch. It also bounds the messages queued ahead of the batch
-	// worker.
+	// DefaultBatch (500, the default). It also bounds the messages queued
+	// ahead of the batch worker.
 	Batch int `env:"MSGX_ROUTER_BATCH" envDefault:"500"`
 	// Linger is how long a batch that found messages queued behind its
 	// first one waits for more before it is decided (a Go duration, at

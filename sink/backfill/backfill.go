@@ -67,9 +67,11 @@ type Config struct {
 	// head of the queue's index that each scan steps over until a vacuum
 	// removes it, as for the outbox (MSGX_PUBLISH_VACUUM_ROWS).
 	VacuumRows int `env:"MSGX_BACKFILL_VACUUM_ROWS" envDefault:"10000"`
-	// Shadow runs msgx beside the legacy system: the sweeper writes nothing
-	// to MySQL (and records nothing in PostgreSQL), so every terminal row
-	// stays pending and is marked once shadow mode is switched off.
+	// Shadow runs msgx beside the legacy system: msgx never writes to
+	// MySQL (docs/operations.md 9). The sweeper writes no processed mark
+	// (and records nothing in PostgreSQL), so every terminal row stays
+	// pending and is marked once shadow mode is switched off; POST
+	// /cminmsgs/send answers 503; no request goes to the AODB.
 	Shadow bool `env:"MSGX_SHADOW" envDefault:"false"`
 }
 

@@ -19,7 +19,8 @@ import (
 // durations ("24h", "2160h").
 type Config struct {
 	// ArchiveAfter is how long a terminal, backfill-settled proc_state row
-	// stays unchanged (updated_at) before it is archived
+	// stays unchanged (updated_at) before it is archived: moved to
+	// proc_state_hst, leaving an ARCHIVED shadow that keeps its identity
 	// (the original design suggests 1 to 7 days; docs/design.md#archive).
 	// An archived DEAD message can no longer be replayed, so keep it above
 	// the time operators take to replay.
@@ -37,7 +38,8 @@ type Config struct {
 	// lists what a replay overwrites from it, so keep it above the time
 	// operators take to replay.
 	FlightChangeRetention time.Duration `env:"MSGX_FLIGHT_CHANGE_RETENTION" envDefault:"2160h"`
-	// Period is the pause between two maintenance passes.
+	// Period is the pause between two maintenance passes (archive,
+	// retention).
 	Period time.Duration `env:"MSGX_MAINTENANCE_PERIOD" envDefault:"1h"`
 }
 

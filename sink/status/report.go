@@ -318,7 +318,8 @@ type Config struct {
 	MaxCommitDelay time.Duration `env:"MSGX_MAX_COMMIT_DELAY" envDefault:"5m"`
 	// OldestUnfinishedAge: an unfinished message older than this is an
 	// alert (a FAILED head blocks everything behind it; a ROUTED one waits
-	// for a processor). Retries take 15s by default.
+	// for a processor). Retries take 15s by default. (An open hole alerts
+	// at twice MSGX_MAX_COMMIT_DELAY instead.)
 	OldestUnfinishedAge time.Duration `env:"MSGX_STATUS_UNFINISHED_AGE" envDefault:"5m"`
 	// InboxLag: more IDs than this above the watermark is an alert (a
 	// count of inbox IDs).
@@ -329,7 +330,8 @@ type Config struct {
 	// GroupLag: a consumer group more records than this behind on a topic
 	// is an alert (a count of records).
 	GroupLag int64 `env:"MSGX_STATUS_GROUP_LAG" envDefault:"1000"`
-	// DeadWindow is the window of Messages.DeadRecent.
+	// DeadWindow is the window of the report's "DEAD recently" count
+	// (Messages.DeadRecent).
 	DeadWindow time.Duration `env:"MSGX_STATUS_DEAD_WINDOW" envDefault:"1h"`
 	// BackfillOverdue is the sweeper's R (MSGX_OVERDUE_BACKFILL, read here
 	// too): a pending mark older than it is overdue.

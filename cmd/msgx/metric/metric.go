@@ -2,6 +2,8 @@ package metric
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,14 +68,8 @@ type Metrics struct {
 // with SetSources once they exist.
 func New() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry(), coll: &collector{}}
-	m.Decision = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "msgx_router_decision_seconds", Help: "Time from a message's delivery to the router until its decision is recorded (retries included).",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
-	})
-	m.EndToEnd = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "msgx_end_to_end_seconds", Help: "Time from an inbox row's enqueue to the msg event of the change it caused being acknowledged by Kafka.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
-	})
+	m.Decision = prometheus.NewHistogram(decisionOpts)
+	m.EndToEnd = prometheus.NewHistogram(endToEndOpts)
 	m.Registry.MustRegister(m.Decision, m.EndToEnd, m.coll,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -132,68 +128,119 @@ type collector struct {
 	reportAt time.Time
 }
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(name, help, labels, nil)
+// Info describes one metric msgx exports (docs/reference.md lists them).
+type Info struct {
+	Name string
+	// Type is counter, gauge or histogram.
+	Type   string
+	Help   string
+	Labels []string
+}
+
+// catalogue lists every metric of the registry New returns, except the Go
+// runtime's and the process's; descs the collector's, which it describes.
+var (
+	catalogue []Info
+	descs     []*prometheus.Desc
+)
+
+// Catalogue is every metric msgx itself exports, by name.
+func Catalogue() []Info {
+	out := slices.Clone(catalogue)
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func counterDesc(name, help string, labels ...string) *prometheus.Desc {
+	return describe("counter", name, help, labels)
+}
+
+func gaugeDesc(name, help string, labels ...string) *prometheus.Desc {
+	return describe("gauge", name, help, labels)
+}
+
+func describe(kind, name, help string, labels []string) *prometheus.Desc {
+	catalogue = append(catalogue, Info{Name: name, Type: kind, Help: help, Labels: labels})
+	d := prometheus.NewDesc(name, help, labels, nil)
+	descs = append(descs, d)
+	return d
+}
+
+// The histograms' options (New registers them).
+var (
+	decisionOpts = histogram(prometheus.HistogramOpts{
+		Name: "msgx_router_decision_seconds", Help: "Time from a message's delivery to the router until its decision is recorded (retries included).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+	})
+	endToEndOpts = histogram(prometheus.HistogramOpts{
+		Name: "msgx_end_to_end_seconds", Help: "Time from an inbox row's enqueue to the msg event of the change it caused being acknowledged by Kafka.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+	})
+)
+
+func histogram(o prometheus.HistogramOpts) prometheus.HistogramOpts {
+	catalogue = append(catalogue, Info{Name: o.Name, Type: "histogram", Help: o.Help})
+	return o
 }
 
 // The metrics, their names and meanings (listed in docs/operations.md).
 var (
-	ingestRows      = desc("msgx_ingest_rows_total", "Inbox rows produced to msgx.inbox by this process.")
-	ingestWatermark = desc("msgx_ingest_watermark", "The inbox watermark W: every ID up to it was produced.")
-	ingestHoleAge   = desc("msgx_ingest_hole_open_seconds", "How long the hole after W has been open (0: none).")
-	ingestHoles     = desc("msgx_ingest_permanent_holes_total", "Holes released as permanent by this process.")
-	ingestLate      = desc("msgx_ingest_late_rows_total", "Late rows (IDs that appeared after their hole was released) seen by this process.")
-	decisions       = desc("msgx_messages_decided_total", "Router decisions by resulting state.", "state")
-	reasons         = desc("msgx_messages_skipped_or_dead_total", "SKIPPED and DEAD decisions by reason class (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, EXHAUSTED).", "reason_class")
-	ignored         = desc("msgx_messages_ignored_total", "Messages SKIPPED by an ignore rule, by rule.", "rule")
-	retries         = desc("msgx_router_retries_total", "Failures of the head message that were retried in place.")
-	routerBatches   = desc("msgx_router_batches_total", "Transactions that recorded a batch of router decisions (docs/design.md#router-batches).")
-	routerBatched   = desc("msgx_router_batched_messages_total", "Messages decided in those batches; divided by msgx_router_batches_total, the average batch size.")
-	applyBatches    = desc("msgx_apply_batches_total", "Transactions that wrote a group of an applying processor's transitions (docs/design.md#group-commits).", "processor")
-	applyBatched    = desc("msgx_apply_batched_transitions_total", "Transitions written in those transactions; divided by msgx_apply_batches_total, the average group size.", "processor")
-	recovered       = desc("msgx_transitions_recovered_total", "Redelivered transitions applied again to PostgreSQL's state because the table was ahead of it after a crash.", "processor")
-	paused          = desc("msgx_component_paused", "1 while a running component waits for an unavailable dependency (outage), else 0.", "component")
-	componentState  = desc("msgx_component_state", "1 for the state a component is in (starting, running, paused, restarting, stopped), 0 for the others.", "component", "state")
-	httpRefused     = desc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401), throttled (too many wrong tokens from the client address, 429), no-client-cert (/cminmsgs/send without a certificate of MSGX_HTTP_TLS_CLIENT_CA, 403).", "reason")
-	httpWrong       = desc("msgx_http_wrong_credentials_total", "Wrong tokens presented: logins with a wrong read token, wrong bearer tokens on any endpoint (what the login throttle counts).")
-	httpThrottled   = desc("msgx_http_throttled_clients", "Client addresses whose credentials are refused with 429 now (MSGX_HTTP_THROTTLE_FAILURES wrong ones within MSGX_HTTP_THROTTLE_PERIOD).")
-	httpCertExpiry  = desc("msgx_http_tls_certificate_expiry_timestamp_seconds", "When the certificate the HTTP listener serves expires (Unix time; only with MSGX_HTTP_TLS_CERT).")
-	applied         = desc("msgx_transitions_applied_total", "Transitions applied by an applying processor.", "processor")
-	replayed        = desc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
-	rejected        = desc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
-	events          = desc("msgx_events_emitted_total", "Events produced per output topic (schd-flush: latest-state records of the schd flusher).", "topic")
-	pubTxns         = desc("msgx_publisher_transactions_total", "Kafka transactions of the event publisher (MSGX_EXACTLY_ONCE) by result: committed, or aborted (a produce or the commit failed; the next producer session aborts it at the broker and publishes the batch again).", "result")
-	pubFenced       = desc("msgx_publisher_fenced", "1 while the event publisher has stopped because another producer took its transactional ID (PRODUCER_FENCED: a second instance publishing this deployment's outbox), else 0.")
-	pubExactlyOnce  = desc("msgx_publisher_exactly_once", "1 when the event publisher publishes in Kafka transactions (MSGX_EXACTLY_ONCE=true: once for read_committed consumers), 0 when at least once.")
-	pubPosition     = desc("msgx_publisher_position", "The last event_outbox id the event publisher committed in a Kafka transaction with its events (0 before the first since start).")
-	pubReconciled   = desc("msgx_publisher_reconciled_total", "Outbox rows the publisher found committed to Kafka but not deleted when it started (a crash in between), deleted without publishing them again.")
-	pubDeduplicated = desc("msgx_publisher_deduplicated_total", "Outbox rows not published because their (FLID, stateVersion) was published already (msg_event) or earlier in the same batch.")
-	backfillMarked  = desc("msgx_backfill_marked_total", "Processed marks written (or found already written).", "result")
-	backfillFailed  = desc("msgx_backfill_transient_failures_total", "Failed processed-mark attempts (retried with backoff).")
-	componentUp     = desc("msgx_component_up", "1 while a component runs, 0 while it restarts or is stopped.", "component")
-	restarts        = desc("msgx_component_restarts_total", "Supervised restarts after an error.", "component")
-	inboxLag        = desc("msgx_inbox_lag", "MAX(CMINMSGS_ID) minus the watermark W.")
-	byState         = desc("msgx_messages", "Messages in proc_state by state.", "state")
-	oldestOpen      = desc("msgx_oldest_unfinished_seconds", "Age of the oldest unfinished message (0: none).")
-	deadByClass     = desc("msgx_dead_messages", "DEAD messages by error class.", "class")
-	backfillPending = desc("msgx_backfill_pending", "Terminal messages still owing their processed mark.")
-	backfillAband   = desc("msgx_backfill_abandoned", "Processed marks abandoned, by reason.", "reason")
-	groupLag        = desc("msgx_consumer_lag", "Records of a topic a goka group has not committed yet.", "group", "topic")
-	lateRows        = desc("msgx_late_rows", "Late rows recorded (all time).")
-	holes           = desc("msgx_permanent_holes", "Permanent holes recorded (all time).")
-	statusUp        = desc("msgx_status_report_ok", "1 when the last status report could be collected.")
-	halted          = desc("msgx_component_halted", "1 while a running component has stopped making progress on purpose until an operator acts (divergence, rejected transition), else 0.", "component")
-	threshold       = desc("msgx_status_threshold", "The settings the status alerts compare with (durations in seconds, counts as counts), by variable name.", "setting")
-	unreadAge       = desc("msgx_inbox_oldest_unread_seconds", "How long the next inbox row above the watermark has waited for ingest (0: none waiting or no receive time).")
-	inboxMaxID      = desc("msgx_inbox_max_id", "MAX(CMINMSGS_ID) of the inbox.")
-	backfillOverdue = desc("msgx_backfill_overdue", "Pending processed marks older than MSGX_OVERDUE_BACKFILL.")
-	groupMembers    = desc("msgx_consumer_group_members", "Running members of a goka group (0: nothing consumes its input).", "group")
-	sourceOK        = desc("msgx_status_source_ok", "1 when the last status report could read the source (postgres, mysql, kafka), 0 when its section says it could not.", "source")
-	requests        = desc("msgx_requests", "Outbound requests to the AODB (req_track) by kind (RQRD, RQFD) and state (PENDING, SENT, DONE, EXPIRED, FAILED).", "kind", "state")
-	requestOpenAge  = desc("msgx_request_oldest_open_seconds", "Age of the oldest open (PENDING or SENT) request of each kind, since it was registered (0: none open).", "kind")
-	requestLatest   = desc("msgx_request_latest", "1 for the state of the newest request of each kind (a FAILED or EXPIRED one stays until a newer request of its kind), 0 for the others.", "kind", "state")
-	requestUnpaired = desc("msgx_request_unpaired_erors", "EROR answers that paired with no request since the newest request was registered.")
-	bindingRefused  = desc("msgx_kafka_binding_refused", "1 while this process refuses to start because Kafka is not the cluster the database is bound to, else 0.")
+	ingestRows      = counterDesc("msgx_ingest_rows_total", "Inbox rows produced to msgx.inbox by this process.")
+	ingestWatermark = gaugeDesc("msgx_ingest_watermark", "The inbox watermark W: every ID up to it was produced.")
+	ingestHoleAge   = gaugeDesc("msgx_ingest_hole_open_seconds", "How long the hole after W has been open (0: none).")
+	ingestHoles     = counterDesc("msgx_ingest_permanent_holes_total", "Holes released as permanent by this process.")
+	ingestLate      = counterDesc("msgx_ingest_late_rows_total", "Late rows (IDs that appeared after their hole was released) seen by this process.")
+	decisions       = counterDesc("msgx_messages_decided_total", "Router decisions by resulting state.", "state")
+	reasons         = counterDesc("msgx_messages_skipped_or_dead_total", "SKIPPED and DEAD decisions by reason class (duplicate, ignored, unsupported, no-match, MALFORMED, PROTOCOL, CODEC_ERROR, EXHAUSTED).", "reason_class")
+	ignored         = counterDesc("msgx_messages_ignored_total", "Messages SKIPPED by an ignore rule, by rule.", "rule")
+	retries         = counterDesc("msgx_router_retries_total", "Failures of the head message that were retried in place.")
+	routerBatches   = counterDesc("msgx_router_batches_total", "Transactions that recorded a batch of router decisions (docs/design.md#router-batches).")
+	routerBatched   = counterDesc("msgx_router_batched_messages_total", "Messages decided in those batches; divided by msgx_router_batches_total, the average batch size.")
+	applyBatches    = counterDesc("msgx_apply_batches_total", "Transactions that wrote a group of an applying processor's transitions (docs/design.md#group-commits).", "processor")
+	applyBatched    = counterDesc("msgx_apply_batched_transitions_total", "Transitions written in those transactions; divided by msgx_apply_batches_total, the average group size.", "processor")
+	recovered       = counterDesc("msgx_transitions_recovered_total", "Redelivered transitions applied again to PostgreSQL's state because the table was ahead of it after a crash.", "processor")
+	paused          = gaugeDesc("msgx_component_paused", "1 while a running component waits for an unavailable dependency (outage), else 0.", "component")
+	componentState  = gaugeDesc("msgx_component_state", "1 for the state a component is in (starting, running, paused, restarting, stopped), 0 for the others.", "component", "state")
+	httpRefused     = counterDesc("msgx_http_refused_total", "HTTP requests refused by the server: slow (not sent within MSGX_HTTP_READ_TIMEOUT, cut off), busy (MSGX_HTTP_MAX_CONCURRENT reached, 503), unauthorized (read endpoint without MSGX_HTTP_READ_TOKEN, 401), throttled (too many wrong tokens from the client address, 429), no-client-cert (/cminmsgs/send without a certificate of MSGX_HTTP_TLS_CLIENT_CA, 403).", "reason")
+	httpWrong       = counterDesc("msgx_http_wrong_credentials_total", "Wrong tokens presented: logins with a wrong read token, wrong bearer tokens on any endpoint (what the login throttle counts).")
+	httpThrottled   = gaugeDesc("msgx_http_throttled_clients", "Client addresses whose credentials are refused with 429 now (MSGX_HTTP_THROTTLE_FAILURES wrong ones within MSGX_HTTP_THROTTLE_PERIOD).")
+	httpCertExpiry  = gaugeDesc("msgx_http_tls_certificate_expiry_timestamp_seconds", "When the certificate the HTTP listener serves expires (Unix time; only with MSGX_HTTP_TLS_CERT).")
+	applied         = counterDesc("msgx_transitions_applied_total", "Transitions applied by an applying processor.", "processor")
+	replayed        = counterDesc("msgx_transitions_replayed_total", "Transitions recognised as already applied (replays).", "processor")
+	rejected        = counterDesc("msgx_transitions_rejected_total", "Transitions the pure apply refused (a router bug; logged).", "processor")
+	events          = counterDesc("msgx_events_emitted_total", "Events produced per output topic (schd-flush: latest-state records of the schd flusher).", "topic")
+	pubTxns         = counterDesc("msgx_publisher_transactions_total", "Kafka transactions of the event publisher (MSGX_EXACTLY_ONCE) by result: committed, or aborted (a produce or the commit failed; the next producer session aborts it at the broker and publishes the batch again).", "result")
+	pubFenced       = gaugeDesc("msgx_publisher_fenced", "1 while the event publisher has stopped because another producer took its transactional ID (PRODUCER_FENCED: a second instance publishing this deployment's outbox), else 0.")
+	pubExactlyOnce  = gaugeDesc("msgx_publisher_exactly_once", "1 when the event publisher publishes in Kafka transactions (MSGX_EXACTLY_ONCE=true: once for read_committed consumers), 0 when at least once.")
+	pubPosition     = gaugeDesc("msgx_publisher_position", "The last event_outbox id the event publisher committed in a Kafka transaction with its events (0 before the first since start).")
+	pubReconciled   = counterDesc("msgx_publisher_reconciled_total", "Outbox rows the publisher found committed to Kafka but not deleted when it started (a crash in between), deleted without publishing them again.")
+	pubDeduplicated = counterDesc("msgx_publisher_deduplicated_total", "Outbox rows not published because their (FLID, stateVersion) was published already (msg_event) or earlier in the same batch.")
+	backfillMarked  = counterDesc("msgx_backfill_marked_total", "Processed marks written (or found already written).", "result")
+	backfillFailed  = counterDesc("msgx_backfill_transient_failures_total", "Failed processed-mark attempts (retried with backoff).")
+	componentUp     = gaugeDesc("msgx_component_up", "1 while a component runs, 0 while it restarts or is stopped.", "component")
+	restarts        = counterDesc("msgx_component_restarts_total", "Supervised restarts after an error.", "component")
+	inboxLag        = gaugeDesc("msgx_inbox_lag", "MAX(CMINMSGS_ID) minus the watermark W.")
+	byState         = gaugeDesc("msgx_messages", "Messages in proc_state by state.", "state")
+	oldestOpen      = gaugeDesc("msgx_oldest_unfinished_seconds", "Age of the oldest unfinished message (0: none).")
+	deadByClass     = gaugeDesc("msgx_dead_messages", "DEAD messages by error class.", "class")
+	backfillPending = gaugeDesc("msgx_backfill_pending", "Terminal messages still owing their processed mark.")
+	backfillAband   = gaugeDesc("msgx_backfill_abandoned", "Processed marks abandoned, by reason.", "reason")
+	groupLag        = gaugeDesc("msgx_consumer_lag", "Records of a topic a goka group has not committed yet.", "group", "topic")
+	lateRows        = gaugeDesc("msgx_late_rows", "Late rows recorded (all time).")
+	holes           = gaugeDesc("msgx_permanent_holes", "Permanent holes recorded (all time).")
+	statusUp        = gaugeDesc("msgx_status_report_ok", "1 when the last status report could be collected.")
+	halted          = gaugeDesc("msgx_component_halted", "1 while a running component has stopped making progress on purpose until an operator acts (divergence, rejected transition), else 0.", "component")
+	threshold       = gaugeDesc("msgx_status_threshold", "The settings the status alerts compare with (durations in seconds, counts as counts), by variable name.", "setting")
+	unreadAge       = gaugeDesc("msgx_inbox_oldest_unread_seconds", "How long the next inbox row above the watermark has waited for ingest (0: none waiting or no receive time).")
+	inboxMaxID      = gaugeDesc("msgx_inbox_max_id", "MAX(CMINMSGS_ID) of the inbox.")
+	backfillOverdue = gaugeDesc("msgx_backfill_overdue", "Pending processed marks older than MSGX_OVERDUE_BACKFILL.")
+	groupMembers    = gaugeDesc("msgx_consumer_group_members", "Running members of a goka group (0: nothing consumes its input).", "group")
+	sourceOK        = gaugeDesc("msgx_status_source_ok", "1 when the last status report could read the source (postgres, mysql, kafka), 0 when its section says it could not.", "source")
+	requests        = gaugeDesc("msgx_requests", "Outbound requests to the AODB (req_track) by kind (RQRD, RQFD) and state (PENDING, SENT, DONE, EXPIRED, FAILED).", "kind", "state")
+	requestOpenAge  = gaugeDesc("msgx_request_oldest_open_seconds", "Age of the oldest open (PENDING or SENT) request of each kind, since it was registered (0: none open).", "kind")
+	requestLatest   = gaugeDesc("msgx_request_latest", "1 for the state of the newest request of each kind (a FAILED or EXPIRED one stays until a newer request of its kind), 0 for the others.", "kind", "state")
+	requestUnpaired = gaugeDesc("msgx_request_unpaired_erors", "EROR answers that paired with no request since the newest request was registered.")
+	bindingRefused  = gaugeDesc("msgx_kafka_binding_refused", "1 while this process refuses to start because Kafka is not the cluster the database is bound to, else 0.")
 )
 
 // The classes and reasons exported with 0 when none is counted, so that a
@@ -204,12 +251,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ingestRows, ingestWatermark, ingestHoleAge, ingestHoles, ingestLate, decisions, reasons,
-		ignored, retries, routerBatches, routerBatched, applyBatches, applyBatched, recovered, paused, componentState, httpRefused, applied, replayed, rejected, events,
-		pubTxns, pubFenced, pubExactlyOnce, pubPosition, pubReconciled, pubDeduplicated, backfillMarked, backfillFailed, componentUp, restarts,
-		inboxLag, byState, oldestOpen, deadByClass, backfillPending, backfillAband, groupLag, lateRows, holes, statusUp,
-		httpWrong, httpThrottled, httpCertExpiry, halted, threshold, unreadAge, inboxMaxID, backfillOverdue, groupMembers, sourceOK, bindingRefused,
-		requests, requestOpenAge, requestLatest, requestUnpaired} {
+	for _, d := range descs {
 		ch <- d
 	}
 }

@@ -3,13 +3,23 @@ package metric
 import (
 	"context"
 	"errors"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"msgx/emitters/event"
+	"msgx/emitters/schd"
+	"msgx/ingest"
 	"msgx/internal/health"
 	"msgx/internal/web"
+	"msgx/processors/flights"
+	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
+	"msgx/sink/backfill"
 	"msgx/sink/status"
 )
 
@@ -245,4 +255,69 @@ func TestRequestsExported(t *testing.T) {
 	if got := values(t, m, "msgx_status_source_ok"); got["postgres/"] != 0 {
 		t.Errorf("msgx_status_source_ok %v with the requests unreadable", got)
 	}
+}
+
+// The catalogue (docs/reference.md's metrics) is the registry: every
+// metric New's registry describes is in it, and every one a fully fed
+// collector exports has the catalogue's type and labels.
+func TestCatalogueIsTheRegistry(t *testing.T) {
+	cat := map[string]Info{}
+	for _, i := range Catalogue() {
+		cat[i.Name] = i
+	}
+	m := New()
+	described := make(chan *prometheus.Desc, 1000)
+	m.Registry.Describe(described)
+	close(described)
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	n := 0
+	for d := range described {
+		name := fqName.FindStringSubmatch(d.String())[1]
+		if strings.HasPrefix(name, "msgx_") {
+			n++
+			if _, ok := cat[name]; !ok {
+				t.Errorf("%s is registered but not in the catalogue", name)
+			}
+		}
+	}
+	if n != len(cat) {
+		t.Errorf("the registry describes %d msgx metrics, the catalogue lists %d", n, len(cat))
+	}
+
+	reg := health.NewRegistry(time.Now)
+	reg.Set("router", health.Running)
+	reg.WatchHalt("router", func() string { return "" })
+	m.SetSources(Sources{
+		Ingest: func() ingest.Stats { return ingest.Stats{} }, Router: func() router.Stats { return router.Stats{} },
+		Flights: func() flights.Stats { return flights.Stats{} }, Refdata: func() refdataproc.Stats { return refdataproc.Stats{} },
+		Backfill: func() backfill.Stats { return backfill.Stats{} }, Schd: func() schd.Stats { return schd.Stats{} },
+		Publisher: func() event.Stats { return event.Stats{ExactlyOnce: true} }, HTTP: func() web.Stats { return web.Stats{} },
+		Health: reg, Thresholds: &status.Config{}, ReportTTL: time.Hour,
+		Report: func(context.Context) (status.Report, error) {
+			return status.Report{Groups: []status.GroupLag{{Group: "g", Topic: "t"}}}, nil
+		},
+	})
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, f := range fams {
+		info, ok := cat[f.GetName()]
+		if !ok {
+			continue
+		}
+		seen++
+		if got := strings.ToLower(f.GetType().String()); got != info.Type {
+			t.Errorf("%s is exported as a %s, the catalogue says %s", f.GetName(), got, info.Type)
+		}
+		var labels []string
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels = append(labels, l.GetName())
+		}
+		if !slices.Equal(labels, slices.Sorted(slices.Values(info.Labels))) {
+			t.Errorf("%s has the labels %v, the catalogue says %v", f.GetName(), labels, info.Labels)
+		}
+	}
+	t.Logf("%d of %d cataloged metrics exported with the catalogue's type and labels", seen, len(cat))
 }

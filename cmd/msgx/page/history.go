@@ -23,7 +23,7 @@ type Config struct {
 	// charts).
 	Interval time.Duration `env:"MSGX_PAGE_SAMPLE_INTERVAL" envDefault:"5s"`
 	// Window is how far back the history reaches: Window / Interval samples
-	// are kept, at most MaxSamples.
+	// are kept, in memory, at most MaxSamples (10,000).
 	Window time.Duration `env:"MSGX_PAGE_WINDOW" envDefault:"15m"`
 }
 
