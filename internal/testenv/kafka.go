@@ -203,7 +203,9 @@ type nodeExitedError struct {
 	tail string
 }
 
-func (e *nodeExitedError) Error() string { return fmt.Sprintf("Kafka node %d exited: %s", e.id, e.tail) }
+func (e *nodeExitedError) Error() string {
+	return fmt.Sprintf("Kafka node %d exited: %s", e.id, e.tail)
+}
 
 func startKafka(o KafkaOptions) (*Kafka, error) {
 	if o.Nodes == 0 {
