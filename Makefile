@@ -16,7 +16,7 @@ test: services
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-## bench: throughput, commit, memory and latency figures, printed as rows of docs/operations.md 11.1
+## bench: throughput, commit, memory and latency figures, printed as the rows of docs/benchmarks.md
 ## (about 30 min on a lightly loaded 2-core machine before group commits, far longer on a loaded one;
 ## MSGX_BENCH_MESSAGES=2000 MSGX_BENCH_LATENCY=5s for a quick check)
 bench: services

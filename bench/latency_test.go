@@ -49,9 +49,9 @@ type eventSeen struct {
 // count. It prints p50 and p99, and the same from the events' record
 // timestamps (set when the publisher produced them). The consumer reads
 // with isolation.level=read_committed, as the operations manual tells
-// downstream to (3.9): an event counts once its transaction committed. It
-// runs with the exactly-once publisher (the default) and with
-// MSGX_EXACTLY_ONCE=false.
+// downstream to (docs/operations.md#consuming-msgxmsg-and-msgxschd): an
+// event counts once its transaction committed. It runs with the
+// exactly-once publisher (the default) and with MSGX_EXACTLY_ONCE=false.
 func BenchmarkLatency(b *testing.B) {
 	for _, m := range publishModes {
 		b.Run(m.name, func(b *testing.B) { latency(b, m) })

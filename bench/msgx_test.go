@@ -65,7 +65,7 @@ var (
 	rows   []string
 )
 
-// printRow prints one line of the "Measured" table (docs/operations.md 11.1) on the
+// printRow prints one line of the "Measured" table (docs/benchmarks.md) on the
 // benchmark's standard output, and again with the others when every
 // benchmark has run, so that `make bench` ends with the figures.
 func printRow(what, figure string) {

@@ -21,7 +21,7 @@ var rebuildDoneRE = regexp.MustCompile(`rebuild: done, (\d+) messages in (\S+);`
 // BenchmarkRebuild times `msgx rebuild --yes` over an inbox topic of
 // MSGX_BENCH_REBUILD_MESSAGES messages of the realistic mix (twice
 // MSGX_BENCH_MESSAGES, 100,000, by default; 1000000 for the million-message
-// figure of docs/operations.md 11.1), and prints its peak RSS and its CPU per
+// figure of docs/benchmarks.md), and prints its peak RSS and its CPU per
 // message beside PostgreSQL's.
 //
 // The topic is filled the way production fills it, but without processing:

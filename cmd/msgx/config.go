@@ -29,7 +29,7 @@ import (
 
 // Config is the whole daemon's configuration: one struct per component plus
 // the process-wide settings. Every field comes from a MSGX_* variable
-// documented in docs/operations.md (chapter 14).
+// documented in docs/operations.md#configuration.
 type Config struct {
 	// Env names the deployment ("development", "production").
 	Env string `env:"MSGX_ENV" envDefault:"development"`
@@ -118,7 +118,7 @@ func (c *Config) Validate() error {
 	// A transaction waits out produce requests of up to MSGX_KAFKA_TIMEOUT
 	// each: a shorter transaction timeout aborts it under them.
 	if c.Publisher.ExactlyOnce && c.Publisher.TxnTimeout < c.Kafka.Timeout {
-		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s is shorter than MSGX_KAFKA_TIMEOUT=%s: Kafka would abort transactions that wait for one produce (docs/operations.md 3.10)",
+		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s is shorter than MSGX_KAFKA_TIMEOUT=%s: Kafka would abort transactions that wait for one produce (docs/operations.md#consuming-msgxmsg-and-msgxschd)",
 			c.Publisher.TxnTimeout, c.Kafka.Timeout))
 	}
 	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page} {
@@ -181,7 +181,7 @@ func loadConfig(environ map[string]string) (Config, error) {
 	// The embedded Kafka inside `msgx run` keeps no transaction log: killed
 	// and restarted, it aborts the transactions that were open without
 	// their markers, and a read_committed consumer may then miss events
-	// (docs/operations.md 3.10). Unless asked for, msg events are at least
+	// (docs/operations.md#one-process). Unless asked for, msg events are at least
 	// once there: a duplicate rather than a loss.
 	if _, set := environ["MSGX_EXACTLY_ONCE"]; !set && c.Kafka.Embedded() {
 		c.Publisher.ExactlyOnce, c.atLeastOnce = false, true

@@ -272,7 +272,7 @@ func printUsage(w io.Writer, cmds []command) {
 	}
 	tw.Flush()
 	fmt.Fprint(w, "\n`msgx <command> --help` shows a command's arguments and flags.\n"+
-		"Configuration comes from MSGX_* environment variables; see docs/operations.md, chapter 14.\n"+
+		"Configuration comes from MSGX_* environment variables; see docs/operations.md#configuration.\n"+
 		"Exit status: 0 done, 1 the command failed, 2 a wrong command line or configuration.\n")
 }
 

@@ -407,3 +407,64 @@ func dirHasLiteral(dir, lit string) bool {
 	})
 	return found
 }
+
+// Code, rules, schemas and units cite the manual by a section's anchor
+// (docs/operations.md#kafka-acls), never by a number that moves when the
+// manual does; every anchor cited exists.
+func TestRepositoryCitesManualAnchors(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := markdownAnchors(string(b))
+	cite := regexp.MustCompile(`operations\.md#([A-Za-z0-9_-]+)`)
+	numbered := regexp.MustCompile(`operations(?:\.md| manual),? (?:chapter |§)?[0-9]`)
+	text := map[string]bool{".go": true, ".js": true, ".json": true, ".yml": true, ".yaml": true, ".md": true,
+		".service": true, ".example": true, ".sh": true, ".sql": true, ".conf": true, "": true}
+	root := "../.."
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") && d.Name() != ".ci" || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !text[filepath.Ext(path)] {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, m := range cite.FindAllStringSubmatch(string(src), -1) {
+			if !anchors[m[1]] {
+				t.Errorf("%s cites docs/operations.md#%s, which has no such section", rel, m[1])
+			}
+		}
+		for _, m := range numbered.FindAllString(string(src), -1) {
+			t.Errorf("%s cites the manual by number (%q): cite the section's anchor", rel, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// markdownAnchors are a Markdown page's anchors: its explicit <a id>s and
+// GitHub's for its headings.
+func markdownAnchors(text string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile(`<a id="([^"]+)">`).FindAllStringSubmatch(text, -1) {
+		out[m[1]] = true
+	}
+	drop := regexp.MustCompile("[^a-z0-9 _-]")
+	for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllStringSubmatch(text, -1) {
+		out[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(m[1]), ""), " ", "-")] = true
+	}
+	return out
+}

@@ -594,7 +594,7 @@ func (p *Publisher) abandon(started time.Time, err error) error {
 	p.stats.Fenced, p.stats.FencedAt, p.stats.LastError = reason, now, err.Error()
 	p.mu.Unlock()
 	p.log.Error("event publisher "+reason, "err", err, "transactional_id", p.cfg.TransactionalID,
-		"what_to_do", "its open transaction was aborted, so nothing it produced is visible to read_committed consumers; if no other instance should publish this outbox, restart this one (docs/operations.md 6.15)")
+		"what_to_do", "its open transaction was aborted, so nothing it produced is visible to read_committed consumers; if no other instance should publish this outbox, restart this one (docs/operations.md#event-publisher-fenced)")
 	return ErrFenced
 }
 

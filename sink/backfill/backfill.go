@@ -495,8 +495,7 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	// count then waits for the pass that catches up (countCaughtUpEvery
 	// after the last), or countEvery. It is
 	// a count over every owed row, which a backlog of a million messages
-	// makes a scan of tens of milliseconds per pass (docs/operations.md
-	// 11.1).
+	// makes a scan of tens of milliseconds per pass (docs/benchmarks.md).
 	b.mu.Lock()
 	since := now.Sub(b.counted)
 	count := len(claims) < b.cfg.Batch && since >= countCaughtUpEvery || since >= countEvery

@@ -136,7 +136,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)
 }
 
-// The metrics, their names and meanings (listed in docs/operations.md).
+// The metrics, their names and meanings (listed in docs/operations.md#metrics).
 var (
 	ingestRows      = desc("msgx_ingest_rows_total", "Inbox rows produced to msgx.inbox by this process.")
 	ingestWatermark = desc("msgx_ingest_watermark", "The inbox watermark W: every ID up to it was produced.")
