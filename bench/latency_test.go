@@ -59,7 +59,8 @@ type eventSeen struct {
 // count. It prints p50, p99 and the maximum, and logs the same from the
 // events' record timestamps (set when the publisher produced them). The
 // consumer reads with isolation.level=read_committed, as the operations
-// manual tells downstream to (3.9): an event counts once its transaction
+// manual tells downstream to (docs/operations.md#consuming-msgxmsg-and-msgxschd):
+// an event counts once its transaction
 // committed. It runs with the exactly-once publisher (the default) on both
 // columns' Kafka, and with MSGX_EXACTLY_ONCE=false on kfake;
 // MSGX_BENCH_RUNS times each, the rows printing the medians.

@@ -42,7 +42,7 @@ func millionMessages(b *testing.B) int {
 // 50,000 and at the million side by side, then the rebuild's wall time
 // (the aim: at most 4 minutes), rate, peak RSS and CPU per message. Only on
 // Apache Kafka: on kfake the log of a million messages lives in msgx's
-// heap, which is what a real Kafka is for (docs/operations.md 11).
+// heap, which is what a real Kafka is for (docs/operations.md#capacity).
 func BenchmarkMillion(b *testing.B) {
 	n := millionMessages(b)
 	autovacuum := pgSetting(b, "autovacuum")

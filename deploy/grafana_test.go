@@ -41,7 +41,7 @@ type dashboard struct {
 // The dashboard imports anywhere: its datasource is a variable every panel
 // and query uses; ids are unique; it has the status page's three questions
 // as rows; and every metric a query names is one msgx exports (the metrics
-// table of docs/operations.md 5.3), a recording rule of msgx-rules.yml, or
+// table of docs/operations.md#metrics), a recording rule of msgx-rules.yml, or
 // Prometheus' own up. cmd/msgx's TestPrometheusAgainstLiveMsgx evaluates
 // every query against a live msgx.
 func TestGrafanaDashboard(t *testing.T) {
@@ -110,7 +110,7 @@ func TestGrafanaDashboard(t *testing.T) {
 			for _, name := range metricName.FindAllString(q.Expr, -1) {
 				base := strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_count")
 				if !exported[base] && !recorded[name] && name != "up" {
-					t.Errorf("panel %q queries %s, which msgx neither exports (docs/operations.md 5.3) nor records", p.Title, name)
+					t.Errorf("panel %q queries %s, which msgx neither exports (docs/operations.md#metrics) nor records", p.Title, name)
 				}
 			}
 		}

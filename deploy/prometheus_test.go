@@ -78,6 +78,27 @@ func operationsAnchors(t *testing.T) map[string]bool {
 	return out
 }
 
+// operationsRunbooks are the runbooks of docs/operations.md: the text of
+// each "### <Alert>" section of its "## Runbooks" chapter, by heading.
+func operationsRunbooks(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, chapter, ok := strings.Cut(string(b), "\n## Runbooks\n")
+	if !ok {
+		t.Fatal(`docs/operations.md has no "## Runbooks" chapter`)
+	}
+	chapter, _, _ = strings.Cut(chapter, "\n## ")
+	out := map[string]string{}
+	for _, sec := range strings.Split(chapter, "\n### ")[1:] {
+		name, body, _ := strings.Cut(sec, "\n")
+		out[strings.TrimSpace(name)] = body
+	}
+	return out
+}
+
 // The shipped rules pass promtool's own checks and unit tests
 // (msgx-rules.test.yml), as an operator would run them.
 func TestPromtoolCheckAndTestRules(t *testing.T) {
@@ -87,13 +108,17 @@ func TestPromtoolCheckAndTestRules(t *testing.T) {
 }
 
 // Every alert says how bad it is, what happened and what to do, and links
-// a section of the operations manual that exists; and the unit tests make
-// each alert fire once and stay silent once.
+// its own runbook in the operations manual (a heading named after the
+// alert, with what it means, its impact, what to check, what to do and when
+// to escalate); and the unit tests make each alert fire once and stay
+// silent once.
 func TestEveryAlertIsDocumentedAndTested(t *testing.T) {
 	var rules ruleFile
 	readYAML(t, "prometheus/msgx-rules.yml", &rules)
 	anchors := operationsAnchors(t)
+	runbooks := operationsRunbooks(t)
 	alerts := map[string]bool{}
+	byURL := map[string]string{}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "" {
@@ -112,6 +137,22 @@ func TestEveryAlertIsDocumentedAndTested(t *testing.T) {
 			url := r.Annotations["runbook_url"]
 			if anchor, ok := strings.CutPrefix(url, "docs/operations.md#"); !ok || !anchors[anchor] {
 				t.Errorf("%s: runbook_url %q is no section of docs/operations.md", r.Alert, url)
+			}
+			if want := "docs/operations.md#" + strings.ToLower(r.Alert); url != want {
+				t.Errorf("%s: runbook_url %q, want its own runbook %q", r.Alert, url, want)
+			}
+			if other, ok := byURL[url]; ok && other != r.Alert {
+				t.Errorf("%s and %s share the runbook %s: each alert needs its own", other, r.Alert, url)
+			}
+			byURL[url] = r.Alert
+			body, ok := runbooks[r.Alert]
+			if !ok {
+				t.Errorf("%s: docs/operations.md has no runbook \"### %s\" under \"## Runbooks\"", r.Alert, r.Alert)
+			}
+			for _, part := range []string{"**What it means.**", "**Impact.**", "**What to check.**", "**What to do.**", "**When to escalate.**"} {
+				if ok && !strings.Contains(body, part) {
+					t.Errorf("%s: its runbook lacks %s", r.Alert, part)
+				}
 			}
 		}
 	}
@@ -135,6 +176,11 @@ func TestEveryAlertIsDocumentedAndTested(t *testing.T) {
 			} else {
 				silent[a.Alertname] = true
 			}
+		}
+	}
+	for name := range runbooks {
+		if !alerts[name] {
+			t.Errorf("docs/operations.md has a runbook for %s, which msgx-rules.yml does not define", name)
 		}
 	}
 	for a := range alerts {

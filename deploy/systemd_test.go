@@ -60,7 +60,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 // failure but not for an invalid configuration (exit 2), SIGTERM for a
 // graceful stop that systemd waits for longer than MSGX_SHUTDOWN_TIMEOUT,
 // the shared environment file, and the hardening systemd-analyze security
-// scores (printed for docs/operations.md chapter 16; the test fails above
+// scores (printed for docs/operations.md#the-systemd-sandbox; the test fails above
 // 2.0, "OK").
 func TestSystemdUnitsHardening(t *testing.T) {
 	analyze := tool(t, "systemd-analyze", "systemd")

@@ -139,4 +139,4 @@ func RefdataKnown(ctx context.Context, pool *pgxpool.Pool, rtype string, msgID i
 // goka table lacks what PostgreSQL knows, docs/design.md#divergence) tells
 // the operator to do.
 const DivergenceAdvice = "the goka tables are not the ones PostgreSQL was built with: stop msgx and point it at that Kafka cluster " +
-	"(docs/operations.md 6.14); to move to another cluster, follow docs/operations.md 3.8 (msgx reseed, msgx bind --force)"
+	"(docs/operations.md#msgxprocessorhalted); to move to another cluster, follow docs/operations.md#moving-to-another-kafka-cluster (msgx reseed, msgx bind --force)"

@@ -62,7 +62,7 @@ func AppendSnapLog(ctx context.Context, pool *pgxpool.Pool, entries ...SnapLogEn
 // line that cannot be written is rolled back alone, the decisions kept —
 // the error says so and the caller logs it. Folding the trace into the
 // batch saves the commit of its own transaction per batch (one in eleven
-// of a codeshare-heavy backlog's commits, docs/operations.md 11.1).
+// of a codeshare-heavy backlog's commits, docs/benchmarks.md).
 //
 // An error of tx itself (the connection lost, the deadline passed) is
 // returned as one too, and the batch's commit fails with it: that is the

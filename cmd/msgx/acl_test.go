@@ -83,7 +83,7 @@ func loadDemo(t *testing.T, myDSN string) {
 	}
 }
 
-// leastPrivilege are the ACLs docs/operations.md 3.6 lists for a
+// leastPrivilege are the ACLs docs/operations.md#kafka-acls lists for a
 // deployment with MSGX_KAFKA_PREFIX p (exactly-once on), one entry per
 // (resource, operation), so that a test can leave out any one.
 func leastPrivilege(p string) []struct {
@@ -105,7 +105,7 @@ func leastPrivilege(p string) []struct {
 }
 
 // TestLeastPrivilege runs msgx on Apache Kafka's SASL_SSL listener (SCRAM,
-// TLS) under a user granted exactly the ACLs of docs/operations.md 3.6,
+// TLS) under a user granted exactly the ACLs of docs/operations.md#kafka-acls,
 // enforced by the StandardAuthorizer: a codeshare-heavy inbox ends in the
 // serial reference's state, its events exactly once. Then, for each of
 // those ACLs left out, msgx refuses to start with one line naming the

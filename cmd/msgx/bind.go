@@ -47,7 +47,7 @@ const refusedReason = "kafka binding mismatch: this process refuses to start (th
 // msgx_kafka_binding_refused 1 (behind MSGX_HTTP_READ_TOKEN as usual). It
 // holds no lock, no database connection and no Kafka client, and processes
 // nothing. When ctx ends (SIGTERM) it returns the refusal: the process
-// exits 1. Fixing the cause takes a restart (docs/operations.md 3.7).
+// exits 1. Fixing the cause takes a restart (docs/operations.md#msgxkafkabindingrefused).
 func refuseToStart(ctx context.Context, log *slog.Logger, gate *startGate, srvDone <-chan error, refusal error) error {
 	log.Error("refusing to start; serving only /healthz, /readyz and /metrics until stopped", "component", "main", "err", refusal)
 	gate.open(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

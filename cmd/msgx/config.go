@@ -35,7 +35,7 @@ import (
 type Config struct {
 	// Env names the deployment: "production" turns on the production safety
 	// checks, which refuse what is only meant for development (the embedded
-	// Kafka, the default DSNs, tokens in clear; docs/operations.md 3.1).
+	// Kafka, the default DSNs, tokens in clear; docs/operations.md#configure).
 	Env string `env:"MSGX_ENV" envDefault:"development"`
 	// LogLevel is debug, info, warn or error. The daemons log JSON lines on
 	// stderr at this level; operator commands show text warnings and errors
@@ -126,7 +126,7 @@ func (c *Config) Validate() error {
 	// A transaction waits out produce requests of up to MSGX_KAFKA_TIMEOUT
 	// each: a shorter transaction timeout aborts it under them.
 	if c.Publisher.ExactlyOnce && c.Publisher.TxnTimeout < c.Kafka.Timeout {
-		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s is shorter than MSGX_KAFKA_TIMEOUT=%s: Kafka would abort transactions that wait for one produce (docs/operations.md 3.10)",
+		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s is shorter than MSGX_KAFKA_TIMEOUT=%s: Kafka would abort transactions that wait for one produce (docs/operations.md#consuming-msgxmsg-and-msgxschd)",
 			c.Publisher.TxnTimeout, c.Kafka.Timeout))
 	}
 	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page} {
@@ -189,7 +189,7 @@ func loadConfig(environ map[string]string) (Config, error) {
 	// The embedded Kafka inside `msgx run` keeps no transaction log: killed
 	// and restarted, it aborts the transactions that were open without
 	// their markers, and a read_committed consumer may then miss events
-	// (docs/operations.md 3.10). Unless asked for, msg events are at least
+	// (docs/operations.md#one-process). Unless asked for, msg events are at least
 	// once there: a duplicate rather than a loss.
 	if _, set := environ["MSGX_EXACTLY_ONCE"]; !set && c.Kafka.Embedded() {
 		c.Publisher.ExactlyOnce, c.atLeastOnce = false, true

@@ -185,7 +185,7 @@ func TestHTTPSurfaceOverTLS(t *testing.T) {
 		t.Fatalf("/refdata/AIRL: %s", body)
 	}
 
-	// Every endpoint of docs/operations.md 5.2, with Go's client and curl.
+	// Every endpoint of docs/operations.md#http-endpoints, with Go's client and curl.
 	for _, e := range []struct {
 		method, path string
 		code         int

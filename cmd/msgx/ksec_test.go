@@ -86,7 +86,7 @@ func TestKafkaSecurityVariables(t *testing.T) {
 
 // TestRunAgainstSASLCluster runs the whole gateway on Apache Kafka's
 // SASL_SSL listener, as a SCRAM-SHA-512 user with the password in a file
-// and exactly the ACLs of docs/operations.md 3.6: the demo day goes
+// and exactly the ACLs of docs/operations.md#kafka-acls: the demo day goes
 // through ingest, the processors and the publisher, and the status report
 // reads the groups' lag under those ACLs too.
 func TestRunAgainstSASLCluster(t *testing.T) {

@@ -264,7 +264,8 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 	}
 	// No daemon answered: one that refused to start on another Kafka
 	// cluster says so only in its log; the report says it too
-	// (docs/operations.md 3.7). An unreachable Kafka is already an alert.
+	// (docs/operations.md#the-database-is-bound-to-its-kafka-cluster). An
+	// unreachable Kafka is already an alert.
 	if _, berr := checkBinding(ctx, cfg, brokers, pool); errors.Is(berr, errBinding) {
 		rep.Alerts = append([]string{berr.Error()}, rep.Alerts...)
 	}

@@ -100,14 +100,14 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role, gate *st
 		log.Info("embedded kafka listening", "component", "kafka", "addr", d.brokers[0], "data_dir", filepath.Join(cfg.StateDir, "kafka"))
 		if cfg.atLeastOnce {
 			log.Info("msg events are published at least once: the embedded Kafka runs inside this process and keeps no transaction log "+
-				"(MSGX_EXACTLY_ONCE=true asks for transactions anyway; run `msgx broker` as its own process or use a cluster for exactly once, docs/operations.md 3.10)",
+				"(MSGX_EXACTLY_ONCE=true asks for transactions anyway; run `msgx broker` as its own process or use a cluster for exactly once, docs/operations.md#one-process)",
 				"component", "kafka")
 		}
 		if cfg.Publisher.ExactlyOnce {
 			// kfake keeps no transaction log: restarted after a crash it
 			// aborts the transactions that were open without writing their
 			// markers, which read_committed consumers rely on.
-			log.Warn("exactly-once msg events need a Kafka that outlives msgx: the embedded Kafka runs inside this process, and after a crash (kill -9) read_committed consumers may miss or repeat the events of transactions that were open; run `msgx broker` as its own process or use a cluster (docs/operations.md 3.10)",
+			log.Warn("exactly-once msg events need a Kafka that outlives msgx: the embedded Kafka runs inside this process, and after a crash (kill -9) read_committed consumers may miss or repeat the events of transactions that were open; run `msgx broker` as its own process or use a cluster (docs/operations.md#one-process)",
 				"component", "kafka")
 		}
 	}
@@ -250,7 +250,7 @@ func topics(cfg Config) []kafka.TopicSpec {
 }
 
 // kafkaAccess is what the roles of r need of msgx's topics and groups on
-// the cluster (docs/operations.md 3.6 lists it as ACLs). Describe is not
+// the cluster (docs/operations.md#kafka-acls lists it as ACLs). Describe is not
 // listed: Read and Write imply it.
 func kafkaAccess(cfg Config, r role) []kafka.Access {
 	topic := func(name, who string, ops ...kafka.ACLOp) kafka.Access {
@@ -380,7 +380,7 @@ func gokaOptions(cfg Config, log *slog.Logger) []goka.ProcessorOption {
 // new flights without a block read. The write buffer and the block cache
 // keep LevelDB's defaults (4 and 8 MiB): twice each raised the million's
 // rate by another 3 % and the peak RSS of a 50,000-message backlog by
-// 50 MB, to 239 MB of the 256 MB budget (docs/operations.md 11.1).
+// 50 MB, to 239 MB of the 256 MB budget (docs/benchmarks.md).
 func tableStorage() *opt.Options {
 	return &opt.Options{
 		CompactionTableSize: 4 * opt.MiB,

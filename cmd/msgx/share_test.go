@@ -45,7 +45,7 @@ func TestTwoInstancesShareTheFlights(t *testing.T) {
 	// and rejoin, which takes them a few seconds; meanwhile the waiting
 	// member sends no heartbeats. The scenario's 3 s session and 5 s
 	// rebalance timeouts would drop one of the two from every generation
-	// (docs/operations.md, 4.3): use the defaults.
+	// (docs/operations.md#split-roles-and-hot-standby): use the defaults.
 	s.env = append(s.env, partitions, "MSGX_KAFKA_SESSION_TIMEOUT=10s", "MSGX_KAFKA_REBALANCE_TIMEOUT=20s", "MSGX_LOG_LEVEL=info")
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -23,9 +23,10 @@ import (
 const traceDefaultLimit = 200
 
 // traceCommand prints a message's trace or a flight's history, read
-// directly from PostgreSQL and the MySQL inbox (docs/operations.md,
-// "Tracing a message"). The same over HTTP: GET /trace/{msgId}, GET
-// /trace/flights/{flid}?limit=N (JSON; ?format=text for the table).
+// directly from PostgreSQL and the MySQL inbox
+// (docs/operations.md#trace-one-message-flight-or-request). The same over
+// HTTP: GET /trace/{msgId}, GET /trace/flights/{flid}?limit=N (JSON;
+// ?format=text for the table).
 func traceCommand(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the trace as JSON")
 	flid := fs.String("flid", "", "trace this flight's history instead of a message")

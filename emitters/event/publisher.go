@@ -33,7 +33,7 @@ type Config struct {
 	// with the idempotent producer alone: at least once (for clusters
 	// without transactions). With the embedded Kafka (MSGX_KAFKA_BROKERS
 	// empty) it defaults to false, since that Kafka keeps no transaction
-	// log (docs/operations.md 3.10).
+	// log (docs/operations.md#consuming-msgxmsg-and-msgxschd).
 	ExactlyOnce bool `env:"MSGX_EXACTLY_ONCE" envDefault:"true"`
 	// TransactionalID identifies the deployment's publisher to Kafka, the
 	// same on its standbys and never shared with another deployment; a
@@ -599,7 +599,7 @@ func (p *Publisher) abandon(started time.Time, err error) error {
 	p.stats.Fenced, p.stats.FencedAt, p.stats.LastError = reason, now, err.Error()
 	p.mu.Unlock()
 	p.log.Error("event publisher "+reason, "err", err, "transactional_id", p.cfg.TransactionalID,
-		"what_to_do", "its open transaction was aborted, so nothing it produced is visible to read_committed consumers; if no other instance should publish this outbox, restart this one (docs/operations.md 6.15)")
+		"what_to_do", "its open transaction was aborted, so nothing it produced is visible to read_committed consumers; if no other instance should publish this outbox, restart this one (docs/operations.md#event-publisher-fenced)")
 	return ErrFenced
 }
 

@@ -18,7 +18,7 @@ import (
 // operation on which resource msgx's principal lacks. It is not an outage
 // (retry.IsOutage is false): at start-up it refuses the start; a running
 // component stops and is restarted with backoff, so that it resumes by
-// itself once the ACL is granted (docs/operations.md 3.6 lists the ACLs).
+// itself once the ACL is granted (docs/operations.md#kafka-acls lists the ACLs).
 type DeniedError struct {
 	// Operation is the ACL operation (Read, Write, Create, DescribeConfigs,
 	// Describe, IdempotentWrite).
@@ -46,7 +46,7 @@ func (e *DeniedError) Error() string {
 	if len(e.also) > 0 {
 		what += fmt.Sprintf(" and %d more: %s", len(e.also), strings.Join(e.also, ", "))
 	}
-	msg := fmt.Sprintf("Kafka denies msgx's user %s on %s: an ACL is missing (docs/operations.md 3.6 lists the ACLs msgx needs)", e.Operation, what)
+	msg := fmt.Sprintf("Kafka denies msgx's user %s on %s: an ACL is missing (docs/operations.md#kafka-acls lists the ACLs msgx needs)", e.Operation, what)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

@@ -13,5 +13,5 @@
 // client libraries: [Config.Sarama] builds every sarama configuration (goka,
 // producers, cluster admin) and [NewKgoClient] every franz-go client, both
 // from the same files and credentials, checked by [Config.Validate]
-// (docs/operations.md, 3.6).
+// (docs/operations.md#kafka-tls-and-sasl).
 package kafka

@@ -81,11 +81,11 @@ type Config struct {
 	// memory per flight); "disk" keeps them in LevelDB under
 	// MSGX_STATE_DIR/goka, read back at once after a restart, at the cost of
 	// LevelDB's compactions as the tables grow (a fifth of msgx's CPU with
-	// 100,000 flights). docs/operations.md 11.1 has the figures.
+	// 100,000 flights). docs/benchmarks.md has the figures.
 	TableStorage string `env:"MSGX_TABLE_STORAGE" envDefault:"memory"`
 
 	// TLS makes every client msgx builds connect to the brokers over TLS;
-	// the other TLS settings require it (docs/operations.md, 3.6).
+	// the other TLS settings require it (docs/operations.md#kafka-tls-and-sasl).
 	TLS bool `env:"MSGX_KAFKA_TLS" envDefault:"false"`
 	// TLSCA is a PEM file of the CA certificates the brokers' certificates
 	// must chain to. Empty (the default): the system's trusted roots.

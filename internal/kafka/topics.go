@@ -164,7 +164,7 @@ func EnsureTopics(brokers []string, c Config, specs []TopicSpec, log *slog.Logge
 				rf = len(t.Partitions[0].Replicas)
 			}
 			if problems := s.Check(int32(len(t.Partitions)), configs[s.Name]); len(problems) > 0 {
-				return fmt.Errorf("kafka topic %s %s: msgx refuses to use it (docs/operations.md 3.3)", s.Name, strings.Join(problems, "; "))
+				return fmt.Errorf("kafka topic %s %s: msgx refuses to use it (docs/operations.md#topics-and-consumer-groups)", s.Name, strings.Join(problems, "; "))
 			}
 			if rf < c.Replication {
 				log.Warn("kafka topic has less replication than MSGX_KAFKA_REPLICATION; msgx does not change an existing topic",

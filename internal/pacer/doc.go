@@ -10,7 +10,7 @@
 // while the heap is small and changes nothing once it is large — what
 // grows with the work (goka's in-memory tables, the embedded Kafka's
 // buffers) is never multiplied by more than Go's own factor of two, so peak
-// memory is at most Headroom above Go's default pacing. See docs/operations.md, "Memory".
+// memory is at most Headroom above Go's default pacing. See docs/operations.md#sizing.
 //
 // The pacer is armed once per process ([Start]) and runs on the runtime's
 // finalizer goroutine after each collection: no timer, no goroutine of its

@@ -34,7 +34,7 @@ type Config struct {
 	// Partitions is the number of partitions of the transition topics (1
 	// keeps the pipeline globally FIFO); the flights and refdata
 	// processors of several msgx process instances share them
-	// (docs/operations.md 4.3).
+	// (docs/operations.md#split-roles-and-hot-standby).
 	Partitions int32 `env:"MSGX_TRANSITION_PARTITIONS" envDefault:"1"`
 	// MaxAttempts is how often a message's own failure is tried before it is
 	// DEAD(EXHAUSTED) (a count, at least 1).

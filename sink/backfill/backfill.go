@@ -68,7 +68,7 @@ type Config struct {
 	// removes it, as for the outbox (MSGX_PUBLISH_VACUUM_ROWS).
 	VacuumRows int `env:"MSGX_BACKFILL_VACUUM_ROWS" envDefault:"10000"`
 	// Shadow runs msgx beside the legacy system: msgx never writes to
-	// MySQL (docs/operations.md 9). The sweeper writes no processed mark
+	// MySQL (docs/operations.md#choose-the-cut-over-and-start-in-shadow-mode). The sweeper writes no processed mark
 	// (and records nothing in PostgreSQL), so every terminal row stays
 	// pending and is marked once shadow mode is switched off; POST
 	// /cminmsgs/send answers 503; no request goes to the AODB.
@@ -497,8 +497,7 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 	// count then waits for the pass that catches up (countCaughtUpEvery
 	// after the last), or countEvery. It is
 	// a count over every owed row, which a backlog of a million messages
-	// makes a scan of tens of milliseconds per pass (docs/operations.md
-	// 11.1).
+	// makes a scan of tens of milliseconds per pass (docs/benchmarks.md).
 	b.mu.Lock()
 	since := now.Sub(b.counted)
 	count := len(claims) < b.cfg.Batch && since >= countCaughtUpEvery || since >= countEvery

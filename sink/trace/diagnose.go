@@ -65,7 +65,7 @@ func Diagnose(m Message) []Finding {
 		// recorded position that is not there either was produced before
 		// positions were recorded (migration 0026): not a missing step.
 		if v.Event == nil && v.InOutbox {
-			add("publisher", "the msg event of flight %s v%d waits in the outbox: the publisher has not produced it (Kafka down? docs/operations.md 6.13)", v.FLID, v.StateVersion)
+			add("publisher", "the msg event of flight %s v%d waits in the outbox: the publisher has not produced it (Kafka down? docs/operations.md#msgxeventsnotpublished)", v.FLID, v.StateVersion)
 		}
 		if l, ok := latest[v.FLID]; !ok || v.StateVersion > l.StateVersion {
 			latest[v.FLID] = v
@@ -108,7 +108,7 @@ func notRead(m Message) []Finding {
 	case in == nil:
 		f.Why = "ingest has never run against this database (no inbox cursor)"
 	case in.LateAt != nil:
-		f.Why = fmt.Sprintf("the row appeared %s, after the bridge had released its ID as a hole: it is reported as a late row and never enqueued out of order (docs/operations.md)", stamp(in.LateAt))
+		f.Why = fmt.Sprintf("the row appeared %s, after the bridge had released its ID as a hole: it is reported as a late row and never enqueued out of order (docs/operations.md#msgxlaterows)", stamp(in.LateAt))
 	case in.Hole != nil:
 		f.Why = fmt.Sprintf("the bridge released IDs %d–%d as a permanent hole %s (%s): the row was not there when the bridge passed", in.Hole.FirstID, in.Hole.LastID, stamp(&in.Hole.ReleasedAt), in.Hole.Reason)
 	case m.MsgID > in.Watermark:

@@ -183,7 +183,7 @@ func histogram(o prometheus.HistogramOpts) prometheus.HistogramOpts {
 	return o
 }
 
-// The metrics, their names and meanings (listed in docs/operations.md).
+// The metrics, their names and meanings (listed in docs/operations.md#metrics).
 var (
 	ingestRows      = counterDesc("msgx_ingest_rows_total", "Inbox rows produced to msgx.inbox by this process.")
 	ingestWatermark = gaugeDesc("msgx_ingest_watermark", "The inbox watermark W: every ID up to it was produced.")

@@ -228,10 +228,10 @@
   }
 
   // What to do with DEAD messages of a class msgx replay cannot move
-  // (docs/operations.md 6.8).
+  // (docs/operations.md#msgxdeadmessages).
   const NOT_REPLAYABLE = {
-    MALFORMED: "not replayable: the message itself is wrong. Tell the sender; a corrected message is a new inbox row. Otherwise accept it (operations manual 6.8).",
-    PROTOCOL: "not replayable: the package breaks the protocol. Agree the fix with the AODB and ask for a fresh download (msgx request flights | refdata), or accept it (operations manual 6.8).",
+    MALFORMED: "not replayable: the message itself is wrong. Tell the sender; a corrected message is a new inbox row. Otherwise accept it (operations manual, MsgxDeadMessages).",
+    PROTOCOL: "not replayable: the package breaks the protocol. Agree the fix with the AODB and ask for a fresh download (msgx request flights | refdata), or accept it (operations manual, MsgxDeadMessages).",
   };
 
   function replayCell(c, replayable) {
