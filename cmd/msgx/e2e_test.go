@@ -16,7 +16,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/flights"
 	"msgx/processors/router"
-	"msgx/processors/sis"
+	"msgx/tables/sis"
 )
 
 // waitFor polls cond until it holds or the deadline passes.

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"msgx/processors/sis"
 	"msgx/tables/request"
+	"msgx/tables/sis"
 )
 
 // outboxFloor reads MAX(COUTMSGS_ID) (0 for an empty outbox). Any row

@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
-	"msgx/processors/sis"
 	"msgx/sink"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
+	"msgx/tables/sis"
 )
 
 // Sender is META/SNDR of every request msgx writes (docs/design.md#requests).

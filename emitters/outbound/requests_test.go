@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/testenv"
-	"msgx/processors/sis"
 	"msgx/sink"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
+	"msgx/tables/sis"
 )
 
 // decode decodes an outbox row back with the SIS codec.

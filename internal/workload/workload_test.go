@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"msgx/processors/router"
-	"msgx/processors/sis"
 	"msgx/tables/message"
+	"msgx/tables/sis"
 )
 
 func TestDayIsDeterministicAndDecodes(t *testing.T) {

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"msgx/processors/sis"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/sis"
 )
 
 // Settings are the parsed configuration the decisions depend on.

@@ -17,12 +17,12 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
-	"msgx/processors/sis"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
+	"msgx/tables/sis"
 )
 
 // Entry is the router table's value for one message (key = MSG_ID): the
