@@ -17,10 +17,10 @@ import (
 
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
-	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/message"
+	"msgx/tables/route"
 )
 
 // replayCommand is `msgx replay`: re-inject replayable messages so the
@@ -136,11 +136,11 @@ func replayDeps(cfg Config, pool *pgxpool.Pool, my *sql.DB, brokers []string, lo
 
 // replayDecider lets a replay's dry run decide a message as the router
 // would now, without the replay package knowing the router.
-func replayDecider(s router.Settings) replay.Decider {
+func replayDecider(s route.Settings) replay.Decider {
 	return func(msgID int64, raw string) (message.Query, func(message.Lookups) replay.Decision) {
-		p := router.Prepare(msgID, raw, s)
+		p := route.Prepare(msgID, raw, s)
 		return p.Query(), func(l message.Lookups) replay.Decision {
-			v := router.Decide(p, l, time.Time{})
+			v := route.Decide(p, l, time.Time{})
 			return replay.Decision{State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Flights: v.Flights, Refdata: v.Refdata}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/tables/message"
+	"msgx/tables/route"
 )
 
 // A replay is a generation (docs/design.md#replay): the reset stores its
@@ -76,9 +77,9 @@ func TestReplayRecordsEffects(t *testing.T) {
 	}
 	s := router.Config{IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}.Settings(testenv.Shanghai)
 	e.deps.Decide = func(msgID int64, raw string) (message.Query, func(message.Lookups) replay.Decision) {
-		p := router.Prepare(msgID, raw, s)
+		p := route.Prepare(msgID, raw, s)
 		return p.Query(), func(l message.Lookups) replay.Decision {
-			v := router.Decide(p, l, time.Time{})
+			v := route.Decide(p, l, time.Time{})
 			return replay.Decision{State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Flights: v.Flights, Refdata: v.Refdata}
 		}
 	}

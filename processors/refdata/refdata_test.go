@@ -18,6 +18,7 @@ import (
 	"msgx/sink"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route"
 )
 
 // TestEverySampleReferenceFile routes every reference-data sample with the
@@ -40,8 +41,8 @@ func TestEverySampleReferenceFile(t *testing.T) {
 	var id int64
 	for _, s := range samples {
 		id++
-		plan := router.Prepare(id, s.XML, set)
-		v := router.Decide(plan, message.Lookups{}, t0)
+		plan := route.Prepare(id, s.XML, set)
+		v := route.Decide(plan, message.Lookups{}, t0)
 		if len(v.Refdata) == 0 {
 			continue
 		}

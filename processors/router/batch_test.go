@@ -22,7 +22,9 @@ import (
 	"msgx/internal/workload"
 	"msgx/sink"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route"
 )
 
 // batchRig drives the batch worker directly (no goka consumer), so that
@@ -373,8 +375,9 @@ func TestBatchCascadeOfAMasterCreatedInTheBatch(t *testing.T) {
 }
 
 // However a codeshare-heavy day is cut into batches, every decision and
-// every index entry equals the serial store's (Memory, as internal/serial
-// uses it): a batch's overlay must hold every entry its decisions read.
+// every index entry equals the serial store's (an Overlay started empty,
+// as internal/serial uses it): a batch's overlay must hold every entry its
+// decisions read.
 func TestBatchingsOfACodeshareDay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few hundred messages, several times")
@@ -387,13 +390,13 @@ func TestBatchingsOfACodeshareDay(t *testing.T) {
 		n     int
 	}
 	set := testConfig().Settings(shanghai)
-	mem := NewMemory()
+	mem := route.NewOverlay(message.BatchLookups{})
 	want := map[int64]decision{}
 	flids := map[string]bool{}
 	for i, raw := range msgs {
 		id := int64(i + 1)
-		p := Prepare(id, raw, set)
-		v := Decide(p, mem.Lookups(p), time.Time{})
+		p := route.Prepare(id, raw, set)
+		v := route.Decide(p, mem.Lookups(p), time.Time{})
 		mem.Record(id, v)
 		want[id] = decision{v.State, v.N()}
 		for _, e := range v.Index {

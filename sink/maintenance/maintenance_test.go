@@ -19,11 +19,11 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
-	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
 	"msgx/tables/message"
+	"msgx/tables/route"
 )
 
 // arT0 is the maintenance tests' "now" (whole microseconds: PostgreSQL's
@@ -397,7 +397,7 @@ func TestArchiveKeepsIdentity(t *testing.T) {
 	if err != nil || l.Owner != 1 {
 		t.Fatalf("Lookup owner %d, %v; want the archived message 1", l.Owner, err)
 	}
-	v := router.Decide(router.Plan{MsgID: 2, IdentityKey: key}, l, now)
+	v := route.Decide(route.Plan{MsgID: 2, IdentityKey: key}, l, now)
 	if v.State != message.StateSkipped || v.Reason != "duplicate-of:1" {
 		t.Fatalf("router decision %+v", v)
 	}

@@ -1,4 +1,4 @@
-package router
+package route
 
 import (
 	"errors"
@@ -26,14 +26,6 @@ type Settings struct {
 	// Flight are the options of the flight rules the router applies to the
 	// links of the flights a message touches (flight.Expand).
 	Flight flight.Options
-}
-
-// Settings parses the configuration (call Validate first).
-func (c Config) Settings(loc *time.Location) Settings {
-	rules, _ := ParseRules(c.IgnoreRules)
-	cut, _ := parseCutover(c.OpdayCutover)
-	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: loc, Cutover: cut,
-		AbsentDelete: c.ScheduleAbsent == "delete", RespGuard: c.RespGuard, Flight: flight.Options{ScheduleMissing: c.ScheduleMissing}}
 }
 
 // Verdict is a message's decision.
@@ -497,6 +489,23 @@ func indexAfter(msgID int64, created []message.FlightDay, changed map[string]mes
 		}
 	}
 	return index
+}
+
+// Reroute decides a message found ROUTED again (a crash after its decision
+// was recorded, or an ingest duplicate): its own records are decided again
+// — the decision depends only on the record, the configuration and index
+// entries older than the message, so they are the same — and what they
+// cause comes from plan, the flight plan stored with the decision
+// (plan.go). The error says the plan does not fit the records decided
+// again; the verdict then holds the own records only.
+func Reroute(p Plan, l message.Lookups, at time.Time, plan []byte) (Verdict, error) {
+	v := decideOwn(p, l, at)
+	flights, err := fromPlan(v.Flights, plan)
+	if err != nil {
+		return v, err
+	}
+	v.Flights = flights
+	return v, nil
 }
 
 // decideOwn is Decide without the derived transitions: the message's own

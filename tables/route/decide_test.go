@@ -1,96 +1,47 @@
-package router
+package route
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"msgx/internal/sample"
 	"msgx/tables/flight"
 	"msgx/tables/message"
+	"msgx/tables/route/routetest"
 )
 
-var shanghai = func() *time.Location {
-	l, err := time.LoadLocation("Asia/Shanghai")
-	if err != nil {
-		panic(err)
-	}
-	return l
-}()
+// The messages the tests decide (routetest, shared with the router's tests).
+var (
+	shanghai  = routetest.Shanghai
+	msg       = routetest.Msg
+	fltr      = routetest.Fltr
+	dnld      = routetest.Dnld
+	season    = routetest.Season
+	rsta      = routetest.Rsta
+	rstaRec   = routetest.RstaRec
+	abdg      = routetest.Abdg
+	day       = routetest.Day
+	sampleXML = routetest.SampleXML
+)
 
-func settings(mut ...func(*Config)) Settings {
-	c := Config{IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
+// config is what the decisions read of the router's configuration, named
+// as processors/router's Config names it (Config.Settings parses it).
+type config struct {
+	IgnoreRules, ScheduleAbsent    string
+	IdentityDayBoundary, RespGuard bool
+}
+
+func settings(mut ...func(*config)) Settings {
+	c := config{IgnoreRules: "LDM-*,EROR-*", ScheduleAbsent: "keep"}
 	for _, m := range mut {
 		m(&c)
 	}
-	return c.Settings(shanghai)
-}
-
-func msg(typ, styp, seqn, body string) string {
-	return fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><MSG><META><SNDR>AODB</SNDR><SEQN>%s</SEQN><DTTM>20261130080000</DTTM><TYPE>%s</TYPE><STYP>%s</STYP></META>%s</MSG>`, seqn, typ, styp, body)
-}
-
-func fltr(flid, sodt string, extra string) string {
-	s := "<FLTR><FLID>" + flid + "</FLID>"
-	if sodt != "-" {
-		s += "<SODT>" + sodt + "</SODT>"
-	}
-	return s + extra + "</FLTR>"
-}
-
-func dnld(n int, fltrs ...string) string {
-	return msg("SCHD", "DNLD", "77", fmt.Sprintf("<SCHD><RECS>%d</RECS>%s</SCHD>", n, strings.Join(fltrs, "")))
-}
-
-func season(styp, body string) string {
-	return msg("SCHS", styp, "88", "<SCHS>"+body+"</SCHS>")
-}
-
-// rsta is a resource-status message of the given records.
-func rsta(styp string, recs ...string) string {
-	return msg("RSTA", styp, "1", fmt.Sprintf("<RECS>%d</RECS>%s", len(recs), strings.Join(recs, "")))
-}
-
-// rstaRec is an RSTA record; empty values are left out.
-func rstaRec(rtyp, rsid, stat, strt, endt string) string {
-	s := "<RSTA><RTYP>" + rtyp + "</RTYP><RSID>" + rsid + "</RSID>"
-	for _, f := range [][2]string{{"STAT", stat}, {"STRT", strt}, {"ENDT", endt}} {
-		if f[1] != "" {
-			s += "<" + f[0] + ">" + f[1] + "</" + f[0] + ">"
-		}
-	}
-	return s + "</RSTA>"
-}
-
-// abdg is an ABDG message (keyed by its records' first child) whose record
-// starts with tag first.
-func abdg(styp, first string) string {
-	rec := map[string]string{"ABCD": "<ABCD>212</ABCD><DESC>Airbridge 212</DESC>", "DESC": "<DESC>Airbridge 212</DESC><ABCD>212</ABCD>"}[first]
-	return msg("ABDG", styp, "1", "<RECS>1</RECS><ABDG>"+rec+"</ABDG>")
-}
-
-func day(s string) *time.Time {
-	t, err := time.Parse(time.DateOnly, s)
+	rules, err := ParseRules(c.IgnoreRules)
 	if err != nil {
 		panic(err)
 	}
-	return &t
-}
-
-func sampleXML(t *testing.T, file string, index int) string {
-	t.Helper()
-	all, err := sample.Load(sample.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range all {
-		if s.File == file && s.Index == index {
-			return s.XML
-		}
-	}
-	t.Fatalf("no sample %s#%d", file, index)
-	return ""
+	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: shanghai, AbsentDelete: c.ScheduleAbsent == "delete",
+		RespGuard: c.RespGuard}
 }
 
 func TestDecide(t *testing.T) {
@@ -121,11 +72,11 @@ func TestDecide(t *testing.T) {
 		{name: "a message ID that is not positive", raw: msg("LDM", "ANY", "1", "<LDM/>"), msgID: -1, state: message.StateDead, class: message.ClassMalformed},
 		{name: "ignored LDM", raw: msg("LDM", "ANY", "1", "<LDM/>"), state: message.StateSkipped, reason: "ignored:LDM-*"},
 		{name: "ignore rules are case-insensitive", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"),
-			set: settings(func(c *Config) { c.IgnoreRules = "flop-estt" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
+			set: settings(func(c *config) { c.IgnoreRules = "flop-estt" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
 		{name: "an ignored type is never judged by its payload (malformed)", raw: msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
-			set: settings(func(c *Config) { c.IgnoreRules = "FLOP-*" }), state: message.StateSkipped, reason: "ignored:FLOP-*"},
+			set: settings(func(c *config) { c.IgnoreRules = "FLOP-*" }), state: message.StateSkipped, reason: "ignored:FLOP-*"},
 		{name: "an ignored type is never judged by its payload (codec error)", raw: strings.Replace(dnld(1), "<RECS>1<", "<RECS>many<", 1),
-			set: settings(func(c *Config) { c.IgnoreRules = "schd-dnld" }), state: message.StateSkipped, reason: "ignored:SCHD-DNLD"},
+			set: settings(func(c *config) { c.IgnoreRules = "schd-dnld" }), state: message.StateSkipped, reason: "ignored:SCHD-DNLD"},
 		{name: "the same payload not ignored", raw: msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
 			state: message.StateDead, class: message.ClassMalformed, reason: "FLOP without FLID"},
 		{name: "duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"), lookups: message.Lookups{Owner: 5},
@@ -169,7 +120,7 @@ func TestDecide(t *testing.T) {
 		{name: "an unsupported STYP is skipped whatever it carries", raw: msg("FLOP", "BDPB", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
 			lookups: known, state: message.StateSkipped, reason: "unsupported:FLOP-BDPB", identity: true},
 		{name: "an ignored message is ignored whatever it carries", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
-			set: settings(func(c *Config) { c.IgnoreRules = "FLOP-ESTT" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
+			set: settings(func(c *config) { c.IgnoreRules = "FLOP-ESTT" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
 		// Seasonal schedules: stored as one reference record per season.
 		{name: "SCHS DNLD sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHS.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
 		{name: "SCHS RESP sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHS.sql", 1), state: message.StateRouted, refdata: 1, identity: true},
@@ -278,7 +229,7 @@ func TestDecideAbsentFlightsDeleted(t *testing.T) {
 	if v := Decide(keep, l, time.Time{}); len(v.Flights) != 1 {
 		t.Fatalf("keep mode emitted %d transitions", len(v.Flights))
 	}
-	del := Prepare(50, raw, settings(func(c *Config) { c.ScheduleAbsent = "delete" }))
+	del := Prepare(50, raw, settings(func(c *config) { c.ScheduleAbsent = "delete" }))
 	if len(del.Days) != 1 || del.Days[0].Format(time.DateOnly) != "2021-01-23" {
 		t.Fatalf("days %v", del.Days)
 	}
@@ -293,7 +244,7 @@ func TestIdentityDayBoundary(t *testing.T) {
 	if k := Prepare(1, raw, settings()).IdentityKey; k != "AODB|FLOP|ESTT|9" {
 		t.Fatalf("key %q", k)
 	}
-	if k := Prepare(1, raw, settings(func(c *Config) { c.IdentityDayBoundary = true })).IdentityKey; k != "AODB|FLOP|ESTT|9|2026-11-30" {
+	if k := Prepare(1, raw, settings(func(c *config) { c.IdentityDayBoundary = true })).IdentityKey; k != "AODB|FLOP|ESTT|9|2026-11-30" {
 		t.Fatalf("day-bounded key %q", k)
 	}
 }
@@ -311,32 +262,6 @@ func TestOperationDay(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	good := Config{InboxTopic: "msgx.inbox", FlightTopic: "a", RefdataTopic: "b", Partitions: 1, MaxAttempts: 5, Backoff: "1s,2s,4s,8s", BackoffCap: time.Minute,
-		IgnoreRules: "LDM-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}
-	if err := good.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		mut  func(*Config)
-		want string
-	}{
-		{func(c *Config) { c.Backoff = "1s,2s,4s,8s,16s" }, "MSGX_BACKOFF has 5 tiers but MSGX_MAX_ATTEMPTS=5"},
-		{func(c *Config) { c.MaxAttempts = 3 }, "MSGX_BACKOFF has 4 tiers"},
-		{func(c *Config) { c.Backoff = "1s" }, "MSGX_BACKOFF has 1 tier but MSGX_MAX_ATTEMPTS=5 allows 4 waits"},
-		{func(c *Config) { c.MaxAttempts = 2 }, "MSGX_BACKOFF has 4 tiers but MSGX_MAX_ATTEMPTS=2 allows 1 wait:"},
-		{func(c *Config) { c.IgnoreRules = "LDM" }, "MSGX_IGNORE_RULES"},
-		{func(c *Config) { c.OpdayCutover = "25:00" }, "MSGX_OPDAY_CUTOVER"},
-		{func(c *Config) { c.ScheduleAbsent = "drop" }, "MSGX_SCHEDULE_ABSENT"},
-	} {
-		c := good
-		tc.mut(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Validate = %v, want %q", err, tc.want)
-		}
-	}
-}
-
 func TestRespGuard(t *testing.T) {
 	resp := strings.Replace(strings.Replace(dnld(1, fltr("1", "23JAN210535", "")), "<STYP>DNLD<", "<STYP>RESP<", 1), "<SEQN>77<", "<SEQN>80<", 1)
 	off := Prepare(1, resp, settings())
@@ -346,7 +271,7 @@ func TestRespGuard(t *testing.T) {
 	if v := Decide(off, message.Lookups{}, time.Time{}); v.State != message.StateRouted {
 		t.Fatalf("guard off: %+v", v)
 	}
-	on := Prepare(1, resp, settings(func(c *Config) { c.RespGuard = true }))
+	on := Prepare(1, resp, settings(func(c *config) { c.RespGuard = true }))
 	if !on.NeedsRequest {
 		t.Fatal("guard on does not ask for a request")
 	}
@@ -357,7 +282,7 @@ func TestRespGuard(t *testing.T) {
 		t.Fatalf("RESP answering an open request: %+v", v)
 	}
 	// A DNLD is never guarded.
-	if p := Prepare(1, dnld(1, fltr("1", "23JAN210535", "")), settings(func(c *Config) { c.RespGuard = true })); p.NeedsRequest {
+	if p := Prepare(1, dnld(1, fltr("1", "23JAN210535", "")), settings(func(c *config) { c.RespGuard = true })); p.NeedsRequest {
 		t.Fatal("a DNLD needs a request")
 	}
 }
