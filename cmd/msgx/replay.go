@@ -11,16 +11,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
 	"msgx/sink"
-	"msgx/tables/flight"
 	"msgx/tables/message"
-	"msgx/tables/route"
 )
 
 // replayCommand is `msgx replay`: re-inject replayable messages so the
@@ -129,19 +126,8 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 // replayDeps are what a replay and its dry run work with: the databases,
 // the cluster, and the router's settings to work out each message's effect.
 func replayDeps(cfg Config, pool *pgxpool.Pool, my *sql.DB, brokers []string, log *slog.Logger) replay.Deps {
+	route := cfg.Router.Settings(cfg.Location())
 	return replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
 		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
-		Decide: replayDecider(cfg.Router.Settings(cfg.Location())), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
-}
-
-// replayDecider lets a replay's dry run decide a message as the router
-// would now, without the replay package knowing the router.
-func replayDecider(s route.Settings) replay.Decider {
-	return func(msgID int64, raw string) (message.Query, func(message.Lookups) replay.Decision) {
-		p := route.Prepare(msgID, raw, s)
-		return p.Query(), func(l message.Lookups) replay.Decision {
-			v := route.Decide(p, l, time.Time{})
-			return replay.Decision{State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Flights: v.Flights, Refdata: v.Refdata}
-		}
-	}
+		Route: &route}
 }

@@ -13,6 +13,7 @@ import (
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route"
 )
 
 // Bounds of what one effect lists, so that a dry run of a large package
@@ -30,23 +31,6 @@ const (
 	// maxKeys is the most record keys listed per category or overwrite.
 	maxKeys = 50
 )
-
-// Decision is the router's decision on a message, as far as an effect
-// needs it: the verdict and, for a routed message, its transitions.
-type Decision struct {
-	State      string
-	ErrorClass string
-	Reason     string
-	Flights    []flight.Transition
-	Refdata    []refdata.Transition
-}
-
-// Decider decides a message as the router would now: query is what the
-// decision must read from the store, and decide finishes it with what the
-// store answered. The wiring builds it from router.Prepare and
-// router.Decide; replay does not import the router, which reads the inbox
-// records this package re-injects.
-type Decider func(msgID int64, raw string) (query message.Query, decide func(message.Lookups) Decision)
 
 // Effect is what replaying one message would do to the current state
 // (docs/design.md#replay): the router's decision on it now and, when it
@@ -129,7 +113,7 @@ type Overwrite struct {
 // Explain works out the Effect of the first MaxExplained messages of plan
 // (plan.Effects, in the same order; plan.Unexplained counts the rest). It
 // reads the inbox rows again (MySQL), decides each message as the router
-// would now (d.Decide) and reads PostgreSQL; it changes nothing. Record
+// would now (route.Decide under d.Route) and reads PostgreSQL; it changes nothing. Record
 // the result with AuditDryRun.
 func Explain(ctx context.Context, d Deps, plan *Plan) error {
 	if err := d.validateExplain(); err != nil {
@@ -153,7 +137,7 @@ func Explain(ctx context.Context, d Deps, plan *Plan) error {
 
 func (d Deps) validateExplain() error {
 	errs := d.validateInbox()
-	if d.Decide == nil {
+	if d.Route == nil {
 		errs = append(errs, errors.New("no router settings (a message's effect is the router's decision on it)"))
 	}
 	return errors.Join(errs...)
@@ -210,9 +194,9 @@ func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int6
 // trips on q, the router's lookups and then what the transitions touch.
 func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, error) {
 	e := Effect{MsgID: r.ID}
-	query, decide := d.Decide(r.ID, r.Raw)
+	p := route.Prepare(r.ID, r.Raw, *d.Route)
 	lb := &pgx.Batch{}
-	lq := sink.QueueLookups(lb, r.ID, query)
+	lq := sink.QueueLookups(lb, r.ID, p.Query())
 	if err := send(ctx, q, lb, d.Timeout); err != nil {
 		return e, fmt.Errorf("routing lookups for message %d: %w", r.ID, err)
 	}
@@ -220,7 +204,7 @@ func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, err
 	// Whether a request is open for a SCHD RESP is decided when the
 	// message is: the dry run takes the RESP guard as passed.
 	l.RequestOpen = true
-	v := decide(l)
+	v := route.Decide(p, l, time.Time{})
 	e.Verdict, e.ErrorClass, e.Reason = v.State, v.ErrorClass, v.Reason
 	if v.State != message.StateRouted {
 		return e, nil
@@ -236,7 +220,7 @@ func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, err
 			e.MoreFlights = len(v.Flights) - maxFlights
 			break
 		}
-		e.Flights = append(e.Flights, FlightEffect{FLID: t.FLID, Kind: t.Kind, Tags: flight.Touches(t, d.Flight), Overwrites: []Overwrite{}})
+		e.Flights = append(e.Flights, FlightEffect{FLID: t.FLID, Kind: t.Kind, Tags: flight.Touches(t, d.Route.Flight), Overwrites: []Overwrite{}})
 		f := &e.Flights[len(e.Flights)-1]
 		b.Queue(`SELECT state_version, last_msg_id FROM flight_schd WHERE flid = $1`, t.FLID).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&f.StateVersion, &f.LastMsgID)

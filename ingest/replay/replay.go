@@ -22,8 +22,8 @@ import (
 	"msgx/ingest"
 	"msgx/internal/kafka"
 	"msgx/sink"
-	"msgx/tables/flight"
 	"msgx/tables/message"
+	"msgx/tables/route"
 )
 
 // Batch is the most messages one batch of Run resets and
@@ -100,7 +100,7 @@ type Selector struct {
 
 	// Force also replays the selected messages that the router would
 	// decide DEAD again now (their dry-run verdict: the cause is not
-	// fixed). Without it Run refuses them, when Deps.Decide lets it know.
+	// fixed). Without it Run refuses them, when Deps.Route lets it know.
 	// It is not a selector of its own.
 	Force bool
 }
@@ -455,14 +455,13 @@ type Deps struct {
 	// (MSGX_CLAIM_MAX_BYTES); a batch always takes at least one message.
 	// 0 means ingest.DefaultClaimMaxBytes.
 	MaxBytes int
-	// Decide decides a message as the router would now: Explain needs it.
-	// Optional for Run: with it, each before-image also records the
-	// message's Effect, worked out just before the reset
+	// Route are the router's settings (its Config.Settings): a message's
+	// effect is the router's decision on it now (route.Decide) and the
+	// flight tags it touches under Route.Flight (MSGX_SCHEDULE_MISSING).
+	// Explain needs them. Optional for Run: with them, each before-image
+	// also records the message's Effect, worked out just before the reset
 	// (replay_audit_msg.effect).
-	Decide Decider
-	// Flight are the flights processor's options (MSGX_SCHEDULE_MISSING):
-	// which tags a schedule record touches.
-	Flight flight.Options
+	Route *route.Settings
 }
 
 func (d Deps) maxBytes() int {
@@ -732,7 +731,7 @@ func (r *replayer) batch(ctx context.Context, auditID int64, ids []int64, after 
 		}
 	}
 	var effects map[int64]Effect
-	if len(present) > 0 && r.d.Decide != nil {
+	if len(present) > 0 && r.d.Route != nil {
 		// What each message will overwrite, recorded with its before-image
 		// (read before the reset: a reset message decides nothing yet).
 		effects = make(map[int64]Effect, len(present))
