@@ -15,6 +15,7 @@ import (
 	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 var seqnRE = regexp.MustCompile(`<SEQN>\s*\d+\s*</SEQN>`)
@@ -78,9 +79,9 @@ type ingestRig struct {
 // Kafka under a prefix of its own).
 func newIngestRig(b *testing.B, rows int, col column) *ingestRig {
 	b.Helper()
-	pgDSN := testenv.NewPG(b)
+	pgDSN := sinktest.NewPG(b)
 	myDSN := testenv.NewMySQL(b)
-	my := testenv.OpenMySQL(b, myDSN)
+	my := sinktest.OpenMySQL(b, myDSN)
 	loadBacklog(b, my, rows)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {

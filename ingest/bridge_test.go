@@ -16,6 +16,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 func seq(from, to int64) []int64 {
@@ -335,7 +336,7 @@ func TestMySQLDownKeepsWatermarkThenCatchesUp(t *testing.T) {
 	h := newHarness(t, nil)
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
 	dsn := strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1)
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +544,7 @@ func TestPollBoundedByBytes(t *testing.T) {
 func TestMySQLOutageLogsAreThrottled(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.PollInterval = 200 * time.Millisecond })
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

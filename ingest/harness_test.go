@@ -14,6 +14,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // harness wires a bridge to a fresh MariaDB inbox, a fresh PostgreSQL schema
@@ -34,9 +35,9 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	h.clock = clock.NewFake(h.t0)
-	h.pg = sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second}
+	h.pg = sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second}
 	h.myDSN = testenv.NewMySQL(t)
-	h.my = testenv.OpenMySQL(t, h.myDSN)
+	h.my = sinktest.OpenMySQL(t, h.myDSN)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: h.pg.PGDSN, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 
 // bridge returns a new bridge instance (a "process") on clock c.
 func (h *harness) bridge(c clock.Clock) *Bridge {
-	probe, err := sink.OpenMySQL(sink.Config{MySQLDSN: h.myDSN, Timeout: 10 * time.Second}, testenv.ShanghaiInbox,
+	probe, err := sink.OpenMySQL(sink.Config{MySQLDSN: h.myDSN, Timeout: 10 * time.Second}, sinktest.ShanghaiInbox,
 		map[string]string{"innodb_lock_wait_timeout": fmt.Sprint(int(h.cfg.HoleProbeTimeout / time.Second))})
 	if err != nil {
 		h.t.Fatal(err)

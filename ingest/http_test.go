@@ -15,11 +15,12 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 func TestSendEndpoint(t *testing.T) {
 	dsn := testenv.NewMySQL(t)
-	db := testenv.OpenMySQL(t, dsn)
+	db := sinktest.OpenMySQL(t, dsn)
 	now := time.Date(2026, 11, 30, 9, 30, 0, 0, testenv.Shanghai)
 	h := &SendHandler{
 		Inbox: NewInbox(db, nil, "cminmsgs", 5*time.Second),
@@ -116,7 +117,7 @@ func TestSendEndpoint(t *testing.T) {
 func TestSendEndpointDatabaseFailure(t *testing.T) {
 	dsn := testenv.NewMySQL(t)
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(dsn, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(dsn, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestSendEndpointDatabaseFailure(t *testing.T) {
 		t.Fatalf("database down answered %d %q; never a false 200", rec.Code, rec.Body.String())
 	}
 	// A table that does not exist is a failure too.
-	direct := testenv.OpenMySQL(t, dsn)
+	direct := sinktest.OpenMySQL(t, dsn)
 	h.Inbox = NewInbox(direct, nil, "missing_table", 2*time.Second)
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/cminmsgs/send", strings.NewReader("<MSG/>")))
@@ -170,7 +171,7 @@ func TestCheckXMLRewritesTheDeclaration(t *testing.T) {
 // is what a record can carry.
 func TestSendEndpointRefusesWhatThePipelineWould(t *testing.T) {
 	dsn := testenv.NewMySQL(t)
-	db := testenv.OpenMySQL(t, dsn)
+	db := sinktest.OpenMySQL(t, dsn)
 	const maxMessage = 65536
 	h := &SendHandler{Inbox: NewInbox(db, nil, "cminmsgs", 5*time.Second), Cfg: HTTPConfig{Timeout: 5 * time.Second},
 		MaxMessageBytes: maxMessage, Clock: clock.NewFake(time.Now()), Log: testenv.Logger(t)}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"msgx/internal/testenv"
+	"msgx/sink/sinktest"
 	"msgx/sink/status"
 )
 
@@ -48,7 +49,7 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		multi.Close()
-		my := testenv.OpenMySQL(t, myDSN)
+		my := sinktest.OpenMySQL(t, myDSN)
 		for range d.extra {
 			testenv.InsertInbox(t, my, "<MSG/>")
 		}

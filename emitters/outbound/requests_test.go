@@ -14,6 +14,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
 	"msgx/tables/sis"
@@ -946,7 +947,7 @@ func waitLockWait(t *testing.T, e *env) {
 // RQRDs count their category as answered.
 func TestMigrationMergesOpenRQRDs(t *testing.T) {
 	c := ctx(t)
-	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	cfg := sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
 	for {
 		v, _, err := sink.MigrationVersion(cfg)
 		if err != nil {

@@ -29,6 +29,7 @@ import (
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/backfill"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 )
@@ -53,12 +54,12 @@ type rpEnv struct {
 
 func newRP(t *testing.T) *rpEnv {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 6})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	e := &rpEnv{t: t, pg: pool, my: testenv.OpenMySQLIn(t, testenv.NewMySQL(t), testenv.ShanghaiInbox)}
+	e := &rpEnv{t: t, pg: pool, my: sinktest.OpenMySQLIn(t, testenv.NewMySQL(t), sinktest.ShanghaiInbox)}
 	// Kafka is kfake, in-process: this package tests its own logic against a
 	// broker, one per test in milliseconds; the Kafka claims run on Apache
 	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
@@ -859,7 +860,7 @@ func TestReplayFailingDependencyChangesNothing(t *testing.T) {
 	e := newRP(t)
 	e.seed()
 	before := e.snapshot()
-	closed := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	closed := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	closed.Close()
 	for name, mod := range map[string]func(*replay.Deps){
 		"inbox unreachable": func(d *replay.Deps) { d.MySQL = closed },
@@ -958,7 +959,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	clk := clock.NewFake(rpT0)
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
+		backfill.Deps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1060,13 +1061,13 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 // DEAD is kept and found "already marked" once it is terminal again.
 func TestReplayEndToEndWithRouter(t *testing.T) {
 	ctx := context.Background()
-	pgDSN := testenv.NewPG(t)
+	pgDSN := sinktest.NewPG(t)
 	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	my := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	my := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	brokers := testenv.NewBroker(t)
 	kc := testenv.KafkaConfig(brokers)
 	log := testenv.Logger(t)
@@ -1167,7 +1168,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	sweepClock := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
+		backfill.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

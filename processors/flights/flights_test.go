@@ -17,6 +17,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 )
@@ -38,7 +39,7 @@ func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
 // newRigWith runs the processor on the graph graph builds (nil: its own).
 func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	t.Helper()
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)

@@ -12,12 +12,13 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 )
 
 func TestHistorySweep(t *testing.T) {
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
 	"msgx/tables/route"
@@ -123,7 +124,7 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 func routedPool(t *testing.T, t0 time.Time, ids ...int64) (*pgxpool.Pool, *sink.Messages) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

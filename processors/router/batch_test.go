@@ -21,6 +21,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
@@ -46,7 +47,7 @@ type batchRig struct {
 
 func newBatchRig(t *testing.T, mut func(*Config)) *batchRig {
 	t.Helper()
-	return newBatchRigOn(t, mut, testenv.NewPG(t))
+	return newBatchRigOn(t, mut, sinktest.NewPG(t))
 }
 
 func newBatchRigOn(t *testing.T, mut func(*Config), dsn string) *batchRig {
@@ -571,7 +572,7 @@ func TestBatchFailureFallsBackToOneByOne(t *testing.T) {
 // against any message (I7); once PostgreSQL is back every message of the
 // batch is decided and committed in order.
 func TestBatchOutagePauses(t *testing.T) {
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	proxy := testenv.NewProxy(t, "127.0.0.1:5432")
 	br := newBatchRigOn(t, nil, strings.Replace(dsn, "127.0.0.1:5432", proxy.Addr(), 1))
 	direct, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 1})

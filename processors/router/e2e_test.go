@@ -16,6 +16,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 )
@@ -41,11 +42,11 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	for _, m := range mut {
 		m(&p.cfg)
 	}
-	pgDSN := testenv.NewPG(t)
+	pgDSN := sinktest.NewPG(t)
 	p.pgProxy = testenv.NewProxy(t, "127.0.0.1:5432")
 	routerDSN := strings.Replace(pgDSN, "127.0.0.1:5432", p.pgProxy.Addr(), 1)
 	myDSN := testenv.NewMySQL(t)
-	p.my = testenv.OpenMySQL(t, myDSN)
+	p.my = sinktest.OpenMySQL(t, myDSN)
 	// Kafka is kfake, in-process: this package tests its own logic against a
 	// broker, one per test in milliseconds; the Kafka claims run on Apache
 	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).

@@ -14,6 +14,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/message"
 	"msgx/tables/request"
 )
@@ -36,7 +37,7 @@ func TestRouterERORPairing(t *testing.T) {
 			t.Parallel()
 			var reqs *outbound.Requests
 			rg := newRigWith(t, func(c *Config) { c.RespGuard = guard }, func(pool *pgxpool.Pool, clk *clock.Fake) Requests {
-				my, err := sink.OpenMySQL(sink.Config{MySQLDSN: testenv.NewMySQL(t), Timeout: 5 * time.Second}, testenv.ShanghaiInbox, nil)
+				my, err := sink.OpenMySQL(sink.Config{MySQLDSN: testenv.NewMySQL(t), Timeout: 5 * time.Second}, sinktest.ShanghaiInbox, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

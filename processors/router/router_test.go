@@ -18,6 +18,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
@@ -61,7 +62,7 @@ func newRigWith(t *testing.T, mut func(*Config), reqs func(*pgxpool.Pool, *clock
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/sink"
 	"msgx/sink/backfill"
+	"msgx/sink/sinktest"
 	"msgx/tables/message"
 )
 
@@ -52,7 +53,7 @@ func bfDefaults(t testing.TB) backfill.Config {
 
 func newBF(t *testing.T, mods ...func(*backfill.Config)) *bfEnv {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 6})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func newBF(t *testing.T, mods ...func(*backfill.Config)) *bfEnv {
 	for _, m := range mods {
 		m(&cfg)
 	}
-	return &bfEnv{t: t, pg: pool, myDSN: dsn, my: testenv.OpenMySQL(t, dsn), clk: clock.NewFake(bfT0), cfg: cfg}
+	return &bfEnv{t: t, pg: pool, myDSN: dsn, my: sinktest.OpenMySQL(t, dsn), clk: clock.NewFake(bfT0), cfg: cfg}
 }
 
 // sweeper returns a Sweeper writing through db (the direct connection when
@@ -72,7 +73,7 @@ func (e *bfEnv) sweeper(db *sql.DB) *backfill.Sweeper {
 	if db == nil {
 		db = e.my
 	}
-	b, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, MySQL: db, Table: "cminmsgs", Zone: testenv.ShanghaiInbox,
+	b, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, MySQL: db, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox,
 		Timeout: 5 * time.Second, Clock: e.clk, Log: testenv.Logger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
@@ -89,7 +90,7 @@ func (e *bfEnv) proxied() (*testenv.Proxy, *sql.DB) {
 	}
 	p := testenv.NewProxy(e.t, mc.Addr)
 	mc.Addr = p.Addr()
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestBackfillConfigDefaultsAndValidate(t *testing.T) {
 
 func TestBackfillNewRejectsBadDeps(t *testing.T) {
 	cfg := bfDefaults(t)
-	_, err := backfill.New(cfg, backfill.Deps{Table: "cminmsgs; DROP TABLE x", Timeout: time.Second, Zone: testenv.ShanghaiInbox})
+	_, err := backfill.New(cfg, backfill.Deps{Table: "cminmsgs; DROP TABLE x", Timeout: time.Second, Zone: sinktest.ShanghaiInbox})
 	if err == nil || !strings.Contains(err.Error(), "MSGX_INBOX_TABLE") || !strings.Contains(err.Error(), "PostgreSQL") ||
 		!strings.Contains(err.Error(), "MySQL") {
 		t.Fatalf("New = %v", err)
@@ -687,7 +688,7 @@ func TestBackfillShadowWritesNothing(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// Shadow mode needs no inbox connection at all.
-	if _, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: time.Second,
+	if _, err := backfill.New(e.cfg, backfill.Deps{PG: e.pg, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox, Timeout: time.Second,
 		Clock: e.clk, Log: testenv.Logger(t)}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"msgx/sink"
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
+	"msgx/sink/sinktest"
 	"msgx/tables/message"
 	"msgx/tables/route"
 )
@@ -51,7 +52,7 @@ func arDefaults(t testing.TB) maintenance.Config {
 
 func newAR(t *testing.T, mods ...func(*maintenance.Config)) *arEnv {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 10})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +576,7 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 		t.Errorf("%d rows owe their processed mark", n)
 	}
 
-	my := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	my := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	for _, id := range []int64{1, 2, 3} {
 		if _, err := my.Exec("INSERT INTO cminmsgs (CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED) VALUES (?, '<MSG/>', NOW())", id); err != nil {
 			t.Fatal(err)
@@ -585,7 +586,7 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := backfill.New(bcfg, backfill.Deps{PG: e.pg, MySQL: my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox,
+	b, err := backfill.New(bcfg, backfill.Deps{PG: e.pg, MySQL: my, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox,
 		Timeout: 5 * time.Second, Clock: e.clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -776,7 +777,7 @@ func TestMaintenanceFailureReported(t *testing.T) {
 
 // The down migration removes the archive tables; up brings them back.
 func TestArchiveMigrationDownUp(t *testing.T) {
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	cfg := sink.Config{PGDSN: dsn}
 	for {
 		v, dirty, err := sink.MigrationVersion(cfg)

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/contract"
-	"msgx/internal/testenv"
+	"msgx/sink/sinktest"
 	"msgx/sink/status"
 )
 
@@ -61,7 +61,7 @@ func stAnswer(t *testing.T, pool *pgxpool.Pool, msgID int64, typ string, request
 // alerts they raise.
 func TestCollectReportRequests(t *testing.T) {
 	t.Parallel()
-	pool := stPG(t, testenv.NewPG(t))
+	pool := stPG(t, sinktest.NewPG(t))
 	stRequest(t, pool, 1, "RQFD", "DONE", 3*time.Hour, 170*time.Minute, "RESPONSE", 500)
 	stAnswer(t, pool, 500, "RESP", 1, "DONE", "", "", 170*time.Minute)
 	stRequest(t, pool, 2, "RQFD", "FAILED", time.Hour, 55*time.Minute, "EROR", 501)

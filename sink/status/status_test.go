@@ -24,6 +24,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink/backfill"
+	"msgx/sink/sinktest"
 	"msgx/sink/status"
 )
 
@@ -267,8 +268,8 @@ func stWantAlerts(t *testing.T, got []string, want [][]string) {
 // MariaDB and Kafka, and the alerts they raise.
 func TestCollectReportScenario(t *testing.T) {
 	t.Parallel()
-	pool := stPG(t, testenv.NewPG(t))
-	my := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	pool := stPG(t, sinktest.NewPG(t))
+	my := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	// kfake, in-process: the report's reading of groups and lags is the
 	// subject; the report on Apache Kafka runs in cmd/msgx (TestRunAgainstSASLCluster).
 	brokers := testenv.NewBroker(t)
@@ -490,7 +491,7 @@ func TestCollectReportScenario(t *testing.T) {
 // UNKNOWN with the others, newest first, at most DeadLatestPerClass each.
 func TestDeadLatestByClassUnknown(t *testing.T) {
 	t.Parallel()
-	pool := stPG(t, testenv.NewPG(t))
+	pool := stPG(t, sinktest.NewPG(t))
 	stInsertMsgs(t, pool, []stMsg{
 		{id: 1, state: "DEAD", lastErr: "one"}, {id: 2, state: "DEAD", lastErr: "two"},
 		{id: 3, state: "DEAD", lastErr: "three"}, {id: 4, state: "DEAD", lastErr: "four"},
@@ -517,7 +518,7 @@ func TestDeadLatestByClassUnknown(t *testing.T) {
 // zero everywhere, never -1, no nil maps, and the two alerts that matter.
 func TestCollectReportEmpty(t *testing.T) {
 	t.Parallel()
-	pool := stPG(t, testenv.NewPG(t))
+	pool := stPG(t, sinktest.NewPG(t))
 	r, err := stCollect(t, status.Deps{PG: pool, InboxTable: "cminmsgs", Groups: stGroups, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -557,21 +558,21 @@ func TestCollectReportEmpty(t *testing.T) {
 func stProxiedMySQL(t *testing.T) (*sql.DB, *testenv.Proxy) {
 	t.Helper()
 	dsn := testenv.NewMySQL(t)
-	stScenarioMySQL(t, testenv.OpenMySQL(t, dsn))
+	stScenarioMySQL(t, sinktest.OpenMySQL(t, dsn))
 	mc, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy := testenv.NewProxy(t, mc.Addr)
 	mc.Addr = proxy.Addr()
-	return testenv.OpenMySQL(t, mc.FormatDSN()), proxy
+	return sinktest.OpenMySQL(t, mc.FormatDSN()), proxy
 }
 
 // MySQL down: the report still comes, with the inbox's MySQL figures
 // unknown and said so, everything read from PostgreSQL and Kafka intact.
 func TestCollectReportMySQLDown(t *testing.T) {
 	t.Parallel()
-	pool := stPG(t, testenv.NewPG(t))
+	pool := stPG(t, sinktest.NewPG(t))
 	stScenarioPG(t, pool)
 	my, proxy := stProxiedMySQL(t)
 	brokers := testenv.NewBroker(t)
@@ -632,7 +633,7 @@ func TestCollectReportMySQLDown(t *testing.T) {
 // unknown rather than zero, and alerts that say what could not be read.
 func TestCollectReportEverythingDown(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -784,8 +785,8 @@ func stPort(t *testing.T, addr string) uint16 {
 // their key lines (not byte-exact).
 func TestReportText(t *testing.T) {
 	t.Parallel()
-	pool := stPG(t, testenv.NewPG(t))
-	my := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	pool := stPG(t, sinktest.NewPG(t))
+	my := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	brokers := testenv.NewBroker(t)
 	stScenarioPG(t, pool)
 	stScenarioMySQL(t, my)
@@ -1056,7 +1057,7 @@ func TestAlertRules(t *testing.T) {
 // proc_state large enough for the planner to care.
 func TestStatusQueryPlans(t *testing.T) {
 	t.Parallel()
-	pool := stPG(t, testenv.NewPG(t))
+	pool := stPG(t, sinktest.NewPG(t))
 	// 200k messages: 84% SUCCEEDED, 15% SKIPPED, 0.5% DEAD, 0.5% ARCHIVED,
 	// 100 unfinished, the last 1000 terminal ones still owing their mark.
 	stExec(t, pool, `INSERT INTO proc_state (msg_id, state, error_class, reason, attempts, enqueued_at, updated_at, backfill_at)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"msgx/internal/contract"
-	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/sink/trace"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestTraceOfAnAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2})
+	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

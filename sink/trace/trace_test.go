@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/sink/trace"
 )
 
@@ -22,7 +22,7 @@ import (
 // the outbox, a late row and the flight's limit.
 func TestTraceOnALongHistory(t *testing.T) {
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: time.Minute, PGMaxConns: 4})
+	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: sinktest.NewPG(t), Timeout: time.Minute, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
