@@ -98,7 +98,7 @@ func newIngestRig(b *testing.B, rows int, col column) *ingestRig {
 	}
 	r.deps = ingest.Deps{
 		Inbox:   ingest.NewInbox(my, nil, "cminmsgs", 30*time.Second),
-		Cursors: ingest.NewCursors(pool, 10*time.Second),
+		Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG:      sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second},
 		Brokers: r.brokers, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(b),
 	}

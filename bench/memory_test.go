@@ -99,7 +99,7 @@ func drainPeak(b *testing.B, my *sql.DB, want int, maxBytes int, col column) flo
 	}
 	br, err := ingest.New(cfg, ingest.Deps{
 		Inbox:   ingest.NewInbox(my, nil, "cminmsgs", time.Minute),
-		Cursors: ingest.NewCursors(pool, 10*time.Second),
+		Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG:      sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second},
 		Brokers: brokers, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(b),
 	})

@@ -25,7 +25,7 @@ type Deps struct {
 	// Inbox reads the shared MySQL inbox (required).
 	Inbox *Inbox
 	// Cursors is the watermark store in PostgreSQL (required).
-	Cursors *Cursors
+	Cursors *sink.Cursors
 	// PG is used for the ingest advisory lock (one active instance).
 	PG sink.Config
 	// Brokers and Kafka are where msgx.inbox is produced (required).
@@ -178,7 +178,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, ErrCursorMoved) {
+			if errors.Is(err, sink.ErrCursorMoved) {
 				return err
 			}
 			pollOutage.Failed("ingest poll failed; watermark kept, retrying every poll", err, "watermark", cur.Watermark)
@@ -202,10 +202,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // start loads the cursor or seeds it once from MSGX_CUTOVER_WATERMARK.
-func (b *Bridge) start(ctx context.Context) (Cursor, error) {
+func (b *Bridge) start(ctx context.Context) (sink.Cursor, error) {
 	mode, id, err := ParseCutover(b.cfg.Cutover)
 	if err != nil {
-		return Cursor{}, fmt.Errorf("MSGX_CUTOVER_WATERMARK: %w", err)
+		return sink.Cursor{}, fmt.Errorf("MSGX_CUTOVER_WATERMARK: %w", err)
 	}
 	waitingForRow := false
 	outage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
@@ -224,7 +224,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 			w, ready, err = b.seedWatermark(ctx, mode, id)
 			switch {
 			case errors.Is(err, ErrNotSeeded):
-				return Cursor{}, err
+				return sink.Cursor{}, err
 			case err == nil && !ready:
 				if !waitingForRow {
 					b.log.Info("inbox is empty: seeding mode min waits for the first row")
@@ -235,7 +235,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 				seeded, err = b.d.Cursors.Seed(ctx, w, strings.ToLower(strings.TrimSpace(b.cfg.Cutover)), b.d.Clock.Now())
 				if err == nil && seeded {
 					b.log.Info("seeded inbox cursor", "mode", mode, "watermark", w)
-					return Cursor{Watermark: w}, nil
+					return sink.Cursor{Watermark: w}, nil
 				}
 				// Lost a race with another seeder: load what it stored.
 				if err == nil {
@@ -247,7 +247,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 			outage.Failed("loading or seeding the inbox cursor failed; retrying every poll", err)
 		}
 		if err := clock.Sleep(ctx, b.d.Clock, b.cfg.PollInterval); err != nil {
-			return Cursor{}, err
+			return sink.Cursor{}, err
 		}
 	}
 }
@@ -276,7 +276,7 @@ func (b *Bridge) seedWatermark(ctx context.Context, mode string, id int64) (w in
 
 // poll runs one read-plan-produce-save round and returns how long to wait
 // before the next one (0: poll again at once).
-func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
+func (b *Bridge) poll(ctx context.Context, cur *sink.Cursor) (time.Duration, error) {
 	window := b.window
 	if window <= 0 || window > b.cfg.ClaimBatch {
 		window = b.cfg.ClaimBatch
@@ -356,7 +356,7 @@ func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
 // an ID allocated but not yet inserted, so after MSGX_HOLE_GRACE a second
 // probe decides; empty again releases the hole. A lock wait timeout leaves the
 // hole to the aging fallback.
-func (b *Bridge) probe(ctx context.Context, cur *Cursor, g Gap) (time.Duration, error) {
+func (b *Bridge) probe(ctx context.Context, cur *sink.Cursor, g sink.Gap) (time.Duration, error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		if attempt == 1 {
 			if err := clock.Sleep(ctx, b.d.Clock, b.cfg.HoleGrace); err != nil {
@@ -379,13 +379,13 @@ func (b *Bridge) probe(ctx context.Context, cur *Cursor, g Gap) (time.Duration, 
 }
 
 // release skips gap g for good and puts it on the late-row watch list.
-func (b *Bridge) release(ctx context.Context, cur *Cursor, g Gap, reason string) error {
+func (b *Bridge) release(ctx context.Context, cur *sink.Cursor, g sink.Gap, reason string) error {
 	now := b.d.Clock.Now()
 	observed := cur.HoleSince
 	if observed.IsZero() {
 		observed = now
 	}
-	h := Hole{Gap: g, ObservedAt: observed, ReleasedAt: now, Reason: reason}
+	h := sink.Hole{Gap: g, ObservedAt: observed, ReleasedAt: now, Reason: reason}
 	if err := b.d.Cursors.Release(ctx, cur.Watermark, h); err != nil {
 		return err
 	}
@@ -453,7 +453,7 @@ func (b *Bridge) maybeCheckLate(ctx context.Context) error {
 	late := map[int64]int64{}
 	for i := 0; i < len(holes); i += 100 {
 		chunk := holes[i:min(i+100, len(holes))]
-		gaps := make([]Gap, len(chunk))
+		gaps := make([]sink.Gap, len(chunk))
 		for j, h := range chunk {
 			gaps[j] = h.Gap
 		}

@@ -314,7 +314,7 @@ func TestSeedingRefusedWithoutDecision(t *testing.T) {
 func TestSeedMinWaitsForFirstRow(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Cutover = "min" })
 	b := h.bridge(h.clock)
-	got := make(chan Cursor, 1)
+	got := make(chan sink.Cursor, 1)
 	go func() {
 		c, err := b.start(context.Background())
 		if err != nil {
@@ -449,8 +449,8 @@ func TestCursorCASStopsASecondWriter(t *testing.T) {
 	b1, cur1 := h.started(h.clock)
 	b2, cur2 := h.started(h.clock)
 	h.poll(b1, cur1)
-	if _, err := b2.poll(context.Background(), cur2); !errors.Is(err, ErrCursorMoved) {
-		t.Fatalf("second writer: %v, want ErrCursorMoved", err)
+	if _, err := b2.poll(context.Background(), cur2); !errors.Is(err, sink.ErrCursorMoved) {
+		t.Fatalf("second writer: %v, want sink.ErrCursorMoved", err)
 	}
 }
 

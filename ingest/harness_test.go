@@ -75,7 +75,7 @@ func (h *harness) bridge(c clock.Clock) *Bridge {
 	h.t.Cleanup(func() { probe.Close() })
 	b, err := New(h.cfg, Deps{
 		Inbox:   NewInbox(h.my, probe, h.cfg.Table, 10*time.Second),
-		Cursors: NewCursors(h.pool, 10*time.Second),
+		Cursors: sink.NewCursors(h.pool, 10*time.Second),
 		PG:      h.pg, Brokers: h.brokers, Kafka: testenv.KafkaConfig(h.brokers),
 		Clock: c, Log: testenv.Logger(h.t),
 	})
@@ -88,7 +88,7 @@ func (h *harness) bridge(c clock.Clock) *Bridge {
 
 // started returns a bridge whose cursor is loaded or seeded, ready for
 // single poll() steps.
-func (h *harness) started(c clock.Clock) (*Bridge, *Cursor) {
+func (h *harness) started(c clock.Clock) (*Bridge, *sink.Cursor) {
 	b := h.bridge(c)
 	cur, err := b.start(context.Background())
 	if err != nil {
@@ -97,7 +97,7 @@ func (h *harness) started(c clock.Clock) (*Bridge, *Cursor) {
 	return b, &cur
 }
 
-func (h *harness) poll(b *Bridge, cur *Cursor) time.Duration {
+func (h *harness) poll(b *Bridge, cur *sink.Cursor) time.Duration {
 	h.t.Helper()
 	wait, err := b.poll(context.Background(), cur)
 	if err != nil {
@@ -155,9 +155,9 @@ func ids(recs []Record) []int64 {
 	return out
 }
 
-func (h *harness) cursor() Cursor {
+func (h *harness) cursor() sink.Cursor {
 	h.t.Helper()
-	c, ok, err := NewCursors(h.pool, 10*time.Second).Load(context.Background())
+	c, ok, err := sink.NewCursors(h.pool, 10*time.Second).Load(context.Background())
 	if err != nil || !ok {
 		h.t.Fatalf("load cursor: %v %v", ok, err)
 	}

@@ -234,7 +234,7 @@ func probeErr(err error) error {
 }
 
 // Existing returns the IDs present in the inclusive ranges (late-row check).
-func (in *Inbox) Existing(ctx context.Context, ranges []Gap) ([]int64, error) {
+func (in *Inbox) Existing(ctx context.Context, ranges []sink.Gap) ([]int64, error) {
 	if len(ranges) == 0 {
 		return nil, nil
 	}

@@ -445,7 +445,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 	if r.has(roleIngest) {
 		bridge, err := ingest.New(cfg.Ingest, ingest.Deps{
 			Inbox:   ingest.NewInbox(d.mysql, d.probe, cfg.Ingest.Table, cfg.DB.Timeout),
-			Cursors: ingest.NewCursors(d.pool, cfg.DB.Timeout),
+			Cursors: sink.NewCursors(d.pool, cfg.DB.Timeout),
 			PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
 		})
 		if err != nil {

@@ -1085,7 +1085,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	routerClock := clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	msgs := sink.NewMessages(pool, 5*time.Second)
 	bridge, err := ingest.New(icfg, ingest.Deps{
-		Inbox: ingest.NewInbox(my, nil, "cminmsgs", 10*time.Second), Cursors: ingest.NewCursors(pool, 10*time.Second),
+		Inbox: ingest.NewInbox(my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
 	if err != nil {

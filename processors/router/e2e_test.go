@@ -72,7 +72,7 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	p.msgs = sink.NewMessages(routerPool, 2*time.Second)
 
 	bridge, err := ingest.New(icfg, ingest.Deps{
-		Inbox: ingest.NewInbox(p.my, nil, "cminmsgs", 10*time.Second), Cursors: ingest.NewCursors(ingestPool, 10*time.Second),
+		Inbox: ingest.NewInbox(p.my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(ingestPool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: p.brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
 	if err != nil {

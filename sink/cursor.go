@@ -1,4 +1,4 @@
-package ingest
+package sink
 
 import (
 	"context"
@@ -16,6 +16,34 @@ import (
 // ingest lock rather than overwrite it.
 var ErrCursorMoved = errors.New("inbox cursor moved under us: another ingest instance is active")
 
+// Cursor is the bridge's durable position: every inbox ID up to Watermark has
+// been produced. HoleSince is when the gap right after the watermark was
+// first seen (zero when there is none) and HoleEnd the last ID of that gap as
+// first observed: a gap that starts at or before HoleEnd is the same hole
+// partly filled and keeps its timer; any other gap is new and starts a fresh
+// timer.
+type Cursor struct {
+	Watermark int64
+	HoleSince time.Time
+	HoleEnd   int64
+}
+
+// HasHole reports whether a hole timer is running.
+func (c Cursor) HasHole() bool { return !c.HoleSince.IsZero() }
+
+// Released is the cursor after gap g was released as permanent: the
+// watermark jumps to the ID before the first existing row and the timer
+// stops. Only the hole itself is skipped, never an existing row.
+func (c Cursor) Released(g Gap) Cursor {
+	return Cursor{Watermark: g.To}
+}
+
+// Gap is a run of missing IDs with at least one existing row after it.
+type Gap struct {
+	// From and To are the first and last missing IDs.
+	From, To int64
+}
+
 // Hole is a released gap.
 type Hole struct {
 	Gap
@@ -24,8 +52,10 @@ type Hole struct {
 	Reason     string
 }
 
-// Cursors persists the bridge's cursor, released holes and late rows in
-// PostgreSQL. Every call has its own timeout.
+// Cursors is the store of the ingest bridge's state: its cursor
+// (inbox_cursor), the holes it released (inbox_hole) and the late rows it
+// found (inbox_late_row). The bridge writes it; the status report and msgx
+// trace read it here too. Every call has its own timeout.
 type Cursors struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
