@@ -90,14 +90,14 @@ func newIngestRig(b *testing.B, rows int, col column) *ingestRig {
 	b.Cleanup(pool.Close)
 	k, kc := inProcess(b, col)
 	r := &ingestRig{brokers: k.brokers}
-	r.cfg = ingest.Config{Table: "cminmsgs", Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
+	r.cfg = ingest.Config{Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
 		MaxCommitDelay: 5 * time.Minute, HoleGrace: time.Second, HoleProbeTimeout: 2 * time.Second, Cutover: "min",
 		LateWatch: 24 * time.Hour, LateCheckInterval: 30 * time.Second}
 	if err := kafka.EnsureTopics(r.brokers, kc, []kafka.TopicSpec{r.cfg.TopicSpec()}, testenv.Logger(b)); err != nil {
 		b.Fatal(err)
 	}
 	r.deps = ingest.Deps{
-		Inbox:   ingest.NewInbox(my, nil, "cminmsgs", 30*time.Second),
+		Inbox:   sinktest.Tables(b, my, nil, "cminmsgs", 30*time.Second),
 		Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG:      sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second},
 		Brokers: r.brokers, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(b),

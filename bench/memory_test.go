@@ -91,14 +91,14 @@ func drainPeak(b *testing.B, my *sql.DB, want int, maxBytes int, col column) flo
 		k, kc = inProcess(b, apache)
 	}
 	brokers := k.brokers
-	cfg := ingest.Config{Table: "cminmsgs", Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
+	cfg := ingest.Config{Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
 		ClaimMaxBytes: maxBytes, MaxCommitDelay: 5 * time.Minute, HoleGrace: time.Second, HoleProbeTimeout: 2 * time.Second,
 		Cutover: "min", LateWatch: 24 * time.Hour, LateCheckInterval: 30 * time.Second}
 	if err := kafka.EnsureTopics(brokers, kc, []kafka.TopicSpec{cfg.TopicSpec()}, testenv.Logger(b)); err != nil {
 		b.Fatal(err)
 	}
 	br, err := ingest.New(cfg, ingest.Deps{
-		Inbox:   ingest.NewInbox(my, nil, "cminmsgs", time.Minute),
+		Inbox:   sinktest.Tables(b, my, nil, "cminmsgs", time.Minute),
 		Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG:      sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second},
 		Brokers: brokers, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(b),

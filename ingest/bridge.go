@@ -15,6 +15,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/sink"
+	"msgx/sink/aodb"
 )
 
 // ErrNotSeeded stops a first start that has no cut-over decision.
@@ -22,8 +23,9 @@ var ErrNotSeeded = errors.New("no inbox cursor yet: set MSGX_CUTOVER_WATERMARK=m
 
 // Deps are the bridge's collaborators.
 type Deps struct {
-	// Inbox reads the shared MySQL inbox (required).
-	Inbox *Inbox
+	// Inbox is the shared MySQL inbox (required; with the probe's pool
+	// when MSGX_HOLE_PROBE is on).
+	Inbox *aodb.Tables
 	// Cursors is the watermark store in PostgreSQL (required).
 	Cursors *sink.Cursors
 	// PG is used for the ingest advisory lock (one active instance).
@@ -364,7 +366,7 @@ func (b *Bridge) probe(ctx context.Context, cur *sink.Cursor, g sink.Gap) (time.
 			}
 		}
 		found, err := b.d.Inbox.Probe(ctx, cur.Watermark, g.To+1, b.cfg.HoleProbeTimeout)
-		if errors.Is(err, ErrProbeTimeout) {
+		if errors.Is(err, aodb.ErrProbeTimeout) {
 			b.log.Info("hole still locked by an in-flight insert; aging continues", "from", g.From, "to", g.To)
 			return b.cfg.PollInterval, nil
 		}
@@ -401,7 +403,7 @@ func (b *Bridge) release(ctx context.Context, cur *sink.Cursor, g sink.Gap, reas
 
 // produce sends rows synchronously, in order, with the producer of
 // docs/design.md#kafka-settings.
-func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
+func (b *Bridge) produce(ctx context.Context, rows []aodb.Row, now time.Time) error {
 	if b.producer == nil {
 		p, err := kafka.NewSyncProducer(b.d.Kafka, b.d.Brokers, "msgx-ingest")
 		if err != nil {
@@ -411,7 +413,7 @@ func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 	}
 	msgs := make([]*sarama.ProducerMessage, len(rows))
 	for i, r := range rows {
-		m, oversize, err := r.Message(b.cfg.Topic, now, b.d.Kafka.MaxMessageBytes)
+		m, oversize, err := Message(r, b.cfg.Topic, now, b.d.Kafka.MaxMessageBytes)
 		if err != nil {
 			return err
 		}

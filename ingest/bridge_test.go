@@ -342,7 +342,7 @@ func TestMySQLDownKeepsWatermarkThenCatchesUp(t *testing.T) {
 	}
 	defer db.Close()
 	b, cur := h.started(h.clock)
-	b.d.Inbox = NewInbox(db, nil, "cminmsgs", 2*time.Second)
+	b.d.Inbox = sinktest.Tables(t, db, nil, "cminmsgs", 2*time.Second)
 	h.insert(3)
 	h.poll(b, cur)
 
@@ -493,7 +493,7 @@ func TestOversizeRowDoesNotBlockIngest(t *testing.T) {
 
 // New names what is missing: a nil collaborator is an error, not a panic.
 func TestNewRefusesIncompleteDeps(t *testing.T) {
-	cfg := Config{Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
+	cfg := Config{Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
 		MaxCommitDelay: 5 * time.Minute, HoleProbeTimeout: 2 * time.Second, LateWatch: time.Hour, LateCheckInterval: time.Second}
 	_, err := New(cfg, Deps{})
 	for _, want := range []string{"no inbox reader", "no cursor store", "no Kafka brokers", "no clock", "no logger"} {
@@ -551,7 +551,7 @@ func TestMySQLOutageLogsAreThrottled(t *testing.T) {
 	defer db.Close()
 	var lines logLines
 	b := h.bridge(h.clock)
-	b.d.Inbox = NewInbox(db, nil, "cminmsgs", 2*time.Second)
+	b.d.Inbox = sinktest.Tables(t, db, nil, "cminmsgs", 2*time.Second)
 	b.log = slog.New(slog.NewJSONHandler(&lines, nil)).With("component", "ingest")
 	h.insert(2)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -49,7 +49,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	h.brokers = testenv.NewBroker(t)
 	h.cfg = Config{
-		Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
+		Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
 		MaxCommitDelay: 5 * time.Minute, HoleProbe: true, HoleGrace: time.Second, HoleProbeTimeout: 2 * time.Second,
 		Cutover: "zero", LateWatch: 24 * time.Hour, LateCheckInterval: time.Second,
 	}
@@ -74,7 +74,7 @@ func (h *harness) bridge(c clock.Clock) *Bridge {
 	}
 	h.t.Cleanup(func() { probe.Close() })
 	b, err := New(h.cfg, Deps{
-		Inbox:   NewInbox(h.my, probe, h.cfg.Table, 10*time.Second),
+		Inbox:   sinktest.Tables(h.t, h.my, probe, "cminmsgs", 10*time.Second),
 		Cursors: sink.NewCursors(h.pool, 10*time.Second),
 		PG:      h.pg, Brokers: h.brokers, Kafka: testenv.KafkaConfig(h.brokers),
 		Clock: c, Log: testenv.Logger(h.t),

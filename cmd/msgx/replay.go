@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,6 +16,7 @@ import (
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/message"
 )
 
@@ -72,16 +72,16 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		now := clock.Real{}.Now()
-		my, _, err := openInbox(cfg)
+		tables, _, closeInbox, err := openInbox(cfg)
 		if err != nil {
 			return err
 		}
-		defer my.Close()
+		defer closeInbox()
 		brokers := cfg.Kafka.Brokers
 		if cfg.Kafka.Embedded() {
 			brokers = []string{cfg.Kafka.EmbeddedAddr}
 		}
-		deps := replayDeps(cfg, pool, my, brokers, log)
+		deps := replayDeps(cfg, pool, tables, brokers, log)
 		if *dry {
 			plan, err := replay.DryRun(ctx, pool, sel, 0)
 			if err != nil {
@@ -125,9 +125,9 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 
 // replayDeps are what a replay and its dry run work with: the databases,
 // the cluster, and the router's settings to work out each message's effect.
-func replayDeps(cfg Config, pool *pgxpool.Pool, my *sql.DB, brokers []string, log *slog.Logger) replay.Deps {
+func replayDeps(cfg Config, pool *pgxpool.Pool, tables *aodb.Tables, brokers []string, log *slog.Logger) replay.Deps {
 	route := cfg.Router.Settings(cfg.Location())
-	return replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
+	return replay.Deps{PG: pool, Inbox: tables, Brokers: brokers, Kafka: cfg.Kafka,
 		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
 		Route: &route}
 }

@@ -34,6 +34,7 @@ import (
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
 	"msgx/sink/status"
@@ -62,8 +63,10 @@ type deps struct {
 	brokers []string
 	pool    *pgxpool.Pool
 	mysql   *sql.DB
-	probe   *sql.DB
 	zone    *sink.InboxZone
+	// tables are the AODB's shared tables, on mysql and the hole probe's
+	// own pool.
+	tables  *aodb.Tables
 	grants  *mysqlGrants
 	closers []func()
 }
@@ -136,7 +139,9 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, r role, gate *st
 		return nil, err
 	}
 	d.closers = append(d.closers, func() { probe.Close() })
-	d.probe = probe
+	if d.tables, err = aodb.New(cfg.Tables, aodb.Deps{DB: my, Probe: probe, Timeout: cfg.DB.Timeout}); err != nil {
+		return nil, err
+	}
 	d.grants = &mysqlGrants{db: my, needs: mysqlAccess(cfg, r), timeout: cfg.DB.Timeout, clock: d.clock}
 	if mc, err := mysql.ParseDSN(cfg.DB.MySQLDSN); err == nil {
 		d.grants.database = mc.DBName
@@ -287,7 +292,7 @@ func kafkaAccess(cfg Config, r role) []kafka.Access {
 // (docs/operations.md, Provisioning, lists it as grants). In shadow mode
 // msgx writes nothing there.
 func mysqlAccess(cfg Config, r role) []sink.MySQLAccess {
-	in, out := cfg.Ingest.Table, cfg.Requests.OutboxTable
+	in, out := cfg.Tables.InboxTable, cfg.Tables.OutboxTable
 	needs := []sink.MySQLAccess{{Privilege: "SELECT", Table: in,
 		Columns: []string{"CMINMSGS_ID", "CMINMSGS_CLOB_MSG", "CMINMSGS_DATE_RECEIVED", "CMINMSGS_DATE_PROCESSED", "CMINMSGS_STATUS"},
 		For:     "ingest, its hole probe, replay, the backfill sweeper, the status report and msgx trace read it"}}
@@ -444,7 +449,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 
 	if r.has(roleIngest) {
 		bridge, err := ingest.New(cfg.Ingest, ingest.Deps{
-			Inbox:   ingest.NewInbox(d.mysql, d.probe, cfg.Ingest.Table, cfg.DB.Timeout),
+			Inbox:   d.tables,
 			Cursors: sink.NewCursors(d.pool, cfg.DB.Timeout),
 			PG:      cfg.DB, Brokers: d.brokers, Kafka: cfg.Kafka, Clock: d.clock, Log: log,
 		})
@@ -454,7 +459,7 @@ func runGateway(ctx context.Context, cfg Config, log *slog.Logger, r role) error
 		supervise("ingest", d.grants.gate(bridge.Run))
 		src.Ingest = bridge.Stats
 		send := &ingest.SendHandler{
-			Inbox: ingest.NewInbox(d.mysql, nil, cfg.Ingest.Table, cfg.DB.Timeout),
+			Inbox: d.tables,
 			Cfg:   cfg.HTTP, MaxMessageBytes: cfg.Kafka.MaxMessageBytes, Clock: d.clock, Log: log,
 		}
 		if cfg.Backfill.Shadow {
@@ -599,7 +604,7 @@ func migrateCommand(*flag.FlagSet) runFunc {
 
 // newRequests builds outbound request tracking on the shared connections.
 func newRequests(cfg Config, d *deps) (*outbound.Requests, error) {
-	return outbound.New(cfg.Requests, outbound.Deps{PG: d.pool, MySQL: d.mysql, Clock: d.clock, Log: d.log,
+	return outbound.New(cfg.Requests, outbound.Deps{PG: d.pool, Outbox: d.tables, Clock: d.clock, Log: d.log,
 		Location: cfg.Location(), DBTimeout: cfg.DB.Timeout})
 }
 
@@ -714,7 +719,7 @@ func newProcessing(cfg Config, d *deps, log *slog.Logger, m *metric.Metrics) (*p
 	if err != nil {
 		return nil, err
 	}
-	p.bf, err = backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, MySQL: d.mysql, Table: cfg.Ingest.Table,
+	p.bf, err = backfill.New(cfg.Backfill, backfill.Deps{PG: d.pool, Inbox: d.tables,
 		Zone: d.zone, Timeout: cfg.DB.Timeout, Clock: d.clock, Log: log})
 	if err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ func TestEverySampleEndToEnd(t *testing.T) {
 	// Inserted as `msgx samples` does: in sample.Ordered's order, each
 	// with its own SEQN.
 	order := sample.Ordered(samples)
-	ids, err := insertSamples(context.Background(), my, "cminmsgs", order, 700000)
+	ids, err := insertSamples(context.Background(), sinktest.Tables(t, my, nil, "cminmsgs", 10*time.Second), order, 700000)
 	if err != nil {
 		t.Fatal(err)
 	}

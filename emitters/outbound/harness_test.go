@@ -71,7 +71,7 @@ func newEnv(t *testing.T, mut func(*Config)) *env {
 // process restart looks like (no in-memory state survives).
 func (e *env) restart() *Requests {
 	e.t.Helper()
-	s, err := New(e.cfg, Deps{PG: e.pg, MySQL: e.my, Clock: e.clk, Log: testenv.Logger(e.t),
+	s, err := New(e.cfg, Deps{PG: e.pg, Outbox: sinktest.Tables(e.t, e.my, nil, "cminmsgs", 5*time.Second), Clock: e.clk, Log: testenv.Logger(e.t),
 		Location: testenv.Shanghai, DBTimeout: 5 * time.Second})
 	if err != nil {
 		e.t.Fatal(err)

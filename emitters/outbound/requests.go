@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
 	"msgx/tables/sis"
@@ -32,10 +32,11 @@ var ErrShadow = errors.New("shadow mode (MSGX_SHADOW=true): msgx never writes to
 type Deps struct {
 	// PG is msgx's PostgreSQL (req_track).
 	PG *pgxpool.Pool
-	// MySQL is the shared outbox database, opened with sink.OpenMySQL: its
-	// DATETIMEs (COUTMSGS_DATE_INSERTED) are read and written in the inbox's
-	// zone (docs/design.md#inbox-zone). It may be nil in shadow mode.
-	MySQL *sql.DB
+	// Outbox is the shared outbox, on a connection opened with
+	// sink.OpenMySQL: its DATETIMEs (COUTMSGS_DATE_INSERTED) are read and
+	// written in the inbox's zone (docs/design.md#inbox-zone). It may be nil
+	// in shadow mode.
+	Outbox *aodb.Tables
 	// Clock is the only source of time.
 	Clock clock.Clock
 	// Log receives the component's logs (component=requests is added).
@@ -52,7 +53,7 @@ type Deps struct {
 type Requests struct {
 	cfg     Config
 	pg      *pgxpool.Pool
-	my      *sql.DB
+	outbox  *aodb.Tables
 	clk     clock.Clock
 	log     *slog.Logger
 	loc     *time.Location
@@ -81,7 +82,7 @@ func New(cfg Config, d Deps) (*Requests, error) {
 	switch {
 	case d.PG == nil:
 		return nil, errors.New("requests: no PostgreSQL pool")
-	case d.MySQL == nil && !cfg.Shadow:
+	case d.Outbox == nil && !cfg.Shadow:
 		return nil, errors.New("requests: no MySQL outbox database (required unless MSGX_SHADOW=true)")
 	case d.Clock == nil || d.Log == nil || d.Location == nil:
 		return nil, errors.New("requests: clock, logger and airport time zone are required")
@@ -90,7 +91,7 @@ func New(cfg Config, d Deps) (*Requests, error) {
 	}
 	h, m, daily, _ := parseDaily(cfg.RefdataAt)
 	return &Requests{
-		cfg: cfg, pg: d.PG, my: d.MySQL, clk: d.Clock, loc: d.Location, timeout: d.DBTimeout,
+		cfg: cfg, pg: d.PG, outbox: d.Outbox, clk: d.Clock, loc: d.Location, timeout: d.DBTimeout,
 		log:   d.Log.With("component", "requests"),
 		daily: daily, dailyH: h, dailyM: m,
 	}, nil
@@ -229,7 +230,7 @@ func (s *Requests) register(ctx context.Context, kind request.Kind, build func(s
 // lock. On failure the request is returned PENDING with the error, which is
 // also stored in last_error for the operators.
 func (s *Requests) attemptLocked(ctx context.Context, r request.ReqTrack) (request.ReqTrack, error) {
-	floor, err := s.outboxFloor(ctx)
+	floor, err := s.outbox.OutboxFloor(ctx)
 	if err != nil {
 		// Nothing was attempted: recovery can send without searching.
 		return s.sendFailed(ctx, r, err)
@@ -252,7 +253,7 @@ func (s *Requests) attemptLocked(ctx context.Context, r request.ReqTrack) (reque
 	// hold the request while req_track says PENDING. Recovery finds the row
 	// and records SENT; it never inserts blindly.
 	insertedAt := s.clk.Now().Truncate(time.Second) // COUTMSGS_DATE_INSERTED has whole seconds
-	outboxID, err := s.insertOutbox(ctx, r.Payload, insertedAt)
+	outboxID, err := s.outbox.InsertRequest(ctx, r.Payload, insertedAt, s.cfg.RoutingID)
 	if err != nil {
 		return s.sendFailed(ctx, r, fmt.Errorf("%w (it may or may not have reached the outbox; it is looked up before it is written again)", err))
 	}

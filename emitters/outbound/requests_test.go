@@ -844,7 +844,6 @@ func TestConfigValidate(t *testing.T) {
 		{"interval", func(c *Config) { c.CheckInterval = 0 }, "MSGX_REQUEST_CHECK_INTERVAL"},
 		{"routing", func(c *Config) { c.RoutingID = strings.Repeat("A", 24) }, "MSGX_REQUEST_ROUTINGID"},
 		{"routing empty", func(c *Config) { c.RoutingID = " " }, "MSGX_REQUEST_ROUTINGID"},
-		{"table", func(c *Config) { c.OutboxTable = "coutmsgs; drop" }, "MSGX_OUTBOX_TABLE"},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()

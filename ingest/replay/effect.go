@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"msgx/ingest"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
@@ -154,14 +154,13 @@ type batcher interface {
 // rows in chunks of Batch.
 func explain(ctx context.Context, d Deps, q batcher, ids []int64) (map[int64]Effect, error) {
 	out := make(map[int64]Effect, len(ids))
-	inbox := ingest.NewInbox(d.MySQL, nil, d.Table, d.Timeout)
 	for lo := 0; lo < len(ids); lo += Batch {
 		chunk := ids[lo:min(lo+Batch, len(ids))]
-		rows, err := inbox.ReadIDs(ctx, chunk)
+		rows, err := d.Inbox.ReadIDs(ctx, chunk)
 		if err != nil {
 			return nil, fmt.Errorf("reading the inbox rows to explain: %w", err)
 		}
-		raw := make(map[int64]ingest.Row, len(rows))
+		raw := make(map[int64]aodb.Row, len(rows))
 		for _, r := range rows {
 			raw[r.ID] = r
 		}
@@ -174,7 +173,7 @@ func explain(ctx context.Context, d Deps, q batcher, ids []int64) (map[int64]Eff
 
 // effectsOf puts the effect of every message of ids into out, given their
 // inbox rows.
-func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int64]ingest.Row, out map[int64]Effect) error {
+func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int64]aodb.Row, out map[int64]Effect) error {
 	for _, id := range ids {
 		r, ok := raw[id]
 		if !ok {
@@ -192,7 +191,7 @@ func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int6
 
 // effectOf works out the effect of replaying inbox row r now: two round
 // trips on q, the router's lookups and then what the transitions touch.
-func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, error) {
+func effectOf(ctx context.Context, d Deps, q batcher, r aodb.Row) (Effect, error) {
 	e := Effect{MsgID: r.ID}
 	p := route.Prepare(r.ID, r.Raw, *d.Route)
 	lb := &pgx.Batch{}

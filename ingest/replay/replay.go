@@ -3,7 +3,6 @@ package replay
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"msgx/ingest"
 	"msgx/internal/kafka"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/message"
 	"msgx/tables/route"
 )
@@ -434,10 +434,8 @@ func effectsArg(b []byte) *string {
 type Deps struct {
 	// PG is msgx's PostgreSQL (proc_state, replay_audit).
 	PG *pgxpool.Pool
-	// MySQL is the shared inbox; Run only reads it (shadow mode is fine).
-	MySQL *sql.DB
-	// Table is the inbox table (MSGX_INBOX_TABLE).
-	Table string
+	// Inbox is the shared inbox; Run only reads it (shadow mode is fine).
+	Inbox *aodb.Tables
 	// Brokers and Kafka reach the cluster; the producer must have the settings
 	// of docs/design.md#kafka-settings (CheckD3).
 	Brokers []string
@@ -491,11 +489,8 @@ func (d Deps) validateInbox() []error {
 	if d.PG == nil {
 		errs = append(errs, errors.New("no PostgreSQL pool"))
 	}
-	if d.MySQL == nil {
+	if d.Inbox == nil {
 		errs = append(errs, errors.New("no MySQL connection (the raw messages are read from the inbox)"))
-	}
-	if err := sink.CheckTableName("MSGX_INBOX_TABLE", d.Table); err != nil {
-		errs = append(errs, err)
 	}
 	if d.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
@@ -639,7 +634,7 @@ type replayer struct {
 type batchResult struct {
 	auditID int64
 	reset   []Row // before-images, MSG_ID order
-	inbox   map[int64]ingest.Row
+	inbox   map[int64]aodb.Row
 	refused []Refusal
 	missing []int64
 	changed []int64
@@ -805,11 +800,11 @@ func (r *replayer) fit(ctx context.Context, b *batchResult, cands []Row) ([]Row,
 	for i, c := range cands {
 		ids[i] = c.MsgID
 	}
-	sizes, err := ingest.NewInbox(r.d.MySQL, nil, r.d.Table, r.d.Timeout).Sizes(ctx, ids)
+	sizes, err := r.d.Inbox.Sizes(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading the sizes of the inbox rows to replay: %w", err)
 	}
-	n := ingest.FitBytes(len(cands), func(i int) int { return sizes[ids[i]] }, r.d.maxBytes())
+	n := aodb.FitBytes(len(cands), func(i int) int { return sizes[ids[i]] }, r.d.maxBytes())
 	if n == len(cands) {
 		return cands, nil
 	}
@@ -929,7 +924,7 @@ func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 	msgs := make([]*sarama.ProducerMessage, len(b.reset))
 	ids := make([]int64, len(b.reset))
 	for i, row := range b.reset {
-		m, _, err := b.inbox[row.MsgID].ReplayMessage(r.d.Topic, b.auditID, r.now, r.d.Kafka.MaxMessageBytes)
+		m, _, err := ingest.ReplayMessage(b.inbox[row.MsgID], r.d.Topic, b.auditID, r.now, r.d.Kafka.MaxMessageBytes)
 		if err != nil {
 			return err
 		}
@@ -967,12 +962,12 @@ func (r *replayer) reinject(ctx context.Context, b batchResult) error {
 
 // readInbox reads the inbox rows of ids; IDs without a row are absent from
 // the result.
-func (r *replayer) readInbox(ctx context.Context, ids []int64) (map[int64]ingest.Row, error) {
-	rows, err := ingest.NewInbox(r.d.MySQL, nil, r.d.Table, r.d.Timeout).ReadIDs(ctx, ids)
+func (r *replayer) readInbox(ctx context.Context, ids []int64) (map[int64]aodb.Row, error) {
+	rows, err := r.d.Inbox.ReadIDs(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading the inbox rows to replay: %w", err)
 	}
-	out := make(map[int64]ingest.Row, len(rows))
+	out := make(map[int64]aodb.Row, len(rows))
 	for _, row := range rows {
 		out[row.ID] = row
 	}

@@ -64,7 +64,7 @@ func newRP(t *testing.T) *rpEnv {
 	// broker, one per test in milliseconds; the Kafka claims run on Apache
 	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	e.brokers = rpBroker(t, testenv.NewBroker(t))
-	e.deps = replay.Deps{PG: pool, MySQL: e.my, Table: "cminmsgs", Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
+	e.deps = replay.Deps{PG: pool, Inbox: sinktest.Tables(t, e.my, nil, "cminmsgs", 5*time.Second), Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
 		Topic: rpTopic, Timeout: 5 * time.Second, Log: testenv.Logger(t)}
 	return e
 }
@@ -417,8 +417,8 @@ func TestReplaySelectorValidation(t *testing.T) {
 		}
 	}
 	// Bad dependencies are refused before anything is touched.
-	_, err := replay.Run(ctx, replay.Deps{Table: "x; DROP TABLE y"}, replay.Selector{Class: "INFRA"}, "ops", rpT0)
-	for _, want := range []string{"no PostgreSQL pool", "no MySQL connection", "MSGX_INBOX_TABLE", "no Kafka brokers", "MSGX_TOPIC_INBOX", "MSGX_DB_TIMEOUT"} {
+	_, err := replay.Run(ctx, replay.Deps{}, replay.Selector{Class: "INFRA"}, "ops", rpT0)
+	for _, want := range []string{"no PostgreSQL pool", "no MySQL connection", "no Kafka brokers", "MSGX_TOPIC_INBOX", "MSGX_DB_TIMEOUT"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("bad deps: %v, want %q", err, want)
 		}
@@ -863,7 +863,7 @@ func TestReplayFailingDependencyChangesNothing(t *testing.T) {
 	closed := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	closed.Close()
 	for name, mod := range map[string]func(*replay.Deps){
-		"inbox unreachable": func(d *replay.Deps) { d.MySQL = closed },
+		"inbox unreachable": func(d *replay.Deps) { d.Inbox = sinktest.Tables(t, closed, nil, "cminmsgs", 5*time.Second) },
 		"unreachable": func(d *replay.Deps) {
 			d.Brokers = []string{"127.0.0.1:1"}
 			d.Kafka.Timeout = 500 * time.Millisecond
@@ -959,7 +959,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	clk := clock.NewFake(rpT0)
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
+		backfill.Deps{PG: e.pg, Inbox: sinktest.Tables(t, e.my, nil, "cminmsgs", 5*time.Second), Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1077,7 +1077,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	if err := rcfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	icfg := ingest.Config{Table: "cminmsgs", Topic: rpTopic, PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
+	icfg := ingest.Config{Topic: rpTopic, PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
 		MaxCommitDelay: time.Minute, HoleProbeTimeout: time.Second, Cutover: "zero", LateWatch: time.Hour, LateCheckInterval: time.Minute}
 	if err := kafka.EnsureTopics(brokers, kc, append(rcfg.TopicSpecs(), icfg.TopicSpec(), rcfg.TableSpec()), log); err != nil {
 		t.Fatal(err)
@@ -1085,7 +1085,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	routerClock := clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	msgs := sink.NewMessages(pool, 5*time.Second)
 	bridge, err := ingest.New(icfg, ingest.Deps{
-		Inbox: ingest.NewInbox(my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(pool, 10*time.Second),
+		Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
 	if err != nil {
@@ -1168,7 +1168,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	sweepClock := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
+		backfill.Deps{PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1180,7 +1180,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DROP TRIGGER reject_666 ON flight_index`); err != nil {
 		t.Fatal(err)
 	}
-	deps := replay.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Brokers: brokers, Kafka: kc, Topic: rpTopic, Timeout: 5 * time.Second, Log: log}
+	deps := replay.Deps{PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Brokers: brokers, Kafka: kc, Topic: rpTopic, Timeout: 5 * time.Second, Log: log}
 	now := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
 	for _, sel := range []replay.Selector{{Class: "EXHAUSTED"}, {Class: "UNSUPPORTED"}} {
 		plan, err := replay.DryRun(ctx, pool, sel, 0)

@@ -54,7 +54,7 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	kc := testenv.KafkaConfig(p.brokers)
 	log := testenv.Logger(t)
 
-	icfg := ingest.Config{Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
+	icfg := ingest.Config{Topic: "msgx.inbox", PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
 		MaxCommitDelay: time.Minute, HoleProbeTimeout: time.Second, Cutover: "zero", LateWatch: time.Hour, LateCheckInterval: time.Minute}
 	if err := kafka.EnsureTopics(p.brokers, kc, append(p.cfg.TopicSpecs(), icfg.TopicSpec(), p.cfg.TableSpec()), log); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	p.msgs = sink.NewMessages(routerPool, 2*time.Second)
 
 	bridge, err := ingest.New(icfg, ingest.Deps{
-		Inbox: ingest.NewInbox(p.my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(ingestPool, 10*time.Second),
+		Inbox: sinktest.Tables(t, p.my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(ingestPool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: p.brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
 	if err != nil {

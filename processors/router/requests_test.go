@@ -42,7 +42,7 @@ func TestRouterERORPairing(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { my.Close() })
-				if reqs, err = outbound.New(outbound.DefaultConfig(), outbound.Deps{PG: pool, MySQL: my, Clock: clk,
+				if reqs, err = outbound.New(outbound.DefaultConfig(), outbound.Deps{PG: pool, Outbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Clock: clk,
 					Log: testenv.Logger(t), Location: shanghai, DBTimeout: 5 * time.Second}); err != nil {
 					t.Fatal(err)
 				}

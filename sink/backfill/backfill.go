@@ -2,7 +2,6 @@ package backfill
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/retry"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/message"
 )
 
@@ -109,11 +109,9 @@ func (c Config) Validate() error {
 type Deps struct {
 	// PG is msgx's PostgreSQL (proc_state).
 	PG *pgxpool.Pool
-	// MySQL is the shared inbox, opened on the primary (OpenMySQL). It may be
-	// nil in shadow mode only.
-	MySQL *sql.DB
-	// Table is the inbox table (MSGX_INBOX_TABLE, e.g. cminmsgs).
-	Table string
+	// Inbox is the shared inbox, opened on the primary (sink.OpenMySQL),
+	// where the marks are written. It may be nil in shadow mode only.
+	Inbox *aodb.Tables
 	// Zone is the inbox's zone (sink.InboxZone, docs/design.md#inbox-zone):
 	// the mark is the pass's time as a DATETIME in it, like the AODB's own
 	// CMINMSGS_DATE_RECEIVED. Required unless in shadow mode.
@@ -135,8 +133,7 @@ type Deps struct {
 type Sweeper struct {
 	cfg     Config
 	pg      *pgxpool.Pool
-	my      *sql.DB
-	table   string
+	inbox   *aodb.Tables
 	zone    *sink.InboxZone
 	timeout time.Duration
 	clk     clock.Clock
@@ -172,11 +169,8 @@ func New(cfg Config, deps Deps) (*Sweeper, error) {
 	if deps.PG == nil {
 		errs = append(errs, errors.New("backfill: no PostgreSQL pool"))
 	}
-	if deps.MySQL == nil && !cfg.Shadow {
+	if deps.Inbox == nil && !cfg.Shadow {
 		errs = append(errs, errors.New("backfill: no MySQL connection (only shadow mode may run without one)"))
-	}
-	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.Table); err != nil {
-		errs = append(errs, err)
 	}
 	if deps.Zone == nil && !cfg.Shadow {
 		errs = append(errs, errors.New("backfill: no inbox time zone"))
@@ -194,7 +188,7 @@ func New(cfg Config, deps Deps) (*Sweeper, error) {
 		return nil, err
 	}
 	return &Sweeper{
-		cfg: cfg, pg: deps.PG, my: deps.MySQL, table: deps.Table, zone: deps.Zone,
+		cfg: cfg, pg: deps.PG, inbox: deps.Inbox, zone: deps.Zone,
 		timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "backfill"), wake: make(chan struct{}, 1),
 		stats: Stats{Abandoned: map[string]int64{}, Pending: -1, Shadow: cfg.Shadow},
 	}, nil
@@ -350,16 +344,6 @@ type claim struct {
 	attempts int
 }
 
-// markOutcome classifies one claimed row after the inbox write.
-type markOutcome int
-
-const (
-	outcomeFailed  markOutcome = iota // not marked: transient failure
-	outcomeMarked                     // this pass wrote the mark
-	outcomeAlready                    // a mark was there already
-	outcomeMissing                    // no inbox row
-)
-
 // Sweep does one pass (see the package comment) and returns what it did. The
 // error reports a pass that could not complete, with an empty result:
 // PostgreSQL unreachable, or the results not saved (the marks written
@@ -475,12 +459,12 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 		ids[i] = c.id
 	}
 	var mark string
-	var outcomes map[int64]markOutcome
+	var outcomes map[int64]aodb.Mark
 	var existing map[int64]string
 	loc, myErr := b.zone.Location(ctx)
 	if myErr == nil {
 		mark = now.In(loc).Truncate(time.Second).Format(time.DateTime)
-		outcomes, existing, myErr = b.markInbox(ctx, ids, mark)
+		outcomes, existing, myErr = b.inbox.MarkProcessed(ctx, ids, mark)
 	}
 	if myErr != nil && ctx.Err() != nil {
 		// Shutdown is not an outage: count nothing; the rows stay due.
@@ -556,113 +540,32 @@ func (b *Sweeper) scan(ctx context.Context, tx pgx.Tx, now time.Time) ([]claim, 
 	return claims, nil
 }
 
-// markInbox writes mark (a local DATETIME literal) into every inbox row of
-// ids whose mark is NULL, and classifies each ID. existing holds the mark
-// found on already-marked rows (for the log). On error nothing is known:
-// every row counts as a failed attempt.
-//
-// The UPDATE and the classifying SELECT run in one transaction: the UPDATE
-// locks every row it looks at (REPEATABLE READ keeps the locks of rows it
-// did not change), so a purge by the inbox owner cannot delete a row we
-// just marked before the SELECT sees it — that would be misread as
-// MISSING_ROW.
-//
-// The IDs are formatted into the statement as integer literals: they are
-// int64s (nothing to inject), and a statement without a 500-placeholder
-// parameter list saves the driver's prepare round trips. The mark is passed
-// as a wall-clock string, not a time.Time, so its value does not depend on
-// the connection's loc setting; the SELECT formats the stored value the
-// same way, which is how "written by this pass" is told from "was there".
-func (b *Sweeper) markInbox(ctx context.Context, ids []int64, mark string) (map[int64]markOutcome, map[int64]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.timeout)
-	defer cancel()
-	list := sink.IDList(ids)
-	tx, err := b.my.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("starting inbox transaction: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	r, err := tx.ExecContext(ctx, "UPDATE "+b.table+" SET CMINMSGS_DATE_PROCESSED = ? WHERE CMINMSGS_ID IN ("+list+
-		") AND CMINMSGS_DATE_PROCESSED IS NULL", mark)
-	if err != nil {
-		return nil, nil, fmt.Errorf("marking %d inbox rows processed: %w", len(ids), err)
-	}
-	changed, err := r.RowsAffected()
-	if err != nil {
-		return nil, nil, fmt.Errorf("marking %d inbox rows processed: %w", len(ids), err)
-	}
-	out := make(map[int64]markOutcome, len(ids))
-	existing := map[int64]string{}
-	if int(changed) == len(ids) {
-		// The common case: every row was unmarked and is now ours.
-		for _, id := range ids {
-			out[id] = outcomeMarked
-		}
-	} else {
-		for _, id := range ids {
-			out[id] = outcomeMissing
-		}
-		rows, err := tx.QueryContext(ctx, "SELECT CMINMSGS_ID, DATE_FORMAT(CMINMSGS_DATE_PROCESSED, '%Y-%m-%d %H:%i:%s') FROM "+
-			b.table+" WHERE CMINMSGS_ID IN ("+list+")")
-		if err != nil {
-			return nil, nil, fmt.Errorf("classifying %d unchanged inbox rows: %w", len(ids)-int(changed), err)
-		}
-		for rows.Next() {
-			var id int64
-			var v sql.NullString
-			if err := rows.Scan(&id, &v); err != nil {
-				rows.Close()
-				return nil, nil, fmt.Errorf("classifying inbox rows: %w", err)
-			}
-			switch {
-			case !v.Valid:
-				// Cannot happen inside this transaction (the UPDATE saw and
-				// locked the row); if it does, try again later.
-				out[id] = outcomeFailed
-			case v.String == mark:
-				out[id] = outcomeMarked
-			default:
-				out[id] = outcomeAlready
-				existing[id] = v.String
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return nil, nil, fmt.Errorf("classifying inbox rows: %w", err)
-		}
-		rows.Close()
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, nil, fmt.Errorf("committing %d inbox marks: %w", len(ids), err)
-	}
-	return out, existing, nil
-}
-
 // record writes the outcomes into proc_state, inside the pass's transaction,
 // in one round trip. Every statement re-checks that the row is still a
 // terminal row owing its mark (defence in depth: the advisory lock already
 // keeps replay and reopen out).
-func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []claim, outcomes map[int64]markOutcome,
+func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []claim, outcomes map[int64]aodb.Mark,
 	myErr error, res *SweepResult) error {
 	var done, retried, missing, failIDs []int64
 	var failNext []time.Time
 	var failAbandon []bool
 	for _, c := range claims {
-		o := outcomeFailed
+		o := aodb.MarkFailed
 		if myErr == nil {
 			o = outcomes[c.id]
 		}
 		switch o {
-		case outcomeMarked, outcomeAlready:
+		case aodb.MarkWritten, aodb.MarkFound:
 			done = append(done, c.id)
 			if c.attempts > 0 {
 				retried = append(retried, c.id)
 			}
-			if o == outcomeMarked {
+			if o == aodb.MarkWritten {
 				res.Marked++
 			} else {
 				res.AlreadyMarked++
 			}
-		case outcomeMissing:
+		case aodb.MarkMissing:
 			missing = append(missing, c.id)
 			res.Missing++
 		default:
@@ -732,20 +635,20 @@ func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims [
 
 // logOutcomes logs after the commit, so that a line never reports a result
 // that was rolled back.
-func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]markOutcome, existing map[int64]string, myErr error,
+func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]aodb.Mark, existing map[int64]string, myErr error,
 	now time.Time, mark string) {
 	failed := 0
 	for _, c := range claims {
-		o := outcomeFailed
+		o := aodb.MarkFailed
 		if myErr == nil {
 			o = outcomes[c.id]
 		}
 		switch o {
-		case outcomeMarked:
+		case aodb.MarkWritten:
 			b.log.Debug("inbox row marked processed", "msg_id", c.id, "mark", mark)
-		case outcomeAlready:
+		case aodb.MarkFound:
 			b.log.Info("inbox row already marked; kept its mark", "msg_id", c.id, "mark", existing[c.id])
-		case outcomeMissing:
+		case aodb.MarkMissing:
 			b.log.Warn("inbox row missing; backfill abandoned (MISSING_ROW), reconcile by hand", "msg_id", c.id,
 				"reason", AbandonMissingRow)
 		default:

@@ -586,7 +586,7 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := backfill.New(bcfg, backfill.Deps{PG: e.pg, MySQL: my, Table: "cminmsgs", Zone: sinktest.ShanghaiInbox,
+	b, err := backfill.New(bcfg, backfill.Deps{PG: e.pg, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Zone: sinktest.ShanghaiInbox,
 		Timeout: 5 * time.Second, Clock: e.clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)

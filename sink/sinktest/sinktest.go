@@ -2,7 +2,8 @@
 // database migrated with msgx's schema ([NewPG]) and MySQL connections
 // whose DATETIMEs are read in the inbox's zone ([OpenMySQL]). It adds
 // sink's migrator and connectors to internal/testenv, which creates the
-// databases and knows nothing of msgx's packages.
+// databases and knows nothing of msgx's packages; [Tables] are the shared
+// MySQL tables as sink/aodb reaches them.
 package sinktest
 
 import (
@@ -12,6 +13,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/aodb"
 )
 
 // ShanghaiInbox is an inbox zone fixed to Shanghai (as MSGX_INBOX_TZ=Asia/Shanghai
@@ -45,4 +47,16 @@ func OpenMySQLIn(t testing.TB, dsn string, zone *sink.InboxZone) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// Tables returns the shared tables on db: the inbox table inbox and the
+// outbox coutmsgs, the hole probe through probe (nil: none), every call
+// bounded by timeout.
+func Tables(t testing.TB, db, probe *sql.DB, inbox string, timeout time.Duration) *aodb.Tables {
+	t.Helper()
+	tables, err := aodb.New(aodb.Config{InboxTable: inbox, OutboxTable: "coutmsgs"}, aodb.Deps{DB: db, Probe: probe, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tables
 }

@@ -2,7 +2,6 @@ package status
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -49,16 +48,17 @@ func (c *Collector) Lag(ctx context.Context) Lag {
 	}()
 	go func() {
 		defer wg.Done()
-		if s.deps.MySQL == nil {
-			myErr = errors.New("MySQL not configured")
+		if s.deps.Inbox == nil {
+			myErr = errors.New("reading MAX(CMINMSGS_ID): MySQL not configured")
 			return
 		}
-		var hi sql.NullInt64
-		myErr = s.call(ctx, func(ctx context.Context) error {
-			return s.deps.MySQL.QueryRowContext(ctx, "SELECT MAX(CMINMSGS_ID) FROM "+s.deps.InboxTable).Scan(&hi)
+		var maxID int64
+		myErr = s.call(ctx, func(ctx context.Context) (err error) {
+			maxID, err = s.deps.Inbox.MaxID(ctx)
+			return err
 		})
 		if myErr == nil {
-			out.MaxID = hi.Int64
+			out.MaxID = maxID
 		}
 	}()
 	go func() {
@@ -71,7 +71,7 @@ func (c *Collector) Lag(ctx context.Context) Lag {
 		out.Errors = append(out.Errors, fmt.Sprintf("reading inbox_cursor: %v", pgErr))
 	}
 	if myErr != nil {
-		out.Errors = append(out.Errors, fmt.Sprintf("reading MAX(CMINMSGS_ID) from %s: %v", s.deps.InboxTable, myErr))
+		out.Errors = append(out.Errors, myErr.Error())
 	}
 	if groupsErr != "" {
 		out.Errors = append(out.Errors, "reading the consumer groups: "+groupsErr)

@@ -2,7 +2,6 @@ package status
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/message"
 )
 
@@ -374,14 +374,12 @@ func (c Config) Validate() error {
 type Deps struct {
 	// PG is msgx's PostgreSQL (required).
 	PG *pgxpool.Pool
-	// MySQL is the shared inbox; nil leaves MaxID unknown ("not
+	// Inbox is the shared inbox; nil leaves MaxID unknown ("not
 	// configured").
-	MySQL *sql.DB
+	Inbox *aodb.Tables
 	// Zone is the zone MySQL's DATETIMEs are read in (the one MySQL was
 	// opened with); the report names it (Inbox.Zone). Optional.
 	Zone *sink.InboxZone
-	// InboxTable is the inbox table (MSGX_INBOX_TABLE, required).
-	InboxTable string
 	// Brokers are the Kafka bootstrap addresses; empty falls back to
 	// Kafka.Brokers, and when both are empty the groups are not reported.
 	// (With the embedded broker, pass its address.)
@@ -423,9 +421,6 @@ func New(cfg Config, deps Deps) (*Collector, error) {
 	var errs []error
 	if deps.PG == nil {
 		errs = append(errs, errors.New("status: no PostgreSQL pool"))
-	}
-	if err := sink.CheckTableName("MSGX_INBOX_TABLE", deps.InboxTable); err != nil {
-		errs = append(errs, err)
 	}
 	if deps.Timeout <= 0 {
 		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
@@ -672,7 +667,7 @@ func (s *collection) inboxPG(ctx context.Context, in *InboxStatus, cursorRead ch
 // inboxMySQL reads MAX(CMINMSGS_ID) and the first row above W.
 func (s *collection) inboxMySQL(ctx context.Context, cursorRead <-chan int64) InboxStatus {
 	out := InboxStatus{MaxID: -1}
-	if s.deps.MySQL == nil {
+	if s.deps.Inbox == nil {
 		out.MaxIDError = "MySQL not configured"
 		return out
 	}
@@ -682,35 +677,35 @@ func (s *collection) inboxMySQL(ctx context.Context, cursorRead <-chan int64) In
 	// the two reads made W look beyond the inbox — the fault campaign's
 	// trickle raised that false alert.
 	w := <-cursorRead
-	var hi sql.NullInt64
-	err := s.call(ctx, func(ctx context.Context) error {
-		return s.deps.MySQL.QueryRowContext(ctx, "SELECT MAX(CMINMSGS_ID) FROM "+s.deps.InboxTable).Scan(&hi)
+	var maxID int64
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		maxID, err = s.deps.Inbox.MaxID(ctx)
+		return err
 	})
 	if err != nil {
-		out.MaxIDError = fmt.Sprintf("reading MAX(CMINMSGS_ID) from %s: %v", s.deps.InboxTable, err)
+		out.MaxIDError = err.Error()
 		return out
 	}
-	out.MaxID = hi.Int64 // 0 for an empty inbox: IDs start at 1
+	out.MaxID = maxID // 0 for an empty inbox: IDs start at 1
 	if w < 0 || out.MaxID <= w {
 		return out
 	}
-	var u UnreadRow
-	var rec sql.NullTime
-	err = s.call(ctx, func(ctx context.Context) error {
-		return s.deps.MySQL.QueryRowContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_DATE_RECEIVED FROM "+s.deps.InboxTable+
-			" WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT 1", w).Scan(&u.MsgID, &rec)
+	var row aodb.Row
+	var found bool
+	err = s.call(ctx, func(ctx context.Context) (err error) {
+		row, found, err = s.deps.Inbox.FirstAfter(ctx, w)
+		return err
 	})
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		// Deleted between the two reads: nothing unread after all.
 	case err != nil:
-		out.MaxIDError = fmt.Sprintf("reading the first inbox row after W=%d: %v", w, err)
+		out.MaxIDError = err.Error()
+	case !found:
+		// Deleted between the two reads: nothing unread after all.
 	default:
-		u.AgeSeconds = -1
+		u := UnreadRow{MsgID: row.ID, AgeSeconds: -1}
 		// A legacy zero date (0000-00-00) says as little as NULL.
-		if rec.Valid && !rec.Time.IsZero() {
-			t := rec.Time
-			u.ReceivedAt, u.AgeSeconds = &t, ageSeconds(s.now, t)
+		if row.ReceivedAt != nil && !row.ReceivedAt.IsZero() {
+			u.ReceivedAt, u.AgeSeconds = row.ReceivedAt, ageSeconds(s.now, *row.ReceivedAt)
 		}
 		out.OldestUnread = &u
 	}

@@ -71,7 +71,7 @@ func TestCollectReportRequests(t *testing.T) {
 	stAnswer(t, pool, 499, "EROR", 0, "UNPAIRED", "", "", 4*time.Hour) // before the newest request
 	stAnswer(t, pool, 502, "EROR", 0, "UNPAIRED", "E9", "bad body", 10*time.Minute)
 
-	r, err := stCollect(t, status.Deps{PG: pool, InboxTable: "cminmsgs", Groups: stGroups, Timeout: 5 * time.Second})
+	r, err := stCollect(t, status.Deps{PG: pool, Groups: stGroups, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestCollectReportRequests(t *testing.T) {
 	// Once a newer request of a kind is made, its FAILED or EXPIRED
 	// predecessor and the EROR answers before it are no alert any more.
 	stRequest(t, pool, 5, "RQFD", "SENT", time.Minute, 0, "", 0)
-	r, _ = stCollect(t, status.Deps{PG: pool, InboxTable: "cminmsgs", Groups: stGroups, Timeout: 5 * time.Second})
+	r, _ = stCollect(t, status.Deps{PG: pool, Groups: stGroups, Timeout: 5 * time.Second})
 	for _, a := range r.Alerts {
 		if strings.Contains(a, "refused") || strings.Contains(a, "EROR answer") {
 			t.Errorf("alert after a newer request: %s", a)

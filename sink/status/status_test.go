@@ -177,8 +177,8 @@ func stCollect(t *testing.T, deps status.Deps, change ...func(*status.Config)) (
 // New names what is missing or wrong.
 func TestNewRefusesIncompleteDeps(t *testing.T) {
 	t.Parallel()
-	_, err := status.New(stConfig(t), status.Deps{InboxTable: "cminmsgs; DROP TABLE x"})
-	for _, want := range []string{"no PostgreSQL pool", "MSGX_INBOX_TABLE", "MSGX_DB_TIMEOUT", "no consumer groups"} {
+	_, err := status.New(stConfig(t), status.Deps{})
+	for _, want := range []string{"no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no consumer groups"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New with empty deps: %v, want it to name %q", err, want)
 		}
@@ -278,7 +278,7 @@ func TestCollectReportScenario(t *testing.T) {
 	stScenarioKafka(t, brokers)
 
 	r, err := stCollect(t, status.Deps{
-		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers), Groups: stGroups,
+		PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 10*time.Second), Brokers: brokers, Kafka: testenv.KafkaConfig(brokers), Groups: stGroups,
 		Timeout: 10 * time.Second,
 	}, func(c *status.Config) { c.GroupLag = 2 })
 	if err != nil {
@@ -407,7 +407,7 @@ func TestCollectReportScenario(t *testing.T) {
 
 	// Lag, the sampled subset, agrees with the report.
 	c, err := status.New(stConfig(t), status.Deps{
-		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Kafka: testenv.KafkaConfig(brokers), Groups: stGroups,
+		PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 10*time.Second), Brokers: brokers, Kafka: testenv.KafkaConfig(brokers), Groups: stGroups,
 		Timeout: 10 * time.Second,
 	})
 	if err != nil {
@@ -497,7 +497,7 @@ func TestDeadLatestByClassUnknown(t *testing.T) {
 		{id: 3, state: "DEAD", lastErr: "three"}, {id: 4, state: "DEAD", lastErr: "four"},
 		{id: 5, state: "DEAD", class: "PROTOCOL", lastErr: "five"}, {id: 6, state: "SUCCEEDED", lastErr: "six"},
 	})
-	r, err := stCollect(t, status.Deps{PG: pool, InboxTable: "cminmsgs", Groups: stGroups, Timeout: 5 * time.Second})
+	r, err := stCollect(t, status.Deps{PG: pool, Groups: stGroups, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func TestDeadLatestByClassUnknown(t *testing.T) {
 func TestCollectReportEmpty(t *testing.T) {
 	t.Parallel()
 	pool := stPG(t, sinktest.NewPG(t))
-	r, err := stCollect(t, status.Deps{PG: pool, InboxTable: "cminmsgs", Groups: stGroups, Timeout: 5 * time.Second})
+	r, err := stCollect(t, status.Deps{PG: pool, Groups: stGroups, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestCollectReportMySQLDown(t *testing.T) {
 	my, proxy := stProxiedMySQL(t)
 	brokers := testenv.NewBroker(t)
 	stScenarioKafka(t, brokers)
-	deps := status.Deps{PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Groups: stGroups, Timeout: 3 * time.Second}
+	deps := status.Deps{PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 3*time.Second), Brokers: brokers, Groups: stGroups, Timeout: 3 * time.Second}
 
 	// Up first: the proxy itself is not what the figures depend on.
 	r, err := stCollect(t, deps)
@@ -654,7 +654,7 @@ func TestCollectReportEverythingDown(t *testing.T) {
 
 	start := time.Now()
 	r, err := stCollect(t, status.Deps{
-		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: []string{kProxy.Addr()}, Groups: stGroups, Timeout: 2 * time.Second,
+		PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 2*time.Second), Brokers: []string{kProxy.Addr()}, Groups: stGroups, Timeout: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatalf("Collect with everything down: %v", err)
@@ -753,7 +753,7 @@ func TestCollectReportHangingSources(t *testing.T) {
 	const timeout = time.Second
 	start := time.Now()
 	r, err := stCollect(t, status.Deps{
-		PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: []string{hole}, Groups: stGroups, Timeout: timeout,
+		PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", timeout), Brokers: []string{hole}, Groups: stGroups, Timeout: timeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -791,7 +791,7 @@ func TestReportText(t *testing.T) {
 	stScenarioPG(t, pool)
 	stScenarioMySQL(t, my)
 	stScenarioKafka(t, brokers)
-	r, err := stCollect(t, status.Deps{PG: pool, MySQL: my, InboxTable: "cminmsgs", Brokers: brokers, Groups: stGroups, Timeout: 10 * time.Second})
+	r, err := stCollect(t, status.Deps{PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 10*time.Second), Brokers: brokers, Groups: stGroups, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

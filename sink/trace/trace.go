@@ -2,7 +2,6 @@ package trace
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/message"
 )
 
@@ -22,13 +22,11 @@ var ErrNotFound = errors.New("not found")
 type Deps struct {
 	// PG is msgx's PostgreSQL (required).
 	PG *pgxpool.Pool
-	// MySQL is the shared inbox; nil leaves the inbox row unknown.
-	MySQL *sql.DB
-	// Zone is the zone MySQL's DATETIMEs are read in (the one MySQL was
-	// opened with); the trace names it. Required with MySQL.
+	// Inbox is the shared inbox; nil leaves the inbox row unknown.
+	Inbox *aodb.Tables
+	// Zone is the zone the inbox's DATETIMEs are read in (the one its
+	// connection was opened with); the trace names it. Required with Inbox.
 	Zone *sink.InboxZone
-	// InboxTable is the inbox table's name (MSGX_INBOX_TABLE).
-	InboxTable string
 	// Timeout bounds each source's reads (MSGX_DB_TIMEOUT, positive).
 	Timeout time.Duration
 }
@@ -43,9 +41,7 @@ func New(d Deps) (*Reader, error) {
 		return nil, errors.New("trace: no PostgreSQL pool")
 	case d.Timeout <= 0:
 		return nil, errors.New("trace: MSGX_DB_TIMEOUT must be positive")
-	case d.MySQL != nil && d.InboxTable == "":
-		return nil, errors.New("trace: no inbox table name")
-	case d.MySQL != nil && d.Zone == nil:
+	case d.Inbox != nil && d.Zone == nil:
 		return nil, errors.New("trace: no inbox time zone")
 	}
 	return &Reader{d: d}, nil
@@ -311,25 +307,17 @@ func (r *Reader) Message(ctx context.Context, msgID int64) (Message, error) {
 
 // inboxRow reads the CMINMSGS row of msgID; nil when there is none.
 func (r *Reader) inboxRow(ctx context.Context, msgID int64) (*InboxRow, error) {
-	if r.d.MySQL == nil {
+	if r.d.Inbox == nil {
 		return nil, errors.New("MySQL not configured")
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.d.Timeout)
 	defer cancel()
-	var row InboxRow
-	var status sql.NullString
-	err := r.d.MySQL.QueryRowContext(ctx, "SELECT CMINMSGS_DATE_RECEIVED, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS, "+
-		"COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+r.d.InboxTable+" WHERE CMINMSGS_ID = ?", msgID).
-		Scan(&row.ReceivedAt, &row.ProcessedAt, &status, &row.Bytes)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+	info, err := r.d.Inbox.Info(ctx, msgID)
+	if info == nil || err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading inbox row %d: %w", msgID, err)
-	}
-	row.Status = status.String
-	row.Zone = r.d.Zone.String()
-	return &row, nil
+	return &InboxRow{ReceivedAt: info.ReceivedAt, ProcessedAt: info.ProcessedAt, Status: info.Status, Bytes: info.Bytes,
+		Zone: r.d.Zone.String()}, nil
 }
 
 // decisionColumns are read from proc_state and proc_state_hst alike.

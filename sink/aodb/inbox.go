@@ -1,4 +1,4 @@
-package ingest
+package aodb
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"msgx/sink"
 )
 
-// Row is one CMINMSGS row.
+// Row is one CMINMSGS row as msgx reads it.
 type Row struct {
 	ID         int64
 	Raw        string
@@ -23,21 +23,6 @@ type Row struct {
 // ErrProbeTimeout means the hole probe waited its whole lock timeout: an
 // insert is still in flight, so the hole is left to age.
 var ErrProbeTimeout = errors.New("hole probe: lock wait timeout")
-
-// Inbox reads and writes the shared MySQL inbox table.
-type Inbox struct {
-	db      *sql.DB
-	probe   *sql.DB
-	table   string
-	timeout time.Duration
-}
-
-// NewInbox returns access to table through db. probe must be a connection
-// pool to the primary whose sessions carry the probe's
-// innodb_lock_wait_timeout; it may be nil when the probe is disabled.
-func NewInbox(db, probe *sql.DB, table string, timeout time.Duration) *Inbox {
-	return &Inbox{db: db, probe: probe, table: table, timeout: timeout}
-}
 
 // ReadAfter returns rows with ID > w in ID order: at most limit rows and, past
 // the first one, at most maxBytes of message text in all (the first row is
@@ -52,16 +37,16 @@ func NewInbox(db, probe *sql.DB, table string, timeout time.Duration) *Inbox {
 // ID that fits. A row inserted into a gap between the two queries is read
 // too if the limit allows; it is as contiguous as any other (the plan decides
 // on what was read), and costs at most the bound one more row.
-func (in *Inbox) ReadAfter(ctx context.Context, w int64, limit, maxBytes int) (rows []Row, cut bool, err error) {
-	sizes, err := in.sizesAfter(ctx, w, limit)
+func (t *Tables) ReadAfter(ctx context.Context, w int64, limit, maxBytes int) (rows []Row, cut bool, err error) {
+	sizes, err := t.sizesAfter(ctx, w, limit)
 	if err != nil || len(sizes) == 0 {
 		return nil, false, err
 	}
 	n := FitBytes(len(sizes), func(i int) int { return sizes[i].bytes }, maxBytes)
-	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	rs, err := in.db.QueryContext(ctx,
-		"SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+in.table+
+	rs, err := t.db.QueryContext(ctx,
+		"SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+t.inbox+
 			" WHERE CMINMSGS_ID > ? AND CMINMSGS_ID <= ? ORDER BY CMINMSGS_ID LIMIT ?", w, sizes[n-1].id, limit)
 	if err != nil {
 		return nil, false, fmt.Errorf("reading inbox after %d: %w", w, err)
@@ -80,10 +65,10 @@ type rowSize struct {
 
 // sizesAfter returns the IDs and text lengths (bytes) of up to limit rows
 // with ID > w, in ID order.
-func (in *Inbox) sizesAfter(ctx context.Context, w int64, limit int) ([]rowSize, error) {
-	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+func (t *Tables) sizesAfter(ctx context.Context, w int64, limit int) ([]rowSize, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID, COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+in.table+
+	rows, err := t.db.QueryContext(ctx, "SELECT CMINMSGS_ID, COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+t.inbox+
 		" WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT ?", w, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading inbox sizes after %d: %w", w, err)
@@ -104,14 +89,14 @@ func (in *Inbox) sizesAfter(ctx context.Context, w int64, limit int) ([]rowSize,
 }
 
 // Sizes returns the text length in bytes of each of ids that has a row.
-func (in *Inbox) Sizes(ctx context.Context, ids []int64) (map[int64]int, error) {
+func (t *Tables) Sizes(ctx context.Context, ids []int64) (map[int64]int, error) {
 	out := make(map[int64]int, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID, COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+in.table+
+	rows, err := t.db.QueryContext(ctx, "SELECT CMINMSGS_ID, COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+t.inbox+
 		" WHERE CMINMSGS_ID IN ("+sink.IDList(ids)+")")
 	if err != nil {
 		return nil, fmt.Errorf("reading the sizes of %d inbox rows: %w", len(ids), err)
@@ -151,13 +136,13 @@ func FitBytes(n int, size func(i int) int, maxBytes int) int {
 
 // ReadIDs returns the rows of ids in ID order; IDs without a row are
 // absent from the result.
-func (in *Inbox) ReadIDs(ctx context.Context, ids []int64) ([]Row, error) {
+func (t *Tables) ReadIDs(ctx context.Context, ids []int64) ([]Row, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+in.table+
+	rows, err := t.db.QueryContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED FROM "+t.inbox+
 		" WHERE CMINMSGS_ID IN ("+sink.IDList(ids)+") ORDER BY CMINMSGS_ID")
 	if err != nil {
 		return nil, fmt.Errorf("reading %d inbox rows: %w", len(ids), err)
@@ -194,19 +179,19 @@ func scanRows(rows *sql.Rows) ([]Row, error) {
 // still in flight and returns once it commits (the row is then seen) or rolls
 // back (nothing is seen). It returns the IDs found, or ErrProbeTimeout when
 // the lock wait timed out.
-func (in *Inbox) Probe(ctx context.Context, w, next int64, wait time.Duration) ([]int64, error) {
-	if in.probe == nil {
+func (t *Tables) Probe(ctx context.Context, w, next int64, wait time.Duration) ([]int64, error) {
+	if t.probe == nil {
 		return nil, errors.New("hole probe disabled")
 	}
-	ctx, cancel := context.WithTimeout(ctx, in.timeout+wait)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout+wait)
 	defer cancel()
-	tx, err := in.probe.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := t.probe.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("starting hole probe: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only; rollback releases the share locks
 	rows, err := tx.QueryContext(ctx,
-		"SELECT CMINMSGS_ID FROM "+in.table+" WHERE CMINMSGS_ID > ? AND CMINMSGS_ID < ? ORDER BY CMINMSGS_ID LOCK IN SHARE MODE", w, next)
+		"SELECT CMINMSGS_ID FROM "+t.inbox+" WHERE CMINMSGS_ID > ? AND CMINMSGS_ID < ? ORDER BY CMINMSGS_ID LOCK IN SHARE MODE", w, next)
 	if err != nil {
 		return nil, probeErr(err)
 	}
@@ -234,11 +219,11 @@ func probeErr(err error) error {
 }
 
 // Existing returns the IDs present in the inclusive ranges (late-row check).
-func (in *Inbox) Existing(ctx context.Context, ranges []sink.Gap) ([]int64, error) {
+func (t *Tables) Existing(ctx context.Context, ranges []sink.Gap) ([]int64, error) {
 	if len(ranges) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	var cond []string
 	var args []any
@@ -246,7 +231,7 @@ func (in *Inbox) Existing(ctx context.Context, ranges []sink.Gap) ([]int64, erro
 		cond = append(cond, "CMINMSGS_ID BETWEEN ? AND ?")
 		args = append(args, g.From, g.To)
 	}
-	rows, err := in.db.QueryContext(ctx, "SELECT CMINMSGS_ID FROM "+in.table+" WHERE "+strings.Join(cond, " OR ")+" ORDER BY CMINMSGS_ID", args...)
+	rows, err := t.db.QueryContext(ctx, "SELECT CMINMSGS_ID FROM "+t.inbox+" WHERE "+strings.Join(cond, " OR ")+" ORDER BY CMINMSGS_ID", args...)
 	if err != nil {
 		return nil, fmt.Errorf("checking released holes: %w", err)
 	}
@@ -263,22 +248,22 @@ func (in *Inbox) Existing(ctx context.Context, ranges []sink.Gap) ([]int64, erro
 }
 
 // Bounds returns MIN and MAX of the inbox IDs; ok is false for an empty table.
-func (in *Inbox) Bounds(ctx context.Context) (minID, maxID int64, ok bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+func (t *Tables) Bounds(ctx context.Context) (minID, maxID int64, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	var lo, hi sql.NullInt64
-	if err := in.db.QueryRowContext(ctx, "SELECT MIN(CMINMSGS_ID), MAX(CMINMSGS_ID) FROM "+in.table).Scan(&lo, &hi); err != nil {
+	if err := t.db.QueryRowContext(ctx, "SELECT MIN(CMINMSGS_ID), MAX(CMINMSGS_ID) FROM "+t.inbox).Scan(&lo, &hi); err != nil {
 		return 0, 0, false, fmt.Errorf("reading inbox bounds: %w", err)
 	}
 	return lo.Int64, hi.Int64, lo.Valid, nil
 }
 
 // Insert adds one message as a new row and returns its ID once committed.
-func (in *Inbox) Insert(ctx context.Context, raw string, receivedAt time.Time) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+func (t *Tables) Insert(ctx context.Context, raw string, receivedAt time.Time) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	res, err := in.db.ExecContext(ctx,
-		"INSERT INTO "+in.table+" (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, ?, 'VALID')",
+	res, err := t.db.ExecContext(ctx,
+		"INSERT INTO "+t.inbox+" (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, ?, 'VALID')",
 		raw, receivedAt)
 	if err != nil {
 		return 0, fmt.Errorf("inserting inbox row: %w", err)
@@ -288,4 +273,85 @@ func (in *Inbox) Insert(ctx context.Context, raw string, receivedAt time.Time) (
 		return 0, fmt.Errorf("reading new inbox ID: %w", err)
 	}
 	return id, nil
+}
+
+// InsertNow adds one message as a new row received at the server's clock
+// (NOW(), as the AODB writes its own rows: msgx samples) and returns its ID
+// once committed.
+func (t *Tables) InsertNow(ctx context.Context, raw string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	res, err := t.db.ExecContext(ctx,
+		"INSERT INTO "+t.inbox+" (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, NOW(), 'VALID')", raw)
+	if err != nil {
+		return 0, fmt.Errorf("inserting inbox row: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("reading new inbox ID: %w", err)
+	}
+	return id, nil
+}
+
+// MaxID returns MAX(CMINMSGS_ID): 0 for an empty inbox (IDs start at 1).
+func (t *Tables) MaxID(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var hi sql.NullInt64
+	if err := t.db.QueryRowContext(ctx, "SELECT MAX(CMINMSGS_ID) FROM "+t.inbox).Scan(&hi); err != nil {
+		return 0, fmt.Errorf("reading MAX(CMINMSGS_ID) from %s: %w", t.inbox, err)
+	}
+	return hi.Int64, nil
+}
+
+// FirstAfter returns the ID and receipt time of the first row with ID > w
+// (its text is not read); ok is false when there is none.
+func (t *Tables) FirstAfter(ctx context.Context, w int64) (r Row, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var rec sql.NullTime
+	err = t.db.QueryRowContext(ctx, "SELECT CMINMSGS_ID, CMINMSGS_DATE_RECEIVED FROM "+t.inbox+
+		" WHERE CMINMSGS_ID > ? ORDER BY CMINMSGS_ID LIMIT 1", w).Scan(&r.ID, &rec)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Row{}, false, nil
+	case err != nil:
+		return Row{}, false, fmt.Errorf("reading the first inbox row after W=%d: %w", w, err)
+	}
+	if rec.Valid {
+		at := rec.Time
+		r.ReceivedAt = &at
+	}
+	return r, true, nil
+}
+
+// RowInfo is what an inbox row says of its message, without its text.
+type RowInfo struct {
+	// ReceivedAt and ProcessedAt are CMINMSGS_DATE_RECEIVED and the
+	// processed mark CMINMSGS_DATE_PROCESSED (nil: NULL).
+	ReceivedAt  *time.Time
+	ProcessedAt *time.Time
+	Status      string
+	// Bytes is the length of the message text.
+	Bytes int
+}
+
+// Info returns what row id holds (msgx trace); nil when there is no such
+// row.
+func (t *Tables) Info(ctx context.Context, id int64) (*RowInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var row RowInfo
+	var status sql.NullString
+	err := t.db.QueryRowContext(ctx, "SELECT CMINMSGS_DATE_RECEIVED, CMINMSGS_DATE_PROCESSED, CMINMSGS_STATUS, "+
+		"COALESCE(LENGTH(CMINMSGS_CLOB_MSG), 0) FROM "+t.inbox+" WHERE CMINMSGS_ID = ?", id).
+		Scan(&row.ReceivedAt, &row.ProcessedAt, &status, &row.Bytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading inbox row %d: %w", id, err)
+	}
+	row.Status = status.String
+	return &row, nil
 }

@@ -1,0 +1,24 @@
+package aodb_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"msgx/sink/aodb"
+)
+
+// The table names are formatted into the statements: anything but a table
+// name is refused before a statement runs, and so is a missing connection.
+func TestNewRefusesBadNamesAndDeps(t *testing.T) {
+	_, err := aodb.New(aodb.Config{InboxTable: "cminmsgs; DROP TABLE x", OutboxTable: "coutmsgs; drop"}, aodb.Deps{Timeout: time.Second})
+	for _, want := range []string{"MSGX_INBOX_TABLE", "MSGX_OUTBOX_TABLE", "no MySQL connection"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New = %v, want it to name %q", err, want)
+		}
+	}
+	if _, err := aodb.New(aodb.Config{InboxTable: "cminmsgs", OutboxTable: "coutmsgs"}, aodb.Deps{}); err == nil ||
+		!strings.Contains(err.Error(), "MSGX_DB_TIMEOUT") {
+		t.Errorf("New without a timeout = %v", err)
+	}
+}
