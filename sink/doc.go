@@ -6,9 +6,9 @@
 // completion ([Messages], [MarkApplied]), the flight read model
 // ([WriteFlight]), reference data ([WriteRefData]), the event outbox
 // ([QueueEvents]) and the schedule trace ([AppendSnapLogTx], [AppendSnapLog]). Components above
-// it (ingest, processors, emitters, the jobs in sink/backfill,
-// sink/maintenance and sink/status) own their decisions; sink owns how the
-// rows are written.
+// it (ingest, processors, emitters, the jobs in sink/backfill and
+// sink/maintenance, the read models in inspect/) own their decisions; sink
+// owns how the rows are written.
 //
 // # The flight read model
 //

@@ -16,6 +16,7 @@ import (
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
 	"msgx/ingest"
+	"msgx/inspect/status"
 	"msgx/internal/kafka"
 	"msgx/internal/web"
 	"msgx/processors/flights"
@@ -25,7 +26,6 @@ import (
 	"msgx/sink/aodb"
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
-	"msgx/sink/status"
 )
 
 // Config is the whole daemon's configuration: one struct per component plus

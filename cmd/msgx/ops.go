@@ -19,12 +19,12 @@ import (
 
 	"msgx/cmd/msgx/metric"
 	"msgx/emitters/event"
+	"msgx/inspect/status"
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
 	"msgx/sink"
 	"msgx/sink/aodb"
-	"msgx/sink/status"
 )
 
 // collect takes the status report of this deployment.

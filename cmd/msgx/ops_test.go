@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"msgx/inspect/status"
 	"msgx/internal/testenv"
 	"msgx/sink/sinktest"
-	"msgx/sink/status"
 )
 
 func get(t *testing.T, url string) (int, string) {

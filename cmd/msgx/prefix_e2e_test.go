@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgx/inspect/status"
 	"msgx/internal/testenv"
 	"msgx/sink/sinktest"
-	"msgx/sink/status"
 )
 
 // TestTwoPrefixesShareABroker runs two deployments, each with its own

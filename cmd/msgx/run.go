@@ -25,6 +25,7 @@ import (
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
 	"msgx/ingest"
+	"msgx/inspect/status"
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
@@ -37,7 +38,6 @@ import (
 	"msgx/sink/aodb"
 	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
-	"msgx/sink/status"
 )
 
 type role int

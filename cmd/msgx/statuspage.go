@@ -7,8 +7,8 @@ import (
 	"msgx/cmd/msgx/metric"
 	"msgx/cmd/msgx/page"
 	"msgx/ingest/replay"
+	"msgx/inspect/status"
 	"msgx/internal/retry"
-	"msgx/sink/status"
 )
 
 // dryRunRows bounds the rows GET /replay/dry-run lists (the total is

@@ -15,10 +15,10 @@ import (
 
 	"msgx/cmd/msgx/page"
 	"msgx/ingest/replay"
+	"msgx/inspect/status"
 	"msgx/internal/browser"
 	"msgx/internal/testenv"
 	"msgx/sink/sinktest"
-	"msgx/sink/status"
 )
 
 // statusJSON reads GET /status (with the read token when one is given).

@@ -14,9 +14,9 @@ import (
 	"strings"
 
 	"msgx/cmd/msgx/page"
+	"msgx/inspect/trace"
 	"msgx/internal/retry"
 	"msgx/sink"
-	"msgx/sink/trace"
 )
 
 // traceDefaultLimit is how many versions a flight's trace lists unless told.

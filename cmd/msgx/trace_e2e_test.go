@@ -14,9 +14,9 @@ import (
 
 	"msgx/ingest"
 	"msgx/ingest/replay"
+	"msgx/inspect/trace"
 	"msgx/internal/testenv"
 	"msgx/sink/sinktest"
-	"msgx/sink/trace"
 )
 
 // markConfirmed holds for a proc_state row whose processed mark is

@@ -13,13 +13,13 @@ import (
 	"msgx/emitters/event"
 	"msgx/emitters/schd"
 	"msgx/ingest"
+	"msgx/inspect/status"
 	"msgx/internal/health"
 	"msgx/internal/web"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink/backfill"
-	"msgx/sink/status"
 	"msgx/tables/message"
 )
 
@@ -413,7 +413,7 @@ func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
 	}
 	r := c.report
 	// The sources the report could not read: its "status incomplete"
-	// alerts (sink/status.Alerts).
+	// alerts (inspect/status.Alerts).
 	pgErrs := len(r.Inbox.Errors) + len(r.Messages.Errors) + len(r.Backfill.Errors) + len(r.Requests.Errors)
 	gauge(ch, sourceOK, b2f(pgErrs == 0), "postgres")
 	gauge(ch, sourceOK, b2f(r.Inbox.MaxIDError == ""), "mysql")

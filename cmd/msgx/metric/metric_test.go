@@ -14,13 +14,13 @@ import (
 	"msgx/emitters/event"
 	"msgx/emitters/schd"
 	"msgx/ingest"
+	"msgx/inspect/status"
 	"msgx/internal/health"
 	"msgx/internal/web"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink/backfill"
-	"msgx/sink/status"
 )
 
 // values returns the samples of a metric family by their label values.

@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"msgx/inspect/status"
 	"msgx/internal/clock"
-	"msgx/sink/status"
 )
 
 // Config sizes the history of the status page.

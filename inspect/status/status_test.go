@@ -21,11 +21,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgx/inspect/status"
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink/backfill"
 	"msgx/sink/sinktest"
-	"msgx/sink/status"
 )
 
 // stNow is the report time of every status test: 09:00 in Shanghai.

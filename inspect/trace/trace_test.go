@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"msgx/inspect/trace"
 	"msgx/sink"
 	"msgx/sink/sinktest"
-	"msgx/sink/trace"
 )
 
 // A trace reads by key on a long history (docs/design.md#trace): with

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"msgx/inspect/trace"
 	"msgx/internal/contract"
 	"msgx/sink"
 	"msgx/sink/sinktest"
-	"msgx/sink/trace"
 )
 
 // The trace of an answer names the request it closed, or why none: from

@@ -1,7 +1,7 @@
 package status
 
 // Queries exposes the SQL of the status report to the plan test
-// (package sink_test), with one example argument list each.
+// (package status_test), with one example argument list each.
 var Queries = map[string]string{
 	"cursor":          sqlCursor,
 	"holes":           sqlHoles,

@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"msgx/inspect/status"
 	"msgx/internal/contract"
 	"msgx/sink/sinktest"
-	"msgx/sink/status"
 )
 
 // stRequest inserts one req_track row: created ago before stNow, sent a
