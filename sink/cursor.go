@@ -178,3 +178,139 @@ func (s *Cursors) RecordLate(ctx context.Context, late map[int64]int64, now time
 	}
 	return fresh, nil
 }
+
+// The reads of the operator's read models (inspect/status, inspect/trace):
+// the cursor's whole row, the released holes and the late rows. Their
+// errors are the driver's, unwrapped: the report words them.
+const (
+	sqlCursorRow = `SELECT watermark, hole_since, hole_end, seed_mode, seeded_at, updated_at FROM inbox_cursor WHERE id = 1`
+	sqlHoleCount = `SELECT count(*), COALESCE(sum(last_id - first_id + 1), 0)::bigint FROM inbox_hole`
+	// inbox_hole_released_at gives the order.
+	sqlRecentHoles = `SELECT first_id, last_id, released_at, reason FROM inbox_hole ORDER BY released_at DESC, first_id DESC LIMIT 5`
+	sqlLateRows    = `SELECT count(*), COALESCE((SELECT array_agg(msg_id ORDER BY msg_id) FROM
+		(SELECT msg_id FROM inbox_late_row ORDER BY msg_id DESC LIMIT 20) l), '{}') FROM inbox_late_row`
+)
+
+// CursorRow is the cursor as its row holds it: with how and when it was
+// seeded (MSGX_CUTOVER_WATERMARK) and when the bridge last saved it.
+type CursorRow struct {
+	Cursor
+	SeedMode  string
+	SeededAt  *time.Time
+	UpdatedAt *time.Time
+}
+
+// Row returns the cursor's row; ok is false before the first seeding.
+func (s *Cursors) Row(ctx context.Context) (r CursorRow, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var since *time.Time
+	var end *int64
+	var mode *string
+	err = s.pool.QueryRow(ctx, sqlCursorRow).Scan(&r.Watermark, &since, &end, &mode, &r.SeededAt, &r.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return CursorRow{}, false, nil
+	}
+	if err != nil {
+		return CursorRow{}, false, err
+	}
+	if since != nil {
+		r.HoleSince = *since
+	}
+	if end != nil {
+		r.HoleEnd = *end
+	}
+	if mode != nil {
+		r.SeedMode = *mode
+	}
+	return r, true, nil
+}
+
+// Watermark returns W alone (one primary-key read, for the status page's
+// samples); ok is false before the first seeding.
+func (s *Cursors) Watermark(ctx context.Context) (w int64, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err = s.pool.QueryRow(ctx, `SELECT watermark FROM inbox_cursor WHERE id = 1`).Scan(&w)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return w, err == nil, err
+}
+
+// HoleCount returns the number of released holes and of the IDs they
+// cover.
+func (s *Cursors) HoleCount(ctx context.Context) (holes, ids int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err = s.pool.QueryRow(ctx, sqlHoleCount).Scan(&holes, &ids)
+	return holes, ids, err
+}
+
+// RecentHoles returns the last five released holes, newest first (their
+// ObservedAt is not read).
+func (s *Cursors) RecentHoles(ctx context.Context) ([]Hole, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, sqlRecentHoles)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Hole, error) {
+		var h Hole
+		return h, r.Scan(&h.From, &h.To, &h.ReleasedAt, &h.Reason)
+	})
+}
+
+// LateRows returns the number of late rows and the newest 20 of them,
+// ascending.
+func (s *Cursors) LateRows(ctx context.Context) (n int64, newest []int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err = s.pool.QueryRow(ctx, sqlLateRows).Scan(&n, &newest)
+	return n, newest, err
+}
+
+// IngestOf is what the bridge's state says about one inbox ID.
+type IngestOf struct {
+	// Seeded is false when the bridge has no cursor yet; nothing else is
+	// known then.
+	Seeded bool
+	// Watermark is W, HoleSince when the gap right after it was first seen.
+	Watermark int64
+	HoleSince *time.Time
+	// Hole is the released hole that holds the ID, if any (its ObservedAt
+	// is not read).
+	Hole *Hole
+	// LateAt is when the ID appeared after its hole was released.
+	LateAt *time.Time
+}
+
+// QueueIngestOf queues into b the read of what the bridge's state says
+// about msgID (msgx trace: one round trip with the rest of a trace); the
+// result is filled in when b has run.
+func QueueIngestOf(b *pgx.Batch, msgID int64) *IngestOf {
+	out := &IngestOf{}
+	b.Queue(`SELECT c.watermark, c.hole_since, h.first_id, h.last_id, h.released_at, h.reason, l.seen_at
+		FROM inbox_cursor c
+		-- Holes do not overlap: the nearest one starting at or below the ID
+		-- is the only one that can hold it (one primary-key step).
+		LEFT JOIN LATERAL (SELECT * FROM inbox_hole h WHERE h.first_id <= $1
+			ORDER BY h.first_id DESC LIMIT 1) h ON h.last_id >= $1
+		LEFT JOIN inbox_late_row l ON l.msg_id = $1`, msgID).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var first, last *int64
+			var released *time.Time
+			var reason *string
+			if err := rows.Scan(&out.Watermark, &out.HoleSince, &first, &last, &released, &reason, &out.LateAt); err != nil {
+				return err
+			}
+			if first != nil && last != nil && released != nil && reason != nil {
+				out.Hole = &Hole{Gap: Gap{From: *first, To: *last}, ReleasedAt: *released, Reason: *reason}
+			}
+			out.Seeded = true
+		}
+		return rows.Err()
+	})
+	return out
+}

@@ -3,10 +3,6 @@ package status
 // Queries exposes the SQL of the status report to the plan test
 // (package status_test), with one example argument list each.
 var Queries = map[string]string{
-	"cursor":          sqlCursor,
-	"holes":           sqlHoles,
-	"recentHoles":     sqlRecentHoles,
-	"lateRows":        sqlLateRows,
 	"openByState":     sqlOpenByState,
 	"head":            sqlHead,
 	"terminalByState": sqlTerminalByState,

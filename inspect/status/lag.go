@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"msgx/sink"
 	"sync"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Lag is the part of the report that moves from second to second: how far
@@ -39,12 +38,11 @@ func (c *Collector) Lag(ctx context.Context) Lag {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		pgErr = s.pg(ctx, false, func(ctx context.Context) error {
-			return s.deps.PG.QueryRow(ctx, `SELECT watermark FROM inbox_cursor WHERE id = 1`).Scan(&out.Watermark)
+		pgErr = s.pg(ctx, false, func(ctx context.Context) (err error) {
+			// Not seeded: W is 0, nothing produced.
+			out.Watermark, _, err = sink.NewCursors(s.deps.PG, s.deps.Timeout).Watermark(ctx)
+			return err
 		})
-		if errors.Is(pgErr, pgx.ErrNoRows) {
-			out.Watermark, pgErr = 0, nil // not seeded: nothing produced
-		}
 	}()
 	go func() {
 		defer wg.Done()

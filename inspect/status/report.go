@@ -545,16 +545,11 @@ func (s *collection) pg(ctx context.Context, linear bool, fn func(ctx context.Co
 	return err
 }
 
-// The SQL of the report, named for the plan test (status_export_test.go).
-// States and IS NULL conditions are literals so that the planner matches the
-// partial indexes of migration 0002.
+// The SQL of the report, named for the plan test (export_test.go); the
+// ingest state (inbox_cursor, inbox_hole, inbox_late_row) is read through
+// its store, sink.Cursors. States and IS NULL conditions are literals so
+// that the planner matches the partial indexes of migration 0002.
 const (
-	sqlCursor = `SELECT watermark, hole_since, hole_end, seed_mode, seeded_at, updated_at FROM inbox_cursor WHERE id = 1`
-	sqlHoles  = `SELECT count(*), COALESCE(sum(last_id - first_id + 1), 0)::bigint FROM inbox_hole`
-	// inbox_hole_released_at gives the order.
-	sqlRecentHoles = `SELECT first_id, last_id, released_at, reason FROM inbox_hole ORDER BY released_at DESC, first_id DESC LIMIT 5`
-	sqlLateRows    = `SELECT count(*), COALESCE((SELECT array_agg(msg_id ORDER BY msg_id) FROM
-		(SELECT msg_id FROM inbox_late_row ORDER BY msg_id DESC LIMIT 20) l), '{}') FROM inbox_late_row`
 	// proc_state_open.
 	sqlOpenByState = `SELECT state, count(*) FROM proc_state WHERE state IN ('PENDING', 'FAILED', 'ROUTED') GROUP BY state`
 	sqlHead        = `SELECT msg_id, state, enqueued_at, attempts, error_class, next_attempt_at, last_error FROM proc_state
@@ -600,61 +595,53 @@ func (s *collection) inboxPG(ctx context.Context, in *InboxStatus, cursorRead ch
 		in.Errors = append(in.Errors, fmt.Sprintf("%s: %v", what, err))
 	}
 
-	var since, seededAt, updatedAt *time.Time
-	var end *int64
-	var mode *string
-	var w int64
-	err := s.pg(ctx, false, func(ctx context.Context) error {
-		return s.deps.PG.QueryRow(ctx, sqlCursor).Scan(&w, &since, &end, &mode, &seededAt, &updatedAt)
+	cursors := sink.NewCursors(s.deps.PG, s.deps.Timeout)
+	var c sink.CursorRow
+	var seeded bool
+	err := s.pg(ctx, false, func(ctx context.Context) (err error) {
+		c, seeded, err = cursors.Row(ctx)
+		return err
 	})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		fail("reading inbox_cursor", err)
+	case !seeded:
 		// Not seeded: nothing has been read; W is 0 in the sense that no ID
 		// has been produced.
 		in.Watermark = 0
-	case err != nil:
-		fail("reading inbox_cursor", err)
 	default:
-		in.Seeded, in.Watermark, in.SeededAt, in.CursorUpdatedAt = true, w, seededAt, updatedAt
-		if mode != nil {
-			in.SeedMode = *mode
-		}
-		if since != nil {
-			h := &OpenHole{From: w + 1, Since: *since, AgeSeconds: ageSeconds(s.now, *since)}
-			if end != nil {
-				h.To = *end
-			}
-			in.Hole = h
+		in.Seeded, in.Watermark, in.SeededAt, in.CursorUpdatedAt, in.SeedMode = true, c.Watermark, c.SeededAt, c.UpdatedAt, c.SeedMode
+		if c.HasHole() {
+			in.Hole = &OpenHole{From: c.Watermark + 1, To: c.HoleEnd, Since: c.HoleSince, AgeSeconds: ageSeconds(s.now, c.HoleSince)}
 		}
 	}
 	cursorRead <- in.Watermark // buffered; -1 when unknown
 
-	err = s.pg(ctx, false, func(ctx context.Context) error {
-		return s.deps.PG.QueryRow(ctx, sqlHoles).Scan(&in.PermanentHoles, &in.PermanentHoleIDs)
+	err = s.pg(ctx, false, func(ctx context.Context) (err error) {
+		in.PermanentHoles, in.PermanentHoleIDs, err = cursors.HoleCount(ctx)
+		return err
 	})
 	if err != nil {
 		in.PermanentHoles, in.PermanentHoleIDs = -1, -1
 		fail("counting inbox_hole", err)
 	}
-	err = s.pg(ctx, false, func(ctx context.Context) error {
-		rows, err := s.deps.PG.Query(ctx, sqlRecentHoles)
-		if err != nil {
-			return err
-		}
-		in.RecentHoles, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReleasedHole, error) {
-			var h ReleasedHole
-			return h, r.Scan(&h.From, &h.To, &h.ReleasedAt, &h.Reason)
-		})
+	var recent []sink.Hole
+	err = s.pg(ctx, false, func(ctx context.Context) (err error) {
+		recent, err = cursors.RecentHoles(ctx)
 		return err
 	})
 	if err != nil {
 		in.RecentHoles = nil
 		fail("listing inbox_hole", err)
-	} else if in.RecentHoles == nil {
-		in.RecentHoles = []ReleasedHole{}
+	} else {
+		in.RecentHoles = make([]ReleasedHole, len(recent))
+		for i, h := range recent {
+			in.RecentHoles[i] = ReleasedHole{From: h.From, To: h.To, ReleasedAt: h.ReleasedAt, Reason: h.Reason}
+		}
 	}
-	err = s.pg(ctx, false, func(ctx context.Context) error {
-		return s.deps.PG.QueryRow(ctx, sqlLateRows).Scan(&in.LateRows, &in.LateRowIDs)
+	err = s.pg(ctx, false, func(ctx context.Context) (err error) {
+		in.LateRows, in.LateRowIDs, err = cursors.LateRows(ctx)
+		return err
 	})
 	if err != nil {
 		in.LateRows, in.LateRowIDs = -1, nil

@@ -405,30 +405,16 @@ func (r *Reader) pgMessage(ctx context.Context, m *Message) error {
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT c.watermark, c.hole_since, h.first_id, h.last_id, h.released_at, h.reason, l.seen_at
-		FROM inbox_cursor c
-		-- Holes do not overlap: the nearest one starting at or below the ID
-		-- is the only one that can hold it (one primary-key step).
-		LEFT JOIN LATERAL (SELECT * FROM inbox_hole h WHERE h.first_id <= $1
-			ORDER BY h.first_id DESC LIMIT 1) h ON h.last_id >= $1
-		LEFT JOIN inbox_late_row l ON l.msg_id = $1`, id).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var in Ingest
-			var first, last *int64
-			var released *time.Time
-			var reason *string
-			if err := rows.Scan(&in.Watermark, &in.HoleSince, &first, &last, &released, &reason, &in.LateAt); err != nil {
-				return err
-			}
-			if first != nil && last != nil && released != nil && reason != nil {
-				in.Hole = &Hole{FirstID: *first, LastID: *last, ReleasedAt: *released, Reason: *reason}
-			}
-			m.Ingest = &in
-		}
-		return rows.Err()
-	})
+	ingest := sink.QueueIngestOf(b, id)
 	if err := r.d.PG.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("reading the trace of message %d: %w", id, err)
+	}
+	if ingest.Seeded {
+		in := &Ingest{Watermark: ingest.Watermark, HoleSince: ingest.HoleSince, LateAt: ingest.LateAt}
+		if h := ingest.Hole; h != nil {
+			in.Hole = &Hole{FirstID: h.From, LastID: h.To, ReleasedAt: h.ReleasedAt, Reason: h.Reason}
+		}
+		m.Ingest = in
 	}
 	return r.outboxed(ctx, m.Versions)
 }
