@@ -12,6 +12,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"msgx/cmd/msgx/page"
+	"msgx/emitters/backfill"
 	"msgx/emitters/event"
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
@@ -24,7 +25,6 @@ import (
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/aodb"
-	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
 )
 

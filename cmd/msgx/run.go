@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"msgx/cmd/msgx/metric"
+	"msgx/emitters/backfill"
 	"msgx/emitters/event"
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
@@ -36,7 +37,6 @@ import (
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/aodb"
-	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
 )
 

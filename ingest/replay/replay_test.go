@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgx/emitters/backfill"
 	"msgx/ingest"
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
@@ -28,7 +29,6 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
-	"msgx/sink/backfill"
 	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
@@ -125,7 +125,7 @@ func (e *rpEnv) proc(rows ...rpRow) {
 			}
 			if r.abandoned {
 				abandonedAt = &t
-				s := backfill.AbandonTransientDeadline
+				s := message.AbandonTransientDeadline
 				abandonedReason = &s
 			}
 		}

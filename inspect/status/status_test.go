@@ -24,8 +24,8 @@ import (
 	"msgx/inspect/status"
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
-	"msgx/sink/backfill"
 	"msgx/sink/sinktest"
+	"msgx/tables/message"
 )
 
 // stNow is the report time of every status test: 09:00 in Shanghai.
@@ -105,14 +105,14 @@ func stScenarioPG(t *testing.T, pool *pgxpool.Pool) {
 	stInsertMsgs(t, pool, []stMsg{
 		{id: 101, state: "SUCCEEDED", age: 5 * h, marked: true},
 		{id: 102, state: "SUCCEEDED", age: 5 * h},
-		{id: 103, state: "SUCCEEDED", age: 800 * h, abandoned: backfill.AbandonTransientDeadline},
+		{id: 103, state: "SUCCEEDED", age: 800 * h, abandoned: message.AbandonTransientDeadline},
 		{id: 104, state: "SKIPPED", reason: "duplicate-of:101", age: 5 * h, marked: true},
 		{id: 105, state: "SKIPPED", reason: "ignored:LDM-*", age: 5 * h, marked: true},
 		{id: 106, state: "SKIPPED", reason: "ignored:EROR-*", age: 800 * h},
 		{id: 107, state: "SKIPPED", reason: "unsupported:ABCD-EFGH", age: 5 * h, marked: true},
 		{id: 108, state: "SKIPPED", reason: "no-match", age: 5 * h, marked: true},
 		{id: 109, state: "DEAD", class: "MALFORMED", lastErr: "MALFORMED: not XML", age: 5 * h, marked: true},
-		{id: 110, state: "DEAD", class: "MALFORMED", lastErr: "no META", age: 5 * h, abandoned: backfill.AbandonMissingRow},
+		{id: 110, state: "DEAD", class: "MALFORMED", lastErr: "no META", age: 5 * h, abandoned: message.AbandonMissingRow},
 		{id: 111, state: "DEAD", class: "PROTOCOL", lastErr: "RECS=3 but 2 records", age: 30 * time.Minute, marked: true},
 		{id: 112, state: "DEAD", class: "EXHAUSTED", lastErr: "CODEC_ERROR: unparseable date 2026-13-40", age: 10 * time.Minute},
 		{id: 113, state: "ARCHIVED", age: 900 * h, marked: true},

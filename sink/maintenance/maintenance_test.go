@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"msgx/emitters/backfill"
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
-	"msgx/sink/backfill"
 	"msgx/sink/maintenance"
 	"msgx/sink/sinktest"
 	"msgx/tables/message"
@@ -129,7 +129,7 @@ func (e *arEnv) insert(rows ...arRow) {
 		}
 		var reason *string
 		if r.abandoned != nil {
-			s := backfill.AbandonMissingRow
+			s := message.AbandonMissingRow
 			reason = &s
 		}
 		enq := r.updated.Add(-time.Hour)
@@ -294,11 +294,11 @@ func TestArchiveOnlyTerminalSettledOldRows(t *testing.T) {
 	// The abandoned row is on the list the inbox owner relies on and stays
 	// there; once reopened and marked it is archived like any other row,
 	// MSGX_ARCHIVE_AFTER after its last change (the reopening).
-	list, err := backfill.Abandoned(context.Background(), e.pg, 0)
+	list, err := sink.AbandonedBackfills(context.Background(), e.pg, 0)
 	if err != nil || len(list) != 1 || list[0].MsgID != 7 {
 		t.Fatalf("abandoned list %+v, %v", list, err)
 	}
-	if n, err := backfill.Reopen(context.Background(), e.pg, []int64{7}, now); n != 1 || err != nil {
+	if n, err := sink.ReopenBackfills(context.Background(), e.pg, []int64{7}, now); n != 1 || err != nil {
 		t.Fatalf("reopen %d, %v", n, err)
 	}
 	e.exec(`DELETE FROM backfill_owed WHERE msg_id = $1`, 7) // the sweeper's "written"
@@ -602,7 +602,7 @@ func TestArchivedRowsInvisibleToOtherJobs(t *testing.T) {
 	if err := my.QueryRow("SELECT COUNT(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL").Scan(&marked); err != nil || marked != 0 {
 		t.Fatalf("%d inbox rows marked (%v)", marked, err)
 	}
-	if list, err := backfill.Abandoned(ctx, e.pg, 0); err != nil || len(list) != 0 {
+	if list, err := sink.AbandonedBackfills(ctx, e.pg, 0); err != nil || len(list) != 0 {
 		t.Fatalf("abandoned list %+v, %v", list, err)
 	}
 }

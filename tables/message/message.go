@@ -78,6 +78,17 @@ const (
 	ReasonRawMissing = "raw-missing"
 )
 
+// Reasons a terminal message's processed mark was abandoned
+// (proc_state.backfill_abandoned_reason, docs/design.md#backfill-results).
+const (
+	// AbandonMissingRow: the inbox row does not exist (it was deleted after
+	// it was enqueued). Deterministic, so it is abandoned at once, R or not.
+	AbandonMissingRow = "MISSING_ROW"
+	// AbandonTransientDeadline: writing the mark kept failing (MySQL down,
+	// timeouts, …) until the row was older than R (MSGX_OVERDUE_BACKFILL).
+	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
+)
+
 // IsTerminal reports whether a message in this state no longer blocks the
 // queue (SUCCEEDED, SKIPPED, DEAD; ARCHIVED rows were terminal).
 func IsTerminal(state string) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"msgx/emitters/backfill"
 	"msgx/emitters/event"
 	"msgx/emitters/schd"
 	"msgx/ingest"
@@ -19,7 +20,6 @@ import (
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
-	"msgx/sink/backfill"
 	"msgx/tables/message"
 )
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"msgx/emitters/backfill"
 	"msgx/emitters/event"
 	"msgx/emitters/schd"
 	"msgx/ingest"
@@ -20,7 +21,6 @@ import (
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
-	"msgx/sink/backfill"
 )
 
 // values returns the samples of a metric family by their label values.

@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"msgx/emitters/backfill"
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
-	"msgx/sink/backfill"
 	"msgx/sink/sinktest"
 	"msgx/tables/message"
 )
@@ -432,7 +432,7 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	s := e.state(2)
-	if s.Marked || !sameTime(s.AbandonedAt, bfT0) || s.Reason == nil || *s.Reason != backfill.AbandonMissingRow || s.Attempts != 0 {
+	if s.Marked || !sameTime(s.AbandonedAt, bfT0) || s.Reason == nil || *s.Reason != message.AbandonMissingRow || s.Attempts != 0 {
 		t.Fatalf("row 2: %+v", s)
 	}
 	if _, ok := e.mark(2); ok {
@@ -442,15 +442,15 @@ func TestBackfillMissingRowAbandonedAtOnce(t *testing.T) {
 	if res := e.sweep(b); res.Scanned != 0 {
 		t.Fatalf("abandoned row scanned again: %+v", res)
 	}
-	list, err := backfill.Abandoned(context.Background(), e.pg, 0)
+	list, err := sink.AbandonedBackfills(context.Background(), e.pg, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0].MsgID != 2 || list[0].Reason != backfill.AbandonMissingRow || !list[0].AbandonedAt.Equal(bfT0) ||
+	if len(list) != 1 || list[0].MsgID != 2 || list[0].Reason != message.AbandonMissingRow || !list[0].AbandonedAt.Equal(bfT0) ||
 		list[0].State != message.StateSkipped {
 		t.Fatalf("abandoned list %+v", list)
 	}
-	if st := b.Stats(); st.Abandoned[backfill.AbandonMissingRow] != 1 || st.Pending != 0 {
+	if st := b.Stats(); st.Abandoned[message.AbandonMissingRow] != 1 || st.Pending != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -610,14 +610,14 @@ func TestBackfillTransientDeadlineOnlyAfterR(t *testing.T) {
 	}
 	for _, id := range []int64{1, 2} {
 		s := e.state(id)
-		if s.Marked || !sameTime(s.AbandonedAt, e.clk.Now()) || s.Reason == nil || *s.Reason != backfill.AbandonTransientDeadline {
+		if s.Marked || !sameTime(s.AbandonedAt, e.clk.Now()) || s.Reason == nil || *s.Reason != message.AbandonTransientDeadline {
 			t.Fatalf("row %d past R: %+v", id, s)
 		}
 	}
 	if res := e.sweep(b); res.Scanned != 0 {
 		t.Fatalf("abandoned rows scanned: %+v", res)
 	}
-	if st := b.Stats(); st.Abandoned[backfill.AbandonTransientDeadline] != 2 || st.Alarms != 2 {
+	if st := b.Stats(); st.Abandoned[message.AbandonTransientDeadline] != 2 || st.Alarms != 2 {
 		t.Errorf("stats %+v", st)
 	}
 	e.wantMark(1, "")
@@ -716,7 +716,7 @@ func TestBackfillReopen(t *testing.T) {
 	if res := e.sweep(b); res.Missing != 2 {
 		t.Fatalf("result %+v", res)
 	}
-	list, err := backfill.Abandoned(context.Background(), e.pg, 1)
+	list, err := sink.AbandonedBackfills(context.Background(), e.pg, 1)
 	if err != nil || len(list) != 1 || list[0].MsgID != 2 {
 		t.Fatalf("limited list %+v, %v", list, err)
 	}
@@ -725,7 +725,7 @@ func TestBackfillReopen(t *testing.T) {
 	// row that is not abandoned, which is left alone).
 	e.inbox(2)
 	e.clk.Advance(time.Hour)
-	n, err := backfill.Reopen(context.Background(), e.pg, []int64{1, 2}, e.clk.Now())
+	n, err := sink.ReopenBackfills(context.Background(), e.pg, []int64{1, 2}, e.clk.Now())
 	if err != nil || n != 1 {
 		t.Fatalf("Reopen = %d, %v", n, err)
 	}
@@ -733,7 +733,7 @@ func TestBackfillReopen(t *testing.T) {
 	if s.AbandonedAt != nil || s.Reason != nil || s.Attempts != 0 || s.Err != nil || !sameTime(s.NextAt, e.clk.Now()) {
 		t.Fatalf("reopened row %+v", s)
 	}
-	list, err = backfill.Abandoned(context.Background(), e.pg, 0)
+	list, err = sink.AbandonedBackfills(context.Background(), e.pg, 0)
 	if err != nil || len(list) != 1 || list[0].MsgID != 3 {
 		t.Fatalf("list after reopen %+v, %v", list, err)
 	}
@@ -742,7 +742,7 @@ func TestBackfillReopen(t *testing.T) {
 		t.Fatalf("pass after reopen %+v", res)
 	}
 	e.wantMark(2, "2026-03-10 10:00:00")
-	if n, err := backfill.Reopen(context.Background(), e.pg, nil, e.clk.Now()); n != 0 || err != nil {
+	if n, err := sink.ReopenBackfills(context.Background(), e.pg, nil, e.clk.Now()); n != 0 || err != nil {
 		t.Fatalf("empty reopen %d, %v", n, err)
 	}
 }

@@ -18,16 +18,6 @@ import (
 	"msgx/tables/message"
 )
 
-// Reasons recorded in proc_state.backfill_abandoned_reason.
-const (
-	// AbandonMissingRow: the inbox row does not exist (it was deleted after
-	// it was enqueued). Deterministic, so it is abandoned at once, R or not.
-	AbandonMissingRow = "MISSING_ROW"
-	// AbandonTransientDeadline: writing the mark kept failing (MySQL down,
-	// timeouts, …) until the row was older than R (MSGX_OVERDUE_BACKFILL).
-	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
-)
-
 // Config configures the backfill sweeper. Durations are Go durations
 // ("30s", "15m", "720h").
 type Config struct {
@@ -337,13 +327,6 @@ func (b *Sweeper) Notify() {
 	}
 }
 
-// claim is one scanned row.
-type claim struct {
-	id       int64
-	enqueued time.Time
-	attempts int
-}
-
 // Sweep does one pass (see the package comment) and returns what it did. The
 // error reports a pass that could not complete, with an empty result:
 // PostgreSQL unreachable, or the results not saved (the marks written
@@ -371,8 +354,8 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	b.stats.LastSweep = now
 	b.stats.Marked += int64(res.Marked)
 	b.stats.AlreadyMarked += int64(res.AlreadyMarked)
-	b.stats.Abandoned[AbandonMissingRow] += int64(res.Missing)
-	b.stats.Abandoned[AbandonTransientDeadline] += int64(res.Deadline)
+	b.stats.Abandoned[message.AbandonMissingRow] += int64(res.Missing)
+	b.stats.Abandoned[message.AbandonTransientDeadline] += int64(res.Deadline)
 	b.stats.TransientFailures += int64(res.Failed)
 	b.settled += res.Settled()
 	vacuum := b.cfg.VacuumRows > 0 && b.settled >= b.cfg.VacuumRows
@@ -400,27 +383,10 @@ func (b *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 func (b *Sweeper) vacuumQueue(ctx context.Context) {
 	vctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	if _, err := b.pg.Exec(vctx, `VACUUM (SKIP_LOCKED) backfill_owed`); err != nil && ctx.Err() == nil {
+	if err := sink.VacuumBackfills(vctx, b.pg); err != nil && ctx.Err() == nil {
 		b.log.Warn("vacuuming the backfill queue failed; autovacuum will", "err", err)
 	}
 }
-
-// scanSQL is the predicate and order of docs/design.md#backfill-predicate:
-// the messages owing their mark are the rows of backfill_owed (terminal,
-// mark neither confirmed nor abandoned: written with the terminal state,
-// deleted when the mark is confirmed or abandoned), in the order of its
-// index backfill_owed_order (attempts, msg_id). ARCHIVED shadow rows and
-// replayed messages are never owed (the archive takes only settled rows;
-// a replay reset deletes the row); each row is re-checked against
-// proc_state all the same.
-//
-// The re-check is a subquery per row taken, not a join: joined, PostgreSQL
-// planned a scan of proc_state for every pass.
-const scanSQL = `SELECT o.msg_id, o.enqueued_at, o.attempts FROM backfill_owed o
-	WHERE (o.next_at IS NULL OR o.next_at <= $1 OR o.enqueued_at < $2)
-	  AND (SELECT ` + sink.BackfillStillOwed + ` FROM proc_state p WHERE p.msg_id = o.msg_id)
-	ORDER BY o.attempts, o.msg_id
-	LIMIT $3`
 
 func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error) {
 	var res SweepResult
@@ -456,7 +422,7 @@ func (b *Sweeper) sweep(ctx context.Context, now time.Time) (SweepResult, error)
 
 	ids := make([]int64, len(claims))
 	for i, c := range claims {
-		ids[i] = c.id
+		ids[i] = c.MsgID
 	}
 	var mark string
 	var outcomes map[int64]aodb.Mark
@@ -522,141 +488,86 @@ func (b *Sweeper) tryLock(ctx context.Context, tx pgx.Tx) (bool, error) {
 	return sink.TryXactLock(cctx, tx, sink.LockBackfill)
 }
 
-func (b *Sweeper) scan(ctx context.Context, tx pgx.Tx, now time.Time) ([]claim, error) {
+// scan claims the rows due (docs/design.md#backfill-predicate).
+func (b *Sweeper) scan(ctx context.Context, tx pgx.Tx, now time.Time) ([]sink.BackfillClaim, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	rows, err := tx.Query(cctx, scanSQL, now, now.Add(-b.cfg.Overdue), b.cfg.Batch)
-	if err != nil {
-		return nil, fmt.Errorf("scanning rows due for backfill: %w", err)
-	}
-	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claim, error) {
-		var c claim
-		err := r.Scan(&c.id, &c.enqueued, &c.attempts)
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scanning rows due for backfill: %w", err)
-	}
-	return claims, nil
+	return sink.ClaimBackfills(cctx, tx, now, now.Add(-b.cfg.Overdue), b.cfg.Batch)
 }
 
-// record writes the outcomes into proc_state, inside the pass's transaction,
-// in one round trip. Every statement re-checks that the row is still a
-// terminal row owing its mark (defence in depth: the advisory lock already
-// keeps replay and reopen out).
-func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []claim, outcomes map[int64]aodb.Mark,
+// record decides what each claimed row's outcome means — settled, abandoned
+// MISSING_ROW, or an attempt more with its backoff, abandoned
+// TRANSIENT_DEADLINE past R — and writes it inside the pass's transaction
+// (sink.RecordBackfills).
+func (b *Sweeper) record(ctx context.Context, tx pgx.Tx, now time.Time, claims []sink.BackfillClaim, outcomes map[int64]aodb.Mark,
 	myErr error, res *SweepResult) error {
-	var done, retried, missing, failIDs []int64
-	var failNext []time.Time
-	var failAbandon []bool
+	var o sink.BackfillOutcome
 	for _, c := range claims {
-		o := aodb.MarkFailed
+		m := aodb.MarkFailed
 		if myErr == nil {
-			o = outcomes[c.id]
+			m = outcomes[c.MsgID]
 		}
-		switch o {
+		switch m {
 		case aodb.MarkWritten, aodb.MarkFound:
-			done = append(done, c.id)
-			if c.attempts > 0 {
-				retried = append(retried, c.id)
+			o.Done = append(o.Done, c.MsgID)
+			if c.Attempts > 0 {
+				o.Retried = append(o.Retried, c.MsgID)
 			}
-			if o == aodb.MarkWritten {
+			if m == aodb.MarkWritten {
 				res.Marked++
 			} else {
 				res.AlreadyMarked++
 			}
 		case aodb.MarkMissing:
-			missing = append(missing, c.id)
+			o.Missing = append(o.Missing, c.MsgID)
 			res.Missing++
 		default:
-			attempts := c.attempts + 1
+			attempts := c.Attempts + 1
 			// Past R the row is abandoned instead of waiting again; before
 			// R it only backs off, whatever its attempt count.
-			abandon := c.enqueued.Before(now.Add(-b.cfg.Overdue))
-			failIDs = append(failIDs, c.id)
-			failNext = append(failNext, now.Add(retry.Exponential(b.cfg.Backoff, b.cfg.BackoffCap, attempts)))
-			failAbandon = append(failAbandon, abandon)
+			abandon := c.EnqueuedAt.Before(now.Add(-b.cfg.Overdue))
+			o.Failed = append(o.Failed, c.MsgID)
+			o.NextAt = append(o.NextAt, now.Add(retry.Exponential(b.cfg.Backoff, b.cfg.BackoffCap, attempts)))
+			o.Abandon = append(o.Abandon, abandon)
 			res.Failed++
 			if abandon {
 				res.Deadline++
 			}
 		}
 	}
-	const owed = ` AND ` + sink.BackfillStillOwed
-	batch := &pgx.Batch{}
-	if len(done) > 0 {
-		// The mark is confirmed: the message owes nothing more. Its
-		// proc_state row is not written (a third version of it, with an
-		// entry in each of its indexes, cost as much as its insert); the
-		// mark's time is the inbox row's (docs/design.md#backfill).
-		batch.Queue(`DELETE FROM backfill_owed WHERE msg_id = ANY($1)`, done)
-	}
-	if len(retried) > 0 {
-		// Only rows that failed before carry an error to clear.
-		batch.Queue(`UPDATE proc_state SET backfill_error = NULL WHERE msg_id = ANY($1)`+owed, retried)
-	}
-	if len(missing) > 0 {
-		batch.Queue(`WITH a AS (
-				UPDATE proc_state SET backfill_abandoned_at = $2, backfill_abandoned_reason = $3,
-					backfill_error = 'inbox row not found', updated_at = $2
-				WHERE msg_id = ANY($1)`+owed+`
-				RETURNING msg_id)
-			DELETE FROM backfill_owed o USING a WHERE o.msg_id = a.msg_id`, missing, now, AbandonMissingRow)
-	}
-	if len(failIDs) > 0 {
-		msg := "inbox row still unmarked after the update"
-		if myErr != nil {
-			msg = message.Clip(myErr.Error(), 512)
-		}
-		// proc_state keeps the attempt for the operator (trace, msgx
-		// backfill abandoned); backfill_owed its copy for the scan's
-		// order and due test, or loses the row when it is abandoned.
-		batch.Queue(`WITH f AS (
-				UPDATE proc_state p SET backfill_attempts = p.backfill_attempts + 1, backfill_error = $4,
-					backfill_next_at = u.next_at,
-					backfill_abandoned_at = CASE WHEN u.abandon THEN $5::timestamptz END,
-					backfill_abandoned_reason = CASE WHEN u.abandon THEN $6::text END,
-					updated_at = CASE WHEN u.abandon THEN $5::timestamptz ELSE p.updated_at END
-				FROM unnest($1::bigint[], $2::timestamptz[], $3::boolean[]) AS u(id, next_at, abandon)
-				WHERE p.msg_id = u.id`+owed+`
-				RETURNING p.msg_id, p.backfill_attempts, p.backfill_next_at, p.backfill_abandoned_at IS NOT NULL AS abandoned),
-			gone AS (DELETE FROM backfill_owed o USING f WHERE o.msg_id = f.msg_id AND f.abandoned)
-			UPDATE backfill_owed o SET attempts = f.backfill_attempts, next_at = f.backfill_next_at
-			FROM f WHERE o.msg_id = f.msg_id AND NOT f.abandoned`,
-			failIDs, failNext, failAbandon, msg, now, AbandonTransientDeadline)
+	o.Error = "inbox row still unmarked after the update"
+	if myErr != nil {
+		o.Error = message.Clip(myErr.Error(), 512)
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	if err := tx.SendBatch(cctx, batch).Close(); err != nil {
-		return fmt.Errorf("recording backfill results of %d rows: %w", len(claims), err)
-	}
-	return nil
+	return sink.RecordBackfills(cctx, tx, o, now)
 }
 
 // logOutcomes logs after the commit, so that a line never reports a result
 // that was rolled back.
-func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]aodb.Mark, existing map[int64]string, myErr error,
+func (b *Sweeper) logOutcomes(claims []sink.BackfillClaim, outcomes map[int64]aodb.Mark, existing map[int64]string, myErr error,
 	now time.Time, mark string) {
 	failed := 0
 	for _, c := range claims {
 		o := aodb.MarkFailed
 		if myErr == nil {
-			o = outcomes[c.id]
+			o = outcomes[c.MsgID]
 		}
 		switch o {
 		case aodb.MarkWritten:
-			b.log.Debug("inbox row marked processed", "msg_id", c.id, "mark", mark)
+			b.log.Debug("inbox row marked processed", "msg_id", c.MsgID, "mark", mark)
 		case aodb.MarkFound:
-			b.log.Info("inbox row already marked; kept its mark", "msg_id", c.id, "mark", existing[c.id])
+			b.log.Info("inbox row already marked; kept its mark", "msg_id", c.MsgID, "mark", existing[c.MsgID])
 		case aodb.MarkMissing:
-			b.log.Warn("inbox row missing; backfill abandoned (MISSING_ROW), reconcile by hand", "msg_id", c.id,
-				"reason", AbandonMissingRow)
+			b.log.Warn("inbox row missing; backfill abandoned (MISSING_ROW), reconcile by hand", "msg_id", c.MsgID,
+				"reason", message.AbandonMissingRow)
 		default:
 			failed++
-			attempts := c.attempts + 1
-			if c.enqueued.Before(now.Add(-b.cfg.Overdue)) {
+			attempts := c.Attempts + 1
+			if c.EnqueuedAt.Before(now.Add(-b.cfg.Overdue)) {
 				b.log.Error("processed mark still not written after MSGX_OVERDUE_BACKFILL; backfill abandoned (TRANSIENT_DEADLINE)",
-					"msg_id", c.id, "reason", AbandonTransientDeadline, "attempts", attempts, "enqueued_at", c.enqueued, "err", myErr)
+					"msg_id", c.MsgID, "reason", message.AbandonTransientDeadline, "attempts", attempts, "enqueued_at", c.EnqueuedAt, "err", myErr)
 				continue
 			}
 			if attempts == b.cfg.MaxAttemptsAlarm {
@@ -664,10 +575,10 @@ func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]aodb.Mark, exis
 				b.stats.Alarms++
 				b.mu.Unlock()
 				b.log.Error("processed mark keeps failing (MSGX_BACKFILL_MAX_ATTEMPTS reached; still retried until MSGX_OVERDUE_BACKFILL)",
-					"msg_id", c.id, "attempts", attempts, "err", myErr)
+					"msg_id", c.MsgID, "attempts", attempts, "err", myErr)
 				continue
 			}
-			b.log.Debug("processed mark failed; backing off", "msg_id", c.id, "attempts", attempts,
+			b.log.Debug("processed mark failed; backing off", "msg_id", c.MsgID, "attempts", attempts,
 				"retry_in", retry.Exponential(b.cfg.Backoff, b.cfg.BackoffCap, attempts).String())
 		}
 	}
@@ -679,7 +590,7 @@ func (b *Sweeper) logOutcomes(claims []claim, outcomes map[int64]aodb.Mark, exis
 			level = slog.LevelWarn
 		}
 		b.log.Log(context.Background(), level, "writing processed marks failed; rows back off", "rows", failed,
-			"msg_id", claims[0].id, "err", myErr)
+			"msg_id", claims[0].MsgID, "err", myErr)
 	}
 }
 
@@ -698,8 +609,8 @@ func (b *Sweeper) countPending(ctx context.Context, tx pgx.Tx, now time.Time) {
 		b.log.Debug("counting pending backfills", "err", err)
 		return
 	}
-	var n int64
-	if err := sp.QueryRow(ctx, `SELECT count(*) FROM backfill_owed`).Scan(&n); err != nil {
+	n, err := sink.CountOwedBackfills(ctx, sp)
+	if err != nil {
 		_ = sp.Rollback(ctx)
 		b.log.Debug("counting pending backfills", "err", err)
 		return
@@ -711,93 +622,4 @@ func (b *Sweeper) countPending(ctx context.Context, tx pgx.Tx, now time.Time) {
 	b.mu.Lock()
 	b.stats.Pending = n
 	b.mu.Unlock()
-}
-
-// AbandonedRow is a terminal message whose mark the sweeper stopped trying
-// to write. It is not marked: the inbox owner must not purge it on that
-// basis until it has been reconciled by hand (docs/design.md#backfill).
-type AbandonedRow struct {
-	MsgID       int64     `json:"msgId"`
-	State       string    `json:"state"`
-	Type        *string   `json:"type"`
-	STYP        *string   `json:"styp"`
-	Reason      string    `json:"reason"`
-	AbandonedAt time.Time `json:"abandonedAt"`
-	Attempts    int       `json:"attempts"`
-	LastError   *string   `json:"lastError"`
-	EnqueuedAt  time.Time `json:"enqueuedAt"`
-}
-
-// Abandoned lists abandoned backfills in MSG_ID order (for msgx
-// backfill abandoned); limit <= 0 lists them all.
-func Abandoned(ctx context.Context, pool *pgxpool.Pool, limit int) ([]AbandonedRow, error) {
-	ctx, cancel := context.WithTimeout(ctx, sink.OperatorCallTimeout)
-	defer cancel()
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
-	rows, err := pool.Query(ctx, `SELECT msg_id, state, msg_type, msg_styp, backfill_abandoned_reason, backfill_abandoned_at,
-			backfill_attempts, backfill_error, enqueued_at
-		FROM proc_state
-		WHERE `+sink.BackfillAbandoned+`
-		ORDER BY msg_id LIMIT $1`, lim)
-	if err != nil {
-		return nil, fmt.Errorf("listing abandoned backfills: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AbandonedRow, error) {
-		var a AbandonedRow
-		var reason *string
-		err := r.Scan(&a.MsgID, &a.State, &a.Type, &a.STYP, &reason, &a.AbandonedAt, &a.Attempts, &a.LastError, &a.EnqueuedAt)
-		if reason != nil {
-			a.Reason = *reason
-		}
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing abandoned backfills: %w", err)
-	}
-	return out, nil
-}
-
-// Reopen puts abandoned backfills of ids back into the sweeper's
-// queue (for msgx backfill reopen): the abandonment and error are cleared,
-// attempts reset, and the row is due at now. It returns how many rows were
-// reopened; IDs that are not abandoned are left alone.
-//
-// A reopened row older than R is tried on the next pass and, if the inbox
-// write still fails, abandoned again at once (TRANSIENT_DEADLINE): reopen
-// buys one more attempt per call, not a new R window, because the deadline
-// is measured from enqueued_at. Reopen takes the backfill lock,
-// so it never interleaves with a pass.
-func Reopen(ctx context.Context, pool *pgxpool.Pool, ids []int64, now time.Time) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	var n int64
-	err := func() error {
-		ctx, cancel := context.WithTimeout(ctx, sink.OperatorCallTimeout)
-		defer cancel()
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if err := sink.XactLock(ctx, tx, sink.LockBackfill); err != nil {
-				return err
-			}
-			tag, err := tx.Exec(ctx, `WITH r AS (
-					UPDATE proc_state SET backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL,
-						backfill_attempts = 0, backfill_error = NULL, backfill_next_at = $2, updated_at = $2
-					WHERE msg_id = ANY($1) AND `+sink.BackfillAbandoned+`
-					RETURNING msg_id, enqueued_at)
-				INSERT INTO backfill_owed (msg_id, next_at, enqueued_at) SELECT msg_id, $2, enqueued_at FROM r
-				ON CONFLICT (msg_id) DO UPDATE SET attempts = 0, next_at = EXCLUDED.next_at`, ids, now)
-			if err != nil {
-				return fmt.Errorf("reopening %d backfills: %w", len(ids), err)
-			}
-			n = tag.RowsAffected()
-			return nil
-		})
-	}()
-	if err != nil {
-		return 0, err
-	}
-	return int(n), nil
 }

@@ -1,9 +1,16 @@
 // Package backfill is the sweeper that writes the processed mark
 // (CMINMSGS_DATE_PROCESSED) back into the shared MySQL inbox for every
-// message that is terminal in proc_state, and the operator's view of the
-// marks it gave up on ([Abandoned], [Reopen]). The [Sweeper] is the only
+// message that is terminal in proc_state: data leaving msgx, like the msg
+// and schd topics and the outbound requests. The [Sweeper] is the only
 // writer of the mark and runs on its own goroutine: it never reads or blocks
 // the message FIFO. The rules are docs/design.md#backfill.
+//
+// The sweeper holds the policy — what is due, the backoff, the deadline R,
+// when to count and vacuum its queue —; the statements are sink's (the
+// queue backfill_owed and proc_state: sink.ClaimBackfills,
+// sink.RecordBackfills) and sink/aodb's (the mark itself:
+// aodb.Tables.MarkProcessed). The operator's view of the marks it gave up
+// on is sink.AbandonedBackfills and sink.ReopenBackfills (msgx backfill).
 //
 // One pass ([Sweeper.Sweep]), all inside one PostgreSQL transaction that
 // holds the backfill advisory lock ([sink.LockBackfill]):
