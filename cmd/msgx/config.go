@@ -20,12 +20,12 @@ import (
 	"msgx/inspect/status"
 	"msgx/internal/kafka"
 	"msgx/internal/web"
+	"msgx/maintenance"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/aodb"
-	"msgx/sink/maintenance"
 )
 
 // Config is the whole daemon's configuration: one struct per component plus
@@ -71,7 +71,7 @@ type Config struct {
 	Schd      schd.Config
 	Publisher event.Config
 	Jobs      maintenance.Config
-	History   flights.HistoryConfig
+	History   maintenance.HistoryConfig
 	Status    status.Config
 	Page      page.Config
 

@@ -32,12 +32,12 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/internal/web"
+	"msgx/maintenance"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
 	"msgx/sink/aodb"
-	"msgx/sink/maintenance"
 )
 
 type role int
@@ -825,7 +825,7 @@ func (p *processing) startSingles(supervise func(string, func(context.Context) e
 		return err
 	}
 	supervise("maintenance", jobs.Run)
-	hist, err := flights.NewHistory(cfg.History, flights.HistoryDeps{Pool: d.pool, Timeout: cfg.DB.Timeout, Purge: rt.Purge,
+	hist, err := maintenance.NewHistory(cfg.History, maintenance.HistoryDeps{Pool: d.pool, Timeout: cfg.DB.Timeout, Purge: rt.Purge,
 		Clock: d.clock, Location: cfg.Location(), Log: log})
 	if err != nil {
 		return err

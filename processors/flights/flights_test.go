@@ -274,8 +274,7 @@ func TestPurgeThroughTheProcessor(t *testing.T) {
 	}
 }
 
-// New and NewHistory name what is missing: a nil collaborator is an error,
-// not a panic.
+// New names what is missing: a nil collaborator is an error, not a panic.
 func TestNewRefusesIncompleteDeps(t *testing.T) {
 	cfg := Config{TransitionTopic: "msgx.flight-transitions", MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}
 	_, err := New(cfg, Deps{})
@@ -287,12 +286,5 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 	cfg.TransitionTopic = ""
 	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_FLIGHT_TRANSITIONS") {
 		t.Errorf("New without an input topic: %v", err)
-	}
-	hcfg := HistoryConfig{SweepAt: "03:30", Retention: 720 * time.Hour, Batch: 10}
-	_, err = NewHistory(hcfg, HistoryDeps{})
-	for _, want := range []string{"history: no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no router to hand the purges to", "no clock", "no logger", "no airport time zone"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("NewHistory with empty deps: %v, want it to name %q", err, want)
-		}
 	}
 }

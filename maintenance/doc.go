@@ -1,7 +1,21 @@
 // Package maintenance runs the background jobs on msgx's own PostgreSQL that
-// keep it small without touching the message FIFO: the proc_state archive and
-// the schd_snap_log retention (docs/design.md#maintenance). They run on their
-// own goroutine ([Runner.Run]) and never take part in the message FIFO.
+// keep it small without touching the message FIFO (docs/design.md#maintenance):
+//
+//   - [Runner], every MSGX_MAINTENANCE_PERIOD: the proc_state archive, the
+//     schd_snap_log retention and the flight_change retention;
+//   - [History], daily at MSGX_HISTORY_SWEEP_AT: the flight history sweep,
+//     which hands the flights past their retention to the router to purge
+//     (docs/design.md#history-sweep).
+//
+// The jobs share one base (job.go), the way river's maintenance services
+// share theirs: a schedule (a period, or a daily time in the airport's
+// zone) on the injected clock, one pass at a time, the counters of the
+// passes ([Passes]) and the component's logger; each job brings its pass
+// and the lines that say what it did. A job holds the policy — what is a
+// candidate, how many per batch, when to stop —; the statements are
+// sink's (sink/archive.go, sink.HistoryCandidates). Each runs on its own
+// goroutine ([Runner.Run], [History.Run]) and never takes part in the
+// message FIFO.
 //
 // # The proc_state archive
 //

@@ -1,4 +1,4 @@
-package flights
+package maintenance
 
 import (
 	"context"
@@ -70,4 +70,16 @@ func TestHistorySweep(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// NewHistory names what is missing: a nil collaborator is an error, not a
+// panic.
+func TestNewHistoryRefusesIncompleteDeps(t *testing.T) {
+	hcfg := HistoryConfig{SweepAt: "03:30", Retention: 720 * time.Hour, Batch: 10}
+	_, err := NewHistory(hcfg, HistoryDeps{})
+	for _, want := range []string{"history: no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no router to hand the purges to", "no clock", "no logger", "no airport time zone"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewHistory with empty deps: %v, want it to name %q", err, want)
+		}
+	}
 }

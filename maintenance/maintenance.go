@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
 	"msgx/internal/retry"
+	"msgx/sink"
 )
 
 // Config configures the maintenance jobs. Durations are Go
@@ -82,20 +81,18 @@ type Deps struct {
 	Location *time.Location
 }
 
-// Runner runs the maintenance jobs. Run it with Run on its own
-// goroutine; RunOnce does one pass. It is safe for concurrent use.
+// Runner is the periodic maintenance job: every Period, the proc_state
+// archive, then the snap-log and the flight-change retention. Run it with
+// Run on its own goroutine; RunOnce does one pass. It is safe for
+// concurrent use.
 type Runner struct {
+	job
 	cfg     Config
 	pg      *pgxpool.Pool
 	timeout time.Duration
-	clk     clock.Clock
-	log     *slog.Logger
 	loc     *time.Location
-
-	pass sync.Mutex // one pass at a time per process (Run and a manual RunOnce)
-
-	mu    sync.Mutex
-	stats Stats
+	// counts are what the passes did, under job.mu.
+	counts Stats
 }
 
 // New checks cfg and deps and returns the runner.
@@ -103,27 +100,20 @@ func New(cfg Config, deps Deps) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if deps.PG == nil {
-		errs = append(errs, errors.New("maintenance: no PostgreSQL pool"))
-	}
-	if deps.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	if deps.Clock == nil {
-		errs = append(errs, errors.New("maintenance: no clock"))
-	}
-	if deps.Log == nil {
-		errs = append(errs, errors.New("maintenance: no logger"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := deps.Validate(); err != nil {
 		return nil, err
 	}
 	loc := deps.Location
 	if loc == nil {
 		loc = time.UTC
 	}
-	return &Runner{cfg: cfg, pg: deps.PG, timeout: deps.Timeout, clk: deps.Clock, log: deps.Log.With("component", "maintenance"), loc: loc}, nil
+	return &Runner{job: newJob("maintenance", deps.Clock, deps.Log, every(cfg.Period)), cfg: cfg, pg: deps.PG,
+		timeout: deps.Timeout, loc: loc}, nil
+}
+
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return errors.Join(checkDeps("maintenance", d.PG != nil, d.Timeout, d.Clock, d.Log)...)
 }
 
 // Result is what one pass did.
@@ -157,23 +147,18 @@ type Stats struct {
 	SnapLogDeleted int64 `json:"snapLogDeleted"`
 	// FlightChangesDeleted is the number of flight_change rows deleted.
 	FlightChangesDeleted int64 `json:"flightChangesDeleted"`
-	// Runs counts completed passes, FailedRuns those that stopped on an
-	// error (what they did before the error is counted above).
-	Runs       int64 `json:"runs"`
-	FailedRuns int64 `json:"failedRuns"`
-	// LastRun is the start of the last pass (zero before); LastDuration
-	// its length.
-	LastRun      time.Time     `json:"lastRun"`
-	LastDuration time.Duration `json:"lastDuration"`
-	// LastError is the last failure, cleared by the next clean pass.
-	LastError string `json:"lastError,omitempty"`
+	// Passes count the passes (a failed one's work before the error is
+	// counted above).
+	Passes
 }
 
 // Stats returns a copy of the counters.
 func (m *Runner) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.stats
+	s := m.counts
+	s.Passes = m.passes
+	return s
 }
 
 // Run does a pass at once and then every Period until ctx ends, then
@@ -183,11 +168,11 @@ func (m *Runner) Run(ctx context.Context) error {
 	m.log.Info("maintenance started", "period", m.cfg.Period.String(), "archive_after", m.cfg.ArchiveAfter.String(),
 		"archive_batch", m.cfg.ArchiveBatch, "snap_log_retention", m.cfg.SnapLogRetention.String(),
 		"flight_change_retention", m.cfg.FlightChangeRetention.String())
-	for {
-		res, err := m.RunOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
+	var res Result
+	return m.run(ctx, func(ctx context.Context) (err error) {
+		res, err = m.pass1(ctx)
+		return err
+	}, func(err error) {
 		switch {
 		case err != nil:
 			level := slog.LevelError
@@ -203,19 +188,24 @@ func (m *Runner) Run(ctx context.Context) error {
 		default:
 			m.log.Debug("maintenance pass: nothing to do")
 		}
-		if err := clock.Sleep(ctx, m.clk, m.cfg.Period); err != nil {
-			return nil
-		}
-	}
+	})
 }
 
-// RunOnce does one pass: archive every candidate, batch by batch, then the
-// snap-log and the flight-change retention. Every job runs even when
+// RunOnce does one pass now (counted as Run's are).
+func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
+	var res Result
+	err := m.once(ctx, func(ctx context.Context) (err error) {
+		res, err = m.pass1(ctx)
+		return err
+	})
+	return res, err
+}
+
+// pass1 is one pass: archive every candidate, batch by batch, then the
+// snap-log and the flight-change retention. Every step runs even when
 // another fails; the error joins their failures and the result counts what
 // was done before them.
-func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
-	m.pass.Lock()
-	defer m.pass.Unlock()
+func (m *Runner) pass1(ctx context.Context) (Result, error) {
 	start := time.Now()
 	now := m.clk.Now()
 	var res Result
@@ -232,27 +222,13 @@ func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
 		res.FlightChangesDeleted = n
 	}
 	res.Duration = time.Since(start)
-	err := errors.Join(errArchive, errSnap, errChange)
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stats.Archived += int64(res.Archived)
-	m.stats.TransitionsDeleted += int64(res.TransitionsDeleted)
-	m.stats.SnapLogDeleted += int64(res.SnapLogDeleted)
-	m.stats.FlightChangesDeleted += int64(res.FlightChangesDeleted)
-	m.stats.LastRun = now
-	m.stats.LastDuration = res.Duration
-	if err != nil {
-		m.stats.FailedRuns++
-		m.stats.LastError = err.Error()
-	} else {
-		m.stats.Runs++
-		m.stats.LastError = ""
-	}
-	return res, err
+	m.counts.Archived += int64(res.Archived)
+	m.counts.TransitionsDeleted += int64(res.TransitionsDeleted)
+	m.counts.SnapLogDeleted += int64(res.SnapLogDeleted)
+	m.counts.FlightChangesDeleted += int64(res.FlightChangesDeleted)
+	m.mu.Unlock()
+	return res, errors.Join(errArchive, errSnap, errChange)
 }
 
 // archiveAll archives batch after batch until a batch comes back short:
@@ -283,108 +259,25 @@ func (m *Runner) archiveAll(ctx context.Context, now time.Time, res *Result) err
 	return err
 }
 
-// procStateColumns is every column of proc_state (0002, 0018, 0026, 0028), in the
-// order of proc_state_hst (0007, 0018, 0026).
-var procStateColumns = []string{
-	"msg_id", "state", "identity_key", "sndr", "msg_type", "msg_styp", "seqn", "attempts", "next_attempt_at",
-	"error_class", "reason", "last_error", "received_at", "enqueued_at", "updated_at", "routed_at", "n_transitions",
-	"n_applied", "backfill_at", "backfill_next_at", "backfill_attempts", "backfill_error", "backfill_abandoned_at",
-	"backfill_abandoned_reason", "replay_gen", "inbox_partition", "inbox_offset", "decided_at", "flight_plan",
-}
-
-// archivable is the candidate condition on alias a: settled (terminal,
-// its processed mark confirmed — no longer owed — and not abandoned) and
-// unchanged since $1, the cutoff (now − MSGX_ARCHIVE_AFTER). The states and
-// IS NULL test are literals so that the planner matches the partial index
-// proc_state_archive; the few rows of it still owing their mark are
-// skipped by their backfill_owed row.
-func archivable(a string) string {
-	return a + `.state IN ('SUCCEEDED', 'SKIPPED', 'DEAD') AND ` + a + `.backfill_abandoned_at IS NULL AND ` +
-		a + `.updated_at < $1 AND NOT EXISTS (SELECT 1 FROM backfill_owed o WHERE o.msg_id = ` + a + `.msg_id)`
-}
-
-func prefixed(a string, cols []string) string {
-	out := make([]string, len(cols))
-	for i, c := range cols {
-		out[i] = a + "." + c
-	}
-	return strings.Join(out, ", ")
-}
-
-// archiveSQL builds the one-statement batch described in the package comment.
-// $1 cutoff, $2 now (archive time), $3 batch size, $4 (byIDs only) the IDs
-// to restrict the batch to.
-func archiveSQL(byIDs bool) string {
-	restrict := ""
-	if byIDs {
-		restrict = ` AND s.msg_id = ANY($4)`
-	}
-	cols := strings.Join(procStateColumns, ", ")
-	return `WITH cand AS (
-		SELECT ` + prefixed("s", procStateColumns) + ` FROM proc_state s
-		WHERE ` + archivable("s") + restrict + `
-		ORDER BY s.updated_at, s.msg_id
-		LIMIT $3
-		FOR UPDATE SKIP LOCKED
-	), moved AS (
-		UPDATE proc_state p SET state = 'ARCHIVED', sndr = NULL, msg_type = NULL, msg_styp = NULL, seqn = NULL,
-			attempts = 0, next_attempt_at = NULL, error_class = NULL, reason = NULL, last_error = NULL,
-			received_at = NULL, updated_at = $2, routed_at = NULL, n_transitions = NULL, n_applied = 0,
-			backfill_at = NULL, backfill_next_at = NULL, backfill_attempts = 0, backfill_error = NULL,
-			backfill_abandoned_at = NULL, backfill_abandoned_reason = NULL, replay_gen = 0
-		FROM cand c
-		WHERE p.msg_id = c.msg_id AND ` + archivable("p") + `
-		RETURNING ` + prefixed("c", procStateColumns) + `
-	), hst AS (
-		INSERT INTO proc_state_hst (` + cols + `, archived_at)
-		SELECT ` + cols + `, $2 FROM moved
-		RETURNING msg_id
-	), ta AS (
-		DELETE FROM transition_applied WHERE msg_id IN (SELECT msg_id FROM hst)
-		RETURNING 1
-	)
-	SELECT (SELECT count(*) FROM hst), (SELECT count(*) FROM ta)`
-}
-
-var (
-	archiveBatchSQL = archiveSQL(false)
-	archiveIDsSQL   = archiveSQL(true)
-)
-
 // archiveBatch archives up to one batch of candidates (restricted to ids
 // when ids is not nil) and returns how many rows it archived and how many
 // transition_applied rows it deleted.
 func (m *Runner) archiveBatch(ctx context.Context, now time.Time, ids []int64) (archived, transitions int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	cutoff := now.Add(-m.cfg.ArchiveAfter)
-	var n, td int64
-	if ids == nil {
-		err = m.pg.QueryRow(ctx, archiveBatchSQL, cutoff, now, m.cfg.ArchiveBatch).Scan(&n, &td)
-	} else {
-		err = m.pg.QueryRow(ctx, archiveIDsSQL, cutoff, now, len(ids), ids).Scan(&n, &td)
+	limit := m.cfg.ArchiveBatch
+	if ids != nil {
+		limit = len(ids)
 	}
-	if err != nil {
-		return 0, 0, fmt.Errorf("archiving proc_state rows settled before %s: %w", cutoff.Format(time.RFC3339), err)
-	}
-	return int(n), int(td), nil
+	return sink.ArchiveBatch(ctx, m.pg, now.Add(-m.cfg.ArchiveAfter), now, limit, ids)
 }
 
-// deleteOrphanTransitions removes transition_applied rows of ARCHIVED
-// messages. Archiving deletes a message's rows in the same statement, but a
-// transition of an archived message delivered again later (a Kafka
-// re-delivery racing the archive) inserts its mark once more before
-// MarkApplied finds the message no longer ROUTED. Such rows are rare; the
-// join walks transition_applied, which only holds unarchived messages.
+// deleteOrphanTransitions removes the transition_applied rows of archived
+// messages a late re-delivery left behind (sink.DeleteOrphanTransitions).
 func (m *Runner) deleteOrphanTransitions(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	tag, err := m.pg.Exec(ctx, `DELETE FROM transition_applied t USING proc_state p
-		WHERE p.msg_id = t.msg_id AND p.state = 'ARCHIVED'`)
-	if err != nil {
-		return 0, fmt.Errorf("deleting transition marks of archived messages: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
+	return sink.DeleteOrphanTransitions(ctx, m.pg)
 }
 
 // ArchiveCandidates lists, oldest settled first, up to limit messages that a
@@ -395,25 +288,7 @@ func (m *Runner) ArchiveCandidates(ctx context.Context, limit int) ([]int64, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	cutoff := m.clk.Now().Add(-m.cfg.ArchiveAfter)
-	rows, err := m.pg.Query(ctx, `SELECT s.msg_id FROM proc_state s WHERE `+archivable("s")+`
-		ORDER BY s.updated_at, s.msg_id LIMIT $2`, cutoff, limit)
-	if err != nil {
-		return nil, fmt.Errorf("listing archive candidates: %w", err)
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("listing archive candidates: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing archive candidates: %w", err)
-	}
-	return ids, nil
+	return sink.ArchiveCandidates(ctx, m.pg, m.clk.Now().Add(-m.cfg.ArchiveAfter), limit)
 }
 
 // ArchiveResult is what Archive did.
@@ -448,8 +323,8 @@ func (m *Runner) Archive(ctx context.Context, ids []int64) (ArchiveResult, error
 		res.TransitionsDeleted += td
 	}
 	m.mu.Lock()
-	m.stats.Archived += int64(res.Archived)
-	m.stats.TransitionsDeleted += int64(res.TransitionsDeleted)
+	m.counts.Archived += int64(res.Archived)
+	m.counts.TransitionsDeleted += int64(res.TransitionsDeleted)
 	m.mu.Unlock()
 	if res.Archived > 0 || res.Skipped > 0 {
 		m.log.Info("archived messages on request", "archived", res.Archived, "skipped", res.Skipped)
@@ -465,59 +340,36 @@ func (m *Runner) snapLogRetention(ctx context.Context, now time.Time) (int, erro
 	cutoff := now.Add(-m.cfg.SnapLogRetention)
 	local := cutoff.In(m.loc)
 	day := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
-	total := 0
-	for ctx.Err() == nil {
-		n, err := func() (int64, error) {
-			ctx, cancel := context.WithTimeout(ctx, m.timeout)
-			defer cancel()
-			tag, err := m.pg.Exec(ctx, `DELETE FROM schd_snap_log WHERE id IN (
-					SELECT id FROM schd_snap_log WHERE scope_end < $1 AND recv_at < $2
-					ORDER BY scope_end, recv_at LIMIT $3)`, day, cutoff, m.cfg.ArchiveBatch)
-			if err != nil {
-				return 0, err
-			}
-			return tag.RowsAffected(), nil
-		}()
-		if err != nil {
-			return total, fmt.Errorf("deleting schd_snap_log rows received before %s with scope before %s: %w",
-				cutoff.Format(time.RFC3339), day.Format(time.DateOnly), err)
-		}
-		total += int(n)
-		if int(n) < m.cfg.ArchiveBatch {
-			break
-		}
-	}
-	return total, ctx.Err()
+	return m.batches(ctx, func(ctx context.Context) (int, error) {
+		return sink.ExpireSnapLog(ctx, m.pg, day, cutoff, m.cfg.ArchiveBatch)
+	})
 }
 
 // flightChangeRetention deletes flight_change rows written more than
 // MSGX_FLIGHT_CHANGE_RETENTION ago, in batches (docs/design.md#flight-change).
 func (m *Runner) flightChangeRetention(ctx context.Context, now time.Time) (int, error) {
 	cutoff := now.Add(-m.cfg.FlightChangeRetention)
+	return m.batches(ctx, func(ctx context.Context) (int, error) {
+		return sink.ExpireFlightChanges(ctx, m.pg, cutoff, m.cfg.ArchiveBatch)
+	})
+}
+
+// batches runs batch, each call under the call timeout, until one deletes
+// fewer than MSGX_ARCHIVE_BATCH rows, and returns how many rows they
+// deleted.
+func (m *Runner) batches(ctx context.Context, batch func(context.Context) (int, error)) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
-		n, err := func() (int64, error) {
+		n, err := func() (int, error) {
 			ctx, cancel := context.WithTimeout(ctx, m.timeout)
 			defer cancel()
-			// A version's msg_event row (where its event landed, 0026)
-			// goes with it.
-			var n int64
-			err := m.pg.QueryRow(ctx, `WITH d AS (
-					DELETE FROM flight_change WHERE (flid, state_version, msg_id) IN (
-						SELECT flid, state_version, msg_id FROM flight_change WHERE recorded_at < $1
-						ORDER BY recorded_at LIMIT $2)
-					RETURNING flid, state_version, msg_id),
-				e AS (
-					DELETE FROM msg_event m USING d
-					WHERE m.flid = d.flid AND m.state_version = d.state_version AND m.msg_id = d.msg_id)
-				SELECT count(*) FROM d`, cutoff, m.cfg.ArchiveBatch).Scan(&n)
-			return n, err
+			return batch(ctx)
 		}()
 		if err != nil {
-			return total, fmt.Errorf("deleting flight_change rows written before %s: %w", cutoff.Format(time.RFC3339), err)
+			return total, err
 		}
-		total += int(n)
-		if int(n) < m.cfg.ArchiveBatch {
+		total += n
+		if n < m.cfg.ArchiveBatch {
 			break
 		}
 	}

@@ -1,4 +1,4 @@
-package flights
+package maintenance
 
 import (
 	"context"
@@ -51,13 +51,12 @@ func (c HistoryConfig) Validate() error {
 // flight the processor is updating. The processor emits the tombstone of a
 // flight that was never deleted before removing it.
 type History struct {
+	job
 	cfg     HistoryConfig
 	pool    *pgxpool.Pool
 	purge   func(ctx context.Context, flids []string, before time.Time) error
-	clock   clock.Clock
 	loc     *time.Location
 	timeout time.Duration
-	log     *slog.Logger
 }
 
 // HistoryDeps are the sweep's collaborators.
@@ -79,35 +78,36 @@ type HistoryDeps struct {
 	Log *slog.Logger
 }
 
-// NewHistory checks cfg and d and returns the sweep.
-func NewHistory(cfg HistoryConfig, d HistoryDeps) (*History, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	errs := []error{checkDeps("history", d.Pool, d.Timeout, d.Clock, d.Log)}
+// Validate reports which required collaborators are missing.
+func (d HistoryDeps) Validate() error {
+	errs := checkDeps("history", d.Pool != nil, d.Timeout, d.Clock, d.Log)
 	if d.Purge == nil {
 		errs = append(errs, errors.New("history: no router to hand the purges to"))
 	}
 	if d.Location == nil {
 		errs = append(errs, errors.New("history: no airport time zone"))
 	}
-	if err := errors.Join(errs...); err != nil {
+	return errors.Join(errs...)
+}
+
+// NewHistory checks cfg and d and returns the sweep.
+func NewHistory(cfg HistoryConfig, d HistoryDeps) (*History, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &History{cfg: cfg, pool: d.Pool, purge: d.Purge, clock: d.Clock, loc: d.Location, timeout: d.Timeout,
-		log: d.Log.With("component", "history")}, nil
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	at, err := parseDaily(cfg.SweepAt, d.Location)
+	if err != nil {
+		return nil, err
+	}
+	return &History{job: newJob("history", d.Clock, d.Log, at), cfg: cfg, pool: d.Pool, purge: d.Purge, loc: d.Location,
+		timeout: d.Timeout}, nil
 }
 
 // next returns the next sweep time strictly after now.
-func (h *History) next(now time.Time) time.Time {
-	at, _ := time.Parse("15:04", h.cfg.SweepAt)
-	local := now.In(h.loc)
-	t := time.Date(local.Year(), local.Month(), local.Day(), at.Hour(), at.Minute(), 0, 0, h.loc)
-	if !t.After(now) {
-		t = t.AddDate(0, 0, 1)
-	}
-	return t
-}
+func (h *History) next(now time.Time) time.Time { return h.when.next(time.Time{}, now) }
 
 // Run sweeps once a day at SweepAt until ctx ends.
 func (h *History) Run(ctx context.Context) error {
@@ -116,23 +116,22 @@ func (h *History) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	for {
-		now := h.clock.Now()
-		if err := clock.Sleep(ctx, h.clock, h.next(now).Sub(now)); err != nil {
-			return nil
-		}
-		n, err := h.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
+	var n int
+	return h.run(ctx, func(ctx context.Context) (err error) {
+		n, err = h.Sweep(ctx)
+		return err
+	}, func(err error) {
+		if err != nil {
 			h.log.Error("flight history sweep failed; next attempt tomorrow", "err", err, "handed_over", n)
 		}
-	}
+	})
 }
 
 // Sweep hands every flight past the retention to the processor and returns
 // how many. The cut-off is the airport-local date of now minus the retention:
 // flights of earlier operation days go.
 func (h *History) Sweep(ctx context.Context) (int, error) {
-	now := h.clock.Now().In(h.loc)
+	now := h.clk.Now().In(h.loc)
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	cutoff := today.AddDate(0, 0, -int(h.cfg.Retention/(24*time.Hour)))
 	qctx, cancel := context.WithTimeout(ctx, h.timeout)
