@@ -1,6 +1,9 @@
 package router
 
-import "msgx/tables/route/routetest"
+import (
+	"msgx/internal/sample"
+	"msgx/tables/route/routetest"
+)
 
 // The messages the tests route (routetest, shared with the tests of the
 // routing core in tables/route).
@@ -13,5 +16,5 @@ var (
 	rstaRec   = routetest.RstaRec
 	abdg      = routetest.Abdg
 	day       = routetest.Day
-	sampleXML = routetest.SampleXML
+	sampleXML = sample.XML
 )

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"msgx/internal/sample"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/route/routetest"
@@ -21,7 +22,7 @@ var (
 	rstaRec   = routetest.RstaRec
 	abdg      = routetest.Abdg
 	day       = routetest.Day
-	sampleXML = routetest.SampleXML
+	sampleXML = sample.XML
 )
 
 // config is what the decisions read of the router's configuration, named

@@ -6,10 +6,7 @@ package routetest
 import (
 	"fmt"
 	"strings"
-	"testing"
 	"time"
-
-	"msgx/internal/sample"
 )
 
 // Shanghai is the airport time zone of the tests.
@@ -77,20 +74,4 @@ func Day(s string) *time.Time {
 		panic(err)
 	}
 	return &t
-}
-
-// SampleXML is the index-th message of the SIS sample file.
-func SampleXML(t *testing.T, file string, index int) string {
-	t.Helper()
-	all, err := sample.Load(sample.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range all {
-		if s.File == file && s.Index == index {
-			return s.XML
-		}
-	}
-	t.Fatalf("no sample %s#%d", file, index)
-	return ""
 }
