@@ -13,6 +13,7 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
 	"msgx/sink/aodb"
@@ -74,28 +75,18 @@ type Bridge struct {
 	afterProduce func() error
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("ingest", need.Has(d.Inbox != nil, "inbox reader"), need.Has(d.Cursors != nil, "cursor store"),
+		need.Brokers(d.Brokers), need.Clock(d.Clock), need.Log(d.Log))
+}
+
 // New checks cfg and d and returns the bridge; Run starts it.
 func New(cfg Config, d Deps) (*Bridge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if d.Inbox == nil {
-		errs = append(errs, errors.New("ingest: no inbox reader"))
-	}
-	if d.Cursors == nil {
-		errs = append(errs, errors.New("ingest: no cursor store"))
-	}
-	if len(d.Brokers) == 0 {
-		errs = append(errs, errors.New("ingest: no Kafka brokers"))
-	}
-	if d.Clock == nil {
-		errs = append(errs, errors.New("ingest: no clock"))
-	}
-	if d.Log == nil {
-		errs = append(errs, errors.New("ingest: no logger"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	return &Bridge{cfg: cfg, d: d, log: d.Log.With("component", "ingest")}, nil

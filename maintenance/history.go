@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
+	"msgx/internal/need"
 	"msgx/sink"
 )
 
@@ -80,14 +81,8 @@ type HistoryDeps struct {
 
 // Validate reports which required collaborators are missing.
 func (d HistoryDeps) Validate() error {
-	errs := checkDeps("history", d.Pool != nil, d.Timeout, d.Clock, d.Log)
-	if d.Purge == nil {
-		errs = append(errs, errors.New("history: no router to hand the purges to"))
-	}
-	if d.Location == nil {
-		errs = append(errs, errors.New("history: no airport time zone"))
-	}
-	return errors.Join(errs...)
+	return need.Check("history", need.Pool(d.Pool), need.Timeout(d.Timeout), need.Has(d.Purge != nil, "router to hand the purges to"),
+		need.Clock(d.Clock), need.Has(d.Location != nil, "airport time zone"), need.Log(d.Log))
 }
 
 // NewHistory checks cfg and d and returns the sweep.

@@ -2,8 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -84,30 +82,10 @@ type job struct {
 	passes Passes
 }
 
-// newJob returns the base of job name, which requires a clock and a logger
-// (the checks its constructor shares).
+// newJob returns the base of job name (its constructor checked the clock
+// and the logger).
 func newJob(name string, clk clock.Clock, log *slog.Logger, when schedule) job {
 	return job{clk: clk, log: log.With("component", name), when: when}
-}
-
-// checkDeps reports which of the collaborators every job needs are
-// missing: a PostgreSQL pool (pool false), the call timeout, the clock and
-// the logger.
-func checkDeps(name string, pool bool, timeout time.Duration, clk clock.Clock, log *slog.Logger) []error {
-	var errs []error
-	if !pool {
-		errs = append(errs, fmt.Errorf("%s: no PostgreSQL pool", name))
-	}
-	if timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	if clk == nil {
-		errs = append(errs, fmt.Errorf("%s: no clock", name))
-	}
-	if log == nil {
-		errs = append(errs, fmt.Errorf("%s: no logger", name))
-	}
-	return errs
 }
 
 // run does a pass whenever the schedule says one is due, until ctx ends,

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
 )
@@ -113,7 +114,7 @@ func New(cfg Config, deps Deps) (*Runner, error) {
 
 // Validate reports which required collaborators are missing.
 func (d Deps) Validate() error {
-	return errors.Join(checkDeps("maintenance", d.PG != nil, d.Timeout, d.Clock, d.Log)...)
+	return need.Check("maintenance", need.Pool(d.PG), need.Timeout(d.Timeout), need.Clock(d.Clock), need.Log(d.Log))
 }
 
 // Result is what one pass did.

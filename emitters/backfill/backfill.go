@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
 	"msgx/sink/aodb"
@@ -150,31 +151,21 @@ const (
 	countCaughtUpEvery = time.Second
 )
 
+// Validate reports which collaborators every sweeper needs are missing
+// (New adds the inbox and its zone outside shadow mode).
+func (d Deps) Validate() error {
+	return need.Check("backfill", need.Pool(d.PG), need.Timeout(d.Timeout), need.Clock(d.Clock), need.Log(d.Log))
+}
+
 // New checks cfg and deps and returns the sweeper.
 func New(cfg Config, deps Deps) (*Sweeper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if deps.PG == nil {
-		errs = append(errs, errors.New("backfill: no PostgreSQL pool"))
-	}
-	if deps.Inbox == nil && !cfg.Shadow {
-		errs = append(errs, errors.New("backfill: no MySQL connection (only shadow mode may run without one)"))
-	}
-	if deps.Zone == nil && !cfg.Shadow {
-		errs = append(errs, errors.New("backfill: no inbox time zone"))
-	}
-	if deps.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	if deps.Clock == nil {
-		errs = append(errs, errors.New("backfill: no clock"))
-	}
-	if deps.Log == nil {
-		errs = append(errs, errors.New("backfill: no logger"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	// Shadow mode writes no mark: it needs neither the inbox nor its zone.
+	if err := errors.Join(deps.Validate(), need.Check("backfill",
+		need.Has(deps.Inbox != nil || cfg.Shadow, "MySQL connection (only shadow mode may run without one)"),
+		need.Has(deps.Zone != nil || cfg.Shadow, "inbox time zone"))); err != nil {
 		return nil, err
 	}
 	return &Sweeper{

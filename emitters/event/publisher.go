@@ -15,6 +15,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/crashpoint"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
 )
@@ -196,20 +197,19 @@ type Publisher struct {
 	hook func(point string) error
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("event publisher", need.Pool(d.Pool), need.Timeout(d.DBTimeout), need.Brokers(d.Brokers), need.Clock(d.Clock),
+		need.Log(d.Log))
+}
+
 // New returns the outbox publisher.
 func New(cfg Config, d Deps) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch {
-	case d.Pool == nil:
-		return nil, errors.New("event publisher: no PostgreSQL pool")
-	case d.DBTimeout <= 0:
-		return nil, errors.New("event publisher: MSGX_DB_TIMEOUT must be positive")
-	case len(d.Brokers) == 0:
-		return nil, errors.New("event publisher: no Kafka brokers")
-	case d.Clock == nil || d.Log == nil:
-		return nil, errors.New("event publisher: clock and logger are required")
+	if err := d.Validate(); err != nil {
+		return nil, err
 	}
 	st := Stats{Published: map[string]int64{}, Transactions: map[string]int64{}, ExactlyOnce: cfg.ExactlyOnce}
 	if cfg.ExactlyOnce {

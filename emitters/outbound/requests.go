@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
+	"msgx/internal/need"
 	"msgx/sink"
 	"msgx/sink/aodb"
 	"msgx/tables/refdata"
@@ -74,20 +75,22 @@ type Requests struct {
 	afterInsert  func(r request.ReqTrack, outboxID int64) error
 }
 
+// Validate reports which collaborators every Requests needs are missing
+// (New adds the outbox outside shadow mode).
+func (d Deps) Validate() error {
+	return need.Check("requests", need.Pool(d.PG), need.Timeout(d.DBTimeout), need.Clock(d.Clock), need.Log(d.Log),
+		need.Has(d.Location != nil, "airport time zone"))
+}
+
 // New checks cfg and returns the service. It does not touch the databases.
 func New(cfg Config, d Deps) (*Requests, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch {
-	case d.PG == nil:
-		return nil, errors.New("requests: no PostgreSQL pool")
-	case d.Outbox == nil && !cfg.Shadow:
-		return nil, errors.New("requests: no MySQL outbox database (required unless MSGX_SHADOW=true)")
-	case d.Clock == nil || d.Log == nil || d.Location == nil:
-		return nil, errors.New("requests: clock, logger and airport time zone are required")
-	case d.DBTimeout <= 0:
-		return nil, errors.New("requests: the database call timeout must be positive")
+	// Shadow mode writes no request: it needs no outbox.
+	if err := errors.Join(d.Validate(), need.Check("requests",
+		need.Has(d.Outbox != nil || cfg.Shadow, "MySQL outbox database (required unless MSGX_SHADOW=true)"))); err != nil {
+		return nil, err
 	}
 	h, m, daily, _ := parseDaily(cfg.RefdataAt)
 	return &Requests{

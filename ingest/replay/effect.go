@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"msgx/internal/need"
 	"msgx/sink"
 	"msgx/sink/aodb"
 	"msgx/tables/flight"
@@ -136,11 +137,8 @@ func Explain(ctx context.Context, d Deps, plan *Plan) error {
 }
 
 func (d Deps) validateExplain() error {
-	errs := d.validateInbox()
-	if d.Route == nil {
-		errs = append(errs, errors.New("no router settings (a message's effect is the router's decision on it)"))
-	}
-	return errors.Join(errs...)
+	return need.Check("replay", append(d.inboxNeeds(),
+		need.Has(d.Route != nil, "router settings (a message's effect is the router's decision on it)"))...)
 }
 
 // batcher is a pool or a transaction: where the effects are read. Run reads

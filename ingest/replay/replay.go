@@ -20,6 +20,7 @@ import (
 
 	"msgx/ingest"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/sink"
 	"msgx/sink/aodb"
 	"msgx/tables/message"
@@ -472,30 +473,19 @@ func (d Deps) maxBytes() int {
 // validate checks what Run needs (validateExplain: what a dry run's
 // explanation needs).
 func (d Deps) validate() error {
-	errs := d.validateInbox()
-	if len(d.Brokers) == 0 {
-		errs = append(errs, errors.New("no Kafka brokers to re-inject into"))
-	}
+	var topic error
 	if d.Topic == "" {
-		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
+		topic = errors.New("MSGX_TOPIC_INBOX: empty")
 	}
-	return errors.Join(errs...)
+	return need.Check("replay", append(d.inboxNeeds(), need.Has(len(d.Brokers) > 0, "Kafka brokers to re-inject into"),
+		need.Valid(topic))...)
 }
 
-// validateInbox reports what every replay step needs missing: PostgreSQL,
-// the MySQL inbox it reads raw messages from, and the call timeout.
-func (d Deps) validateInbox() []error {
-	var errs []error
-	if d.PG == nil {
-		errs = append(errs, errors.New("no PostgreSQL pool"))
-	}
-	if d.Inbox == nil {
-		errs = append(errs, errors.New("no MySQL connection (the raw messages are read from the inbox)"))
-	}
-	if d.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	return errs
+// inboxNeeds are what every replay step needs: PostgreSQL, the MySQL inbox
+// it reads raw messages from, and the call timeout.
+func (d Deps) inboxNeeds() []need.Need {
+	return []need.Need{need.Pool(d.PG), need.Has(d.Inbox != nil, "MySQL connection (the raw messages are read from the inbox)"),
+		need.Timeout(d.Timeout)}
 }
 
 // lockWait bounds the wait for the backfill lock. A pass holds it for at

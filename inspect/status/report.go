@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
 	"msgx/sink/aodb"
@@ -413,22 +414,17 @@ type Collector struct {
 	deps Deps
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("status", need.Pool(d.PG), need.Timeout(d.Timeout), need.Has(len(d.Groups) > 0, "consumer groups to report"))
+}
+
 // New checks cfg and deps and returns the collector.
 func New(cfg Config, deps Deps) (*Collector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if deps.PG == nil {
-		errs = append(errs, errors.New("status: no PostgreSQL pool"))
-	}
-	if deps.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	if len(deps.Groups) == 0 {
-		errs = append(errs, errors.New("status: no consumer groups to report"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := deps.Validate(); err != nil {
 		return nil, err
 	}
 	return &Collector{cfg: cfg, deps: deps}, nil

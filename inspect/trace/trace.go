@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"msgx/internal/need"
 	"msgx/sink"
 	"msgx/sink/aodb"
 	"msgx/tables/message"
@@ -34,15 +35,15 @@ type Deps struct {
 // Reader collects traces.
 type Reader struct{ d Deps }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("trace", need.Pool(d.PG), need.Timeout(d.Timeout), need.Has(d.Inbox == nil || d.Zone != nil, "inbox time zone"))
+}
+
 // New checks d and returns the reader.
 func New(d Deps) (*Reader, error) {
-	switch {
-	case d.PG == nil:
-		return nil, errors.New("trace: no PostgreSQL pool")
-	case d.Timeout <= 0:
-		return nil, errors.New("trace: MSGX_DB_TIMEOUT must be positive")
-	case d.Inbox != nil && d.Zone == nil:
-		return nil, errors.New("trace: no inbox time zone")
+	if err := d.Validate(); err != nil {
+		return nil, err
 	}
 	return &Reader{d: d}, nil
 }

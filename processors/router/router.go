@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -16,6 +15,7 @@ import (
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
 	"msgx/tables/flight"
@@ -103,25 +103,18 @@ type Router struct {
 	worker *worker
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("router", need.Has(d.Messages != nil, "proc_state store"), need.Clock(d.Clock), need.Log(d.Log),
+		need.Has(d.Loc != nil, "airport time zone"))
+}
+
 // New checks cfg and d and returns the router.
 func New(cfg Config, d Deps) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if d.Messages == nil {
-		errs = append(errs, errors.New("router: no proc_state store"))
-	}
-	if d.Clock == nil {
-		errs = append(errs, errors.New("router: no clock"))
-	}
-	if d.Log == nil {
-		errs = append(errs, errors.New("router: no logger"))
-	}
-	if d.Loc == nil {
-		errs = append(errs, errors.New("router: no airport time zone"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), d: d,

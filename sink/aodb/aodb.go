@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"msgx/internal/need"
 	"msgx/sink"
 )
 
@@ -39,14 +40,7 @@ type Deps struct {
 
 // Validate reports what is missing.
 func (d Deps) Validate() error {
-	var errs []error
-	if d.DB == nil {
-		errs = append(errs, errors.New("aodb: no MySQL connection"))
-	}
-	if d.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	return errors.Join(errs...)
+	return need.Check("aodb", need.Has(d.DB != nil, "MySQL connection"), need.Timeout(d.Timeout))
 }
 
 // Tables is the one owner of the shared tables: every statement msgx runs
@@ -62,7 +56,10 @@ type Tables struct {
 
 // New checks cfg and deps and returns the tables.
 func New(cfg Config, deps Deps) (*Tables, error) {
-	if err := errors.Join(cfg.Validate(), deps.Validate()); err != nil {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := deps.Validate(); err != nil {
 		return nil, err
 	}
 	return &Tables{db: deps.DB, probe: deps.Probe, inbox: cfg.InboxTable, outbox: cfg.OutboxTable, timeout: deps.Timeout}, nil
