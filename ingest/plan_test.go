@@ -1,9 +1,10 @@
 package ingest
 
 import (
-	"msgx/sink"
 	"testing"
 	"time"
+
+	"msgx/sink"
 )
 
 func TestPlan(t *testing.T) {

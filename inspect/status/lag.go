@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"msgx/sink"
 	"sync"
+
+	"msgx/sink"
 )
 
 // Lag is the part of the report that moves from second to second: how far
