@@ -17,6 +17,7 @@ import (
 	"msgx/sink/sinktest"
 	"msgx/tables/message"
 	"msgx/tables/request"
+	"msgx/tables/route/routetest"
 )
 
 // answer is an AODB message dated dttm (airport time, SIS format).
@@ -43,7 +44,7 @@ func TestRouterERORPairing(t *testing.T) {
 				}
 				t.Cleanup(func() { my.Close() })
 				if reqs, err = outbound.New(outbound.DefaultConfig(), outbound.Deps{PG: pool, Outbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Clock: clk,
-					Log: testenv.Logger(t), Location: shanghai, DBTimeout: 5 * time.Second}); err != nil {
+					Log: testenv.Logger(t), Location: routetest.Shanghai, DBTimeout: 5 * time.Second}); err != nil {
 					t.Fatal(err)
 				}
 				return reqs
@@ -51,7 +52,7 @@ func TestRouterERORPairing(t *testing.T) {
 			ctx := context.Background()
 			// t0 is 16:00 in Shanghai: answers are dated a minute later.
 			const dttm = "20261130160100"
-			from := time.Date(2026, 12, 1, 0, 0, 0, 0, shanghai)
+			from := time.Date(2026, 12, 1, 0, 0, 0, 0, routetest.Shanghai)
 			answerOf := func(id int64) request.Answer {
 				t.Helper()
 				var a request.Answer

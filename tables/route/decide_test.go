@@ -11,20 +11,6 @@ import (
 	"msgx/tables/route/routetest"
 )
 
-// The messages the tests decide (routetest, shared with the router's tests).
-var (
-	shanghai  = routetest.Shanghai
-	msg       = routetest.Msg
-	fltr      = routetest.Fltr
-	dnld      = routetest.Dnld
-	season    = routetest.Season
-	rsta      = routetest.Rsta
-	rstaRec   = routetest.RstaRec
-	abdg      = routetest.Abdg
-	day       = routetest.Day
-	sampleXML = sample.XML
-)
-
 // config is what the decisions read of the router's configuration, named
 // as processors/router's Config names it (Config.Settings parses it).
 type config struct {
@@ -41,14 +27,14 @@ func settings(mut ...func(*config)) Settings {
 	if err != nil {
 		panic(err)
 	}
-	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: shanghai, AbsentDelete: c.ScheduleAbsent == "delete",
+	return Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: routetest.Shanghai, AbsentDelete: c.ScheduleAbsent == "delete",
 		RespGuard: c.RespGuard}
 }
 
 func TestDecide(t *testing.T) {
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	known := message.Lookups{Days: map[string]message.FlightDay{"15": {FLID: "15", Day: day("2021-01-23"), FirstMsgID: 1}}}
-	known121 := message.Lookups{Days: map[string]message.FlightDay{"121112312": {FLID: "121112312", Day: day("2018-08-10"), FirstMsgID: 1}}}
+	known := message.Lookups{Days: map[string]message.FlightDay{"15": {FLID: "15", Day: routetest.Day("2021-01-23"), FirstMsgID: 1}}}
+	known121 := message.Lookups{Days: map[string]message.FlightDay{"121112312": {FLID: "121112312", Day: routetest.Day("2018-08-10"), FirstMsgID: 1}}}
 	for _, tc := range []struct {
 		name     string
 		raw      string
@@ -66,118 +52,118 @@ func TestDecide(t *testing.T) {
 		{name: "raw missing", raw: "  ", state: message.StateDead, class: message.ClassMalformed, reason: "raw-missing"},
 		{name: "not XML", raw: "hello", state: message.StateDead, class: message.ClassMalformed},
 		{name: "no META", raw: "<MSG><FLOP/></MSG>", state: message.StateDead, class: message.ClassMalformed},
-		{name: "undecodable DTTM is a codec error, DEAD at once", raw: strings.Replace(msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"), "20261130080000", "2026-11-30", 1),
+		{name: "undecodable DTTM is a codec error, DEAD at once", raw: strings.Replace(routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"), "20261130080000", "2026-11-30", 1),
 			state: message.StateDead, class: message.ClassCodecError, reason: `META/DTTM "2026-11-30": unknown date format`},
-		{name: "undecodable payload is a codec error, DEAD at once", raw: strings.Replace(dnld(1), "<RECS>1<", "<RECS>many<", 1),
+		{name: "undecodable payload is a codec error, DEAD at once", raw: strings.Replace(routetest.Dnld(1), "<RECS>1<", "<RECS>many<", 1),
 			state: message.StateDead, class: message.ClassCodecError, reason: `SCHD/RECS "many": not a non-negative integer`},
-		{name: "a message ID that is not positive", raw: msg("LDM", "ANY", "1", "<LDM/>"), msgID: -1, state: message.StateDead, class: message.ClassMalformed},
-		{name: "ignored LDM", raw: msg("LDM", "ANY", "1", "<LDM/>"), state: message.StateSkipped, reason: "ignored:LDM-*"},
-		{name: "ignore rules are case-insensitive", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"),
+		{name: "a message ID that is not positive", raw: routetest.Msg("LDM", "ANY", "1", "<LDM/>"), msgID: -1, state: message.StateDead, class: message.ClassMalformed},
+		{name: "ignored LDM", raw: routetest.Msg("LDM", "ANY", "1", "<LDM/>"), state: message.StateSkipped, reason: "ignored:LDM-*"},
+		{name: "ignore rules are case-insensitive", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"),
 			set: settings(func(c *config) { c.IgnoreRules = "flop-estt" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
-		{name: "an ignored type is never judged by its payload (malformed)", raw: msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
+		{name: "an ignored type is never judged by its payload (malformed)", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
 			set: settings(func(c *config) { c.IgnoreRules = "FLOP-*" }), state: message.StateSkipped, reason: "ignored:FLOP-*"},
-		{name: "an ignored type is never judged by its payload (codec error)", raw: strings.Replace(dnld(1), "<RECS>1<", "<RECS>many<", 1),
+		{name: "an ignored type is never judged by its payload (codec error)", raw: strings.Replace(routetest.Dnld(1), "<RECS>1<", "<RECS>many<", 1),
 			set: settings(func(c *config) { c.IgnoreRules = "schd-dnld" }), state: message.StateSkipped, reason: "ignored:SCHD-DNLD"},
-		{name: "the same payload not ignored", raw: msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
+		{name: "the same payload not ignored", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><ESTT/></FLOP>"),
 			state: message.StateDead, class: message.ClassMalformed, reason: "FLOP without FLID"},
-		{name: "duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"), lookups: message.Lookups{Owner: 5},
+		{name: "duplicate", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT/></FLOP>"), lookups: message.Lookups{Owner: 5},
 			state: message.StateSkipped, reason: "duplicate-of:5"},
-		{name: "own identity is not a duplicate", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
+		{name: "own identity is not a duplicate", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
 			lookups: message.Lookups{Owner: 100, Days: known.Days}, state: message.StateRouted, flights: 1, identity: true},
-		{name: "FLOP on a known flight", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
+		{name: "FLOP on a known flight", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
 			lookups: known, state: message.StateRouted, flights: 1, identity: true},
-		{name: "FLOP on an unknown flight", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>99</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
+		{name: "FLOP on an unknown flight", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>99</FLID><ESTT>23JAN210600</ESTT></FLOP>"),
 			state: message.StateSkipped, reason: "no-match", identity: true},
-		{name: "FLOP without its payload", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID></FLOP>"), lookups: known,
+		{name: "FLOP without its payload", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID></FLOP>"), lookups: known,
 			state: message.StateDead, class: message.ClassMalformed, reason: "FLOP-ESTT carries no ESTT", identity: true},
-		{name: "unsupported FLOP STYP", raw: msg("FLOP", "BDPB", "1", "<FLOP><FLID>15</FLID><BDPB>1</BDPB></FLOP>"), lookups: known,
+		{name: "unsupported FLOP STYP", raw: routetest.Msg("FLOP", "BDPB", "1", "<FLOP><FLID>15</FLID><BDPB>1</BDPB></FLOP>"), lookups: known,
 			state: message.StateSkipped, reason: "unsupported:FLOP-BDPB", identity: true},
-		{name: "A-CDM sample", raw: sampleXML(t, "INSERT_CMINMSGS_COBT.sql", 0), lookups: known121,
+		{name: "A-CDM sample", raw: sample.XML(t, "INSERT_CMINMSGS_COBT.sql", 0), lookups: known121,
 			state: message.StateRouted, flights: 1, identity: true},
-		{name: "FLOP-TOBT without its element (the AODB's sample)", raw: sampleXML(t, "INSERT_CMINMSGS_TOBT.sql", 0), lookups: known121,
+		{name: "FLOP-TOBT without its element (the AODB's sample)", raw: sample.XML(t, "INSERT_CMINMSGS_TOBT.sql", 0), lookups: known121,
 			state: message.StateRouted, flights: 1, identity: true},
-		{name: "FLOP-PORT sample", raw: sampleXML(t, "INSERT_CMINMSGS_PORT.sql", 0), lookups: known121,
+		{name: "FLOP-PORT sample", raw: sample.XML(t, "INSERT_CMINMSGS_PORT.sql", 0), lookups: known121,
 			state: message.StateRouted, flights: 1, identity: true},
-		{name: "FLOP-FLAB empty sample", raw: sampleXML(t, "INSERT_CMINMSGS_FLAB.sql", 2), lookups: known,
+		{name: "FLOP-FLAB empty sample", raw: sample.XML(t, "INSERT_CMINMSGS_FLAB.sql", 2), lookups: known,
 			state: message.StateRouted, flights: 1, identity: true},
 		// Time-valued tags (docs/design.md#time-values): a value in no SIS
 		// format is DEAD(CODEC_ERROR) before anything is emitted; like every
 		// verdict of dispatch, it binds the identity.
-		{name: "a time in no SIS format", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>notadate</ESTT></FLOP>"), lookups: known,
+		{name: "a time in no SIS format", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>notadate</ESTT></FLOP>"), lookups: known,
 			state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-ESTT (FLID 15) ESTT "notadate": unknown date format`, identity: true},
-		{name: "any time the FLOP carries is checked", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT><ACTT>0600</ACTT></FLOP>"),
+		{name: "any time the FLOP carries is checked", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>23JAN210600</ESTT><ACTT>0600</ACTT></FLOP>"),
 			lookups: known, state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-ESTT (FLID 15) ACTT "0600"`, identity: true},
-		{name: "a time inside a collection element", raw: msg("FLOP", "GTDT", "1",
+		{name: "a time inside a collection element", raw: routetest.Msg("FLOP", "GTDT", "1",
 			`<FLOP><FLID>15</FLID><GTDT GTNO="1"><GATE>G1</GATE><PGOT>15DEC031805</PGOT></GTDT><GTDT GTNO="2"><PGOT>18:05</PGOT></GTDT></FLOP>`),
 			lookups: known, state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-GTDT (FLID 15) GTDT[2]/PGOT "18:05": unknown date format`, identity: true},
-		{name: "a time in a FLTR", raw: dnld(2, fltr("2", "23JAN210535", ""), fltr("3", "23JAN210535", "<ROUT RTNO=\"1\"><SCAT>tomorrow</SCAT></ROUT>")),
+		{name: "a time in a FLTR", raw: routetest.Dnld(2, routetest.Fltr("2", "23JAN210535", ""), routetest.Fltr("3", "23JAN210535", "<ROUT RTNO=\"1\"><SCAT>tomorrow</SCAT></ROUT>")),
 			state: message.StateDead, class: message.ClassCodecError, reason: `FLTR 2 (FLID 3) ROUT[1]/SCAT "tomorrow": unknown date format`, identity: true},
-		{name: "a new A-CDM time is checked", raw: msg("FLOP", "TOBT", "1", "<FLOP><FLID>15</FLID><TOBT>32JAN211200</TOBT></FLOP>"),
+		{name: "a new A-CDM time is checked", raw: routetest.Msg("FLOP", "TOBT", "1", "<FLOP><FLID>15</FLID><TOBT>32JAN211200</TOBT></FLOP>"),
 			lookups: known, state: message.StateDead, class: message.ClassCodecError, reason: `FLOP-TOBT (FLID 15) TOBT "32JAN211200": date or time out of range`, identity: true},
-		{name: "an empty time clears", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT> </ESTT></FLOP>"), lookups: known,
+		{name: "an empty time clears", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT> </ESTT></FLOP>"), lookups: known,
 			state: message.StateRouted, flights: 1, identity: true},
-		{name: "a delete applies nothing it carries", raw: msg("FLOP", "FDEL", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT><FDEL/></FLOP>"),
+		{name: "a delete applies nothing it carries", raw: routetest.Msg("FLOP", "FDEL", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT><FDEL/></FLOP>"),
 			lookups: known, state: message.StateRouted, flights: 1, identity: true},
-		{name: "an unsupported STYP is skipped whatever it carries", raw: msg("FLOP", "BDPB", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
+		{name: "an unsupported STYP is skipped whatever it carries", raw: routetest.Msg("FLOP", "BDPB", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
 			lookups: known, state: message.StateSkipped, reason: "unsupported:FLOP-BDPB", identity: true},
-		{name: "an ignored message is ignored whatever it carries", raw: msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
+		{name: "an ignored message is ignored whatever it carries", raw: routetest.Msg("FLOP", "ESTT", "1", "<FLOP><FLID>15</FLID><ESTT>x</ESTT></FLOP>"),
 			set: settings(func(c *config) { c.IgnoreRules = "FLOP-ESTT" }), state: message.StateSkipped, reason: "ignored:FLOP-ESTT"},
 		// Seasonal schedules: stored as one reference record per season.
-		{name: "SCHS DNLD sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHS.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
-		{name: "SCHS RESP sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHS.sql", 1), state: message.StateRouted, refdata: 1, identity: true},
-		{name: "SCHS count mismatch", raw: season("DNLD", "<SNAM>W</SNAM><RECS>2</RECS><FLTR><FLNO>CA1</FLNO></FLTR>"),
+		{name: "SCHS DNLD sample", raw: sample.XML(t, "INSERT_CMINMSGS_SCHS.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
+		{name: "SCHS RESP sample", raw: sample.XML(t, "INSERT_CMINMSGS_SCHS.sql", 1), state: message.StateRouted, refdata: 1, identity: true},
+		{name: "SCHS count mismatch", raw: routetest.Season("DNLD", "<SNAM>W</SNAM><RECS>2</RECS><FLTR><FLNO>CA1</FLNO></FLTR>"),
 			state: message.StateDead, class: message.ClassProtocol, reason: "SCHS-DNLD declares RECS=2 but carries 1 FLTR", identity: true},
-		{name: "SCHS without RECS", raw: season("RESP", "<SNAM>W</SNAM><FLTR><FLNO>CA1</FLNO></FLTR>"),
+		{name: "SCHS without RECS", raw: routetest.Season("RESP", "<SNAM>W</SNAM><FLTR><FLNO>CA1</FLNO></FLTR>"),
 			state: message.StateDead, class: message.ClassProtocol, reason: "SCHS-RESP without RECS", identity: true},
-		{name: "SCHS without SNAM", raw: season("DNLD", "<SNAM> </SNAM><RECS>0</RECS>"),
+		{name: "SCHS without SNAM", raw: routetest.Season("DNLD", "<SNAM> </SNAM><RECS>0</RECS>"),
 			state: message.StateDead, class: message.ClassProtocol, reason: "SCHS-DNLD without SNAM", identity: true},
-		{name: "SCHS time", raw: season("DNLD", "<SNAM>W</SNAM><RECS>1</RECS><FLTR><SCHT>10:23</SCHT></FLTR>"),
+		{name: "SCHS time", raw: routetest.Season("DNLD", "<SNAM>W</SNAM><RECS>1</RECS><FLTR><SCHT>10:23</SCHT></FLTR>"),
 			state: message.StateDead, class: message.ClassCodecError, reason: `SCHS-DNLD SCHS/FLTR[1]/SCHT "10:23": unknown date format`, identity: true},
-		{name: "SCHS other STYP", raw: season("ADD", "<SNAM>W</SNAM><RECS>0</RECS>"), state: message.StateSkipped, reason: "unsupported:SCHS-ADD", identity: true},
-		{name: "FDEL", raw: sampleXML(t, "INSERT_CMINMSGS_FDEL.sql", 0), lookups: known, state: message.StateRouted, flights: 1, identity: true},
-		{name: "unsupported type", raw: msg("ZZZZ", "DNLD", "1", "<X/>"), state: message.StateSkipped, reason: "unsupported:ZZZZ-DNLD", identity: true},
-		{name: "DNLD sample", raw: sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0), state: message.StateRouted, flights: 2, index: 2, identity: true},
-		{name: "DNLD count mismatch", raw: dnld(3, fltr("1", "23JAN210535", ""), fltr("2", "23JAN210535", "")),
+		{name: "SCHS other STYP", raw: routetest.Season("ADD", "<SNAM>W</SNAM><RECS>0</RECS>"), state: message.StateSkipped, reason: "unsupported:SCHS-ADD", identity: true},
+		{name: "FDEL", raw: sample.XML(t, "INSERT_CMINMSGS_FDEL.sql", 0), lookups: known, state: message.StateRouted, flights: 1, identity: true},
+		{name: "unsupported type", raw: routetest.Msg("ZZZZ", "DNLD", "1", "<X/>"), state: message.StateSkipped, reason: "unsupported:ZZZZ-DNLD", identity: true},
+		{name: "DNLD sample", raw: sample.XML(t, "INSERT_CMINMSGS_SCHD.sql", 0), state: message.StateRouted, flights: 2, index: 2, identity: true},
+		{name: "DNLD count mismatch", raw: routetest.Dnld(3, routetest.Fltr("1", "23JAN210535", ""), routetest.Fltr("2", "23JAN210535", "")),
 			state: message.StateDead, class: message.ClassProtocol, reason: "SCHD-DNLD declares RECS=3 but carries 2", identity: true},
-		{name: "DNLD without RECS", raw: msg("SCHD", "DNLD", "1", "<SCHD>"+fltr("1", "23JAN210535", "")+"</SCHD>"),
+		{name: "DNLD without RECS", raw: routetest.Msg("SCHD", "DNLD", "1", "<SCHD>"+routetest.Fltr("1", "23JAN210535", "")+"</SCHD>"),
 			state: message.StateDead, class: message.ClassProtocol, identity: true},
-		{name: "DNLD without FLID", raw: dnld(1, "<FLTR><SODT>23JAN210535</SODT></FLTR>"), state: message.StateDead, class: message.ClassProtocol, reason: "FLTR 1 has no FLID", identity: true},
-		{name: "DNLD without SODT", raw: dnld(1, fltr("1", "-", "")), state: message.StateDead, class: message.ClassProtocol, reason: "FLTR 1 (FLID 1) has no SODT", identity: true},
-		{name: "DNLD with a FLID twice", raw: dnld(2, fltr("1", "23JAN210535", ""), fltr("1", "23JAN210535", "")), state: message.StateDead, class: message.ClassProtocol, identity: true},
-		{name: "DNLD operation-day conflict rejects the package", raw: dnld(2, fltr("2", "23JAN210535", ""), fltr("15", "24JAN210535", "")),
+		{name: "DNLD without FLID", raw: routetest.Dnld(1, "<FLTR><SODT>23JAN210535</SODT></FLTR>"), state: message.StateDead, class: message.ClassProtocol, reason: "FLTR 1 has no FLID", identity: true},
+		{name: "DNLD without SODT", raw: routetest.Dnld(1, routetest.Fltr("1", "-", "")), state: message.StateDead, class: message.ClassProtocol, reason: "FLTR 1 (FLID 1) has no SODT", identity: true},
+		{name: "DNLD with a FLID twice", raw: routetest.Dnld(2, routetest.Fltr("1", "23JAN210535", ""), routetest.Fltr("1", "23JAN210535", "")), state: message.StateDead, class: message.ClassProtocol, identity: true},
+		{name: "DNLD operation-day conflict rejects the package", raw: routetest.Dnld(2, routetest.Fltr("2", "23JAN210535", ""), routetest.Fltr("15", "24JAN210535", "")),
 			lookups: known, state: message.StateDead, class: message.ClassProtocol, reason: "FLID 15: operation day 2021-01-24 conflicts", identity: true},
-		{name: "DNLD SODT in an unknown format is a codec error, DEAD at once", raw: dnld(1, fltr("1", "2021-01-23", "")),
+		{name: "DNLD SODT in an unknown format is a codec error, DEAD at once", raw: routetest.Dnld(1, routetest.Fltr("1", "2021-01-23", "")),
 			state: message.StateDead, class: message.ClassCodecError, reason: `FLTR 1 (FLID 1) SODT "2021-01-23": unknown date format`, identity: true},
-		{name: "DNLD with an impossible SODT date rejects the package", raw: dnld(2, fltr("1", "23JAN210535", ""), fltr("2", "31NOV260800", "")),
+		{name: "DNLD with an impossible SODT date rejects the package", raw: routetest.Dnld(2, routetest.Fltr("1", "23JAN210535", ""), routetest.Fltr("2", "31NOV260800", "")),
 			state: message.StateDead, class: message.ClassProtocol, reason: `FLTR 2 (FLID 2) SODT "31NOV260800": date or time out of range: the operation day cannot be derived`, identity: true},
-		{name: "DNLD with an impossible SODT time rejects the package", raw: dnld(1, fltr("1", "30NOV262561", "")),
+		{name: "DNLD with an impossible SODT time rejects the package", raw: routetest.Dnld(1, routetest.Fltr("1", "30NOV262561", "")),
 			state: message.StateDead, class: message.ClassProtocol, reason: `FLTR 1 (FLID 1) SODT "30NOV262561": date or time out of range`, identity: true},
-		{name: "ADFT with an impossible SODT", raw: msg("SCHD", "ADFT", "1", "<SCHD>"+fltr("9", "29FEB251000", "")+"</SCHD>"),
+		{name: "ADFT with an impossible SODT", raw: routetest.Msg("SCHD", "ADFT", "1", "<SCHD>"+routetest.Fltr("9", "29FEB251000", "")+"</SCHD>"),
 			state: message.StateDead, class: message.ClassProtocol, reason: `FLTR 1 (FLID 9) SODT "29FEB251000"`, identity: true},
-		{name: "empty DNLD is terminal at once", raw: dnld(0), state: message.StateSucceeded, identity: true},
-		{name: "ADFT without SODT creates an undated flight", raw: msg("SCHD", "ADFT", "1", "<SCHD>"+fltr("9", "-", "<FLNO>CA1</FLNO>")+"</SCHD>"),
+		{name: "empty DNLD is terminal at once", raw: routetest.Dnld(0), state: message.StateSucceeded, identity: true},
+		{name: "ADFT without SODT creates an undated flight", raw: routetest.Msg("SCHD", "ADFT", "1", "<SCHD>"+routetest.Fltr("9", "-", "<FLNO>CA1</FLNO>")+"</SCHD>"),
 			state: message.StateRouted, flights: 1, index: 1, identity: true},
-		{name: "reference data", raw: sampleXML(t, "INSERT_CMINMSGS_AIRL.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
-		{name: "reference data keyed by first child", raw: sampleXML(t, "INSERT_CMINMSGS_ABDG.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
-		{name: "reference full replace with a wrong count", raw: msg("AIRL", "DNLD", "1", "<RECS>2</RECS><AIRL><ITOP>CA</ITOP></AIRL>"),
+		{name: "reference data", raw: sample.XML(t, "INSERT_CMINMSGS_AIRL.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
+		{name: "reference data keyed by first child", raw: sample.XML(t, "INSERT_CMINMSGS_ABDG.sql", 0), state: message.StateRouted, refdata: 1, identity: true},
+		{name: "reference full replace with a wrong count", raw: routetest.Msg("AIRL", "DNLD", "1", "<RECS>2</RECS><AIRL><ITOP>CA</ITOP></AIRL>"),
 			state: message.StateDead, class: message.ClassProtocol, identity: true},
-		{name: "reference record without its key", raw: msg("AIRL", "ADD", "1", "<RECS>1</RECS><AIRL><ICOP>CCA</ICOP></AIRL>"),
+		{name: "reference record without its key", raw: routetest.Msg("AIRL", "ADD", "1", "<RECS>1</RECS><AIRL><ICOP>CCA</ICOP></AIRL>"),
 			state: message.StateDead, class: message.ClassProtocol, reason: "AIRL-ADD record 1: missing key tag ITOP", identity: true},
-		{name: "resource status", raw: rsta("ADD", rstaRec("GATE", "21", "D", "30NOV260800", "30NOV261000")),
+		{name: "resource status", raw: routetest.Rsta("ADD", routetest.RstaRec("GATE", "21", "D", "30NOV260800", "30NOV261000")),
 			state: message.StateRouted, refdata: 1, identity: true},
-		{name: "resource status with a STAT other than E/D", raw: rsta("RESP", rstaRec("GATE", "21", "D", "", ""), rstaRec("BELT", "3", "X", "", "")),
+		{name: "resource status with a STAT other than E/D", raw: routetest.Rsta("RESP", routetest.RstaRec("GATE", "21", "D", "", ""), routetest.RstaRec("BELT", "3", "X", "", "")),
 			state: message.StateDead, class: message.ClassProtocol, reason: `RSTA-RESP record 2: STAT "X" is not E or D`, identity: true},
-		{name: "resource status ending before it starts", raw: rsta("UPD", rstaRec("GATE", "21", "D", "30NOV261000", "30NOV260800")),
+		{name: "resource status ending before it starts", raw: routetest.Rsta("UPD", routetest.RstaRec("GATE", "21", "D", "30NOV261000", "30NOV260800")),
 			state: message.StateDead, class: message.ClassProtocol, reason: "RSTA-UPD record 1: ENDT is not after STRT", identity: true},
-		{name: "resource status with an unparseable window", raw: rsta("ADD", rstaRec("GATE", "21", "D", "tomorrow", "")),
+		{name: "resource status with an unparseable window", raw: routetest.Rsta("ADD", routetest.RstaRec("GATE", "21", "D", "tomorrow", "")),
 			state: message.StateDead, class: message.ClassProtocol, reason: `RSTA-ADD record 1: STRT "tomorrow" is not SIS time`, identity: true},
-		{name: "a resource status deletion carries only the key", raw: rsta("DEL", rstaRec("GATE", "21", "", "", "")),
+		{name: "a resource status deletion carries only the key", raw: routetest.Rsta("DEL", routetest.RstaRec("GATE", "21", "", "", "")),
 			state: message.StateRouted, refdata: 1, identity: true},
-		{name: "first-child category keyed as indexed", raw: abdg("ADD", "ABCD"), lookups: message.Lookups{KeyTag: "ABCD"},
+		{name: "first-child category keyed as indexed", raw: routetest.Abdg("ADD", "ABCD"), lookups: message.Lookups{KeyTag: "ABCD"},
 			state: message.StateRouted, refdata: 1, identity: true},
-		{name: "first-child category keyed by another tag than indexed", raw: abdg("UPD", "DESC"), lookups: message.Lookups{KeyTag: "ABCD"},
+		{name: "first-child category keyed by another tag than indexed", raw: routetest.Abdg("UPD", "DESC"), lookups: message.Lookups{KeyTag: "ABCD"},
 			state: message.StateDead, class: message.ClassProtocol, reason: "ABDG-UPD keyed by DESC but the stored records are keyed by ABCD", identity: true},
-		{name: "a full replace may change the key tag", raw: abdg("DNLD", "DESC"), lookups: message.Lookups{KeyTag: "ABCD"},
+		{name: "a full replace may change the key tag", raw: routetest.Abdg("DNLD", "DESC"), lookups: message.Lookups{KeyTag: "ABCD"},
 			state: message.StateRouted, refdata: 1, identity: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,7 +194,7 @@ func TestDecide(t *testing.T) {
 
 func TestDecideScheduleTransitions(t *testing.T) {
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	p := Prepare(7, sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0), settings())
+	p := Prepare(7, sample.XML(t, "INSERT_CMINMSGS_SCHD.sql", 0), settings())
 	v := Decide(p, message.Lookups{}, at)
 	f := v.Flights[0]
 	if f.FLID != "15" || f.Kind != flight.KindSchedule || f.MsgID != 7 || f.Source != "SCHD-DNLD" || !f.At.Equal(at) ||
@@ -224,7 +210,7 @@ func TestDecideScheduleTransitions(t *testing.T) {
 }
 
 func TestDecideAbsentFlightsDeleted(t *testing.T) {
-	raw := dnld(1, fltr("1", "23JAN210535", ""))
+	raw := routetest.Dnld(1, routetest.Fltr("1", "23JAN210535", ""))
 	l := message.Lookups{Earlier: map[string][]string{"2021-01-23": {"1", "2", "3"}}}
 	keep := Prepare(50, raw, settings())
 	if v := Decide(keep, l, time.Time{}); len(v.Flights) != 1 {
@@ -241,7 +227,7 @@ func TestDecideAbsentFlightsDeleted(t *testing.T) {
 }
 
 func TestIdentityDayBoundary(t *testing.T) {
-	raw := msg("FLOP", "ESTT", "9", "<FLOP><FLID>15</FLID><ESTT/></FLOP>")
+	raw := routetest.Msg("FLOP", "ESTT", "9", "<FLOP><FLID>15</FLID><ESTT/></FLOP>")
 	if k := Prepare(1, raw, settings()).IdentityKey; k != "AODB|FLOP|ESTT|9" {
 		t.Fatalf("key %q", k)
 	}
@@ -251,20 +237,20 @@ func TestIdentityDayBoundary(t *testing.T) {
 }
 
 func TestOperationDay(t *testing.T) {
-	sodt := time.Date(2021, 1, 23, 2, 30, 0, 0, shanghai)
-	if d := OperationDay(sodt, shanghai, 0); d.Format(time.DateOnly) != "2021-01-23" {
+	sodt := time.Date(2021, 1, 23, 2, 30, 0, 0, routetest.Shanghai)
+	if d := OperationDay(sodt, routetest.Shanghai, 0); d.Format(time.DateOnly) != "2021-01-23" {
 		t.Fatal(d)
 	}
-	if d := OperationDay(sodt, shanghai, 3*time.Hour); d.Format(time.DateOnly) != "2021-01-22" {
+	if d := OperationDay(sodt, routetest.Shanghai, 3*time.Hour); d.Format(time.DateOnly) != "2021-01-22" {
 		t.Fatalf("02:30 before a 03:00 cut-over belongs to the previous day, got %v", d)
 	}
-	if d := OperationDay(sodt.UTC(), shanghai, 0); d.Format(time.DateOnly) != "2021-01-23" {
+	if d := OperationDay(sodt.UTC(), routetest.Shanghai, 0); d.Format(time.DateOnly) != "2021-01-23" {
 		t.Fatalf("the day is local to the airport, got %v", d)
 	}
 }
 
 func TestRespGuard(t *testing.T) {
-	resp := strings.Replace(strings.Replace(dnld(1, fltr("1", "23JAN210535", "")), "<STYP>DNLD<", "<STYP>RESP<", 1), "<SEQN>77<", "<SEQN>80<", 1)
+	resp := strings.Replace(strings.Replace(routetest.Dnld(1, routetest.Fltr("1", "23JAN210535", "")), "<STYP>DNLD<", "<STYP>RESP<", 1), "<SEQN>77<", "<SEQN>80<", 1)
 	off := Prepare(1, resp, settings())
 	if off.NeedsRequest {
 		t.Fatal("guard off asks for a request")
@@ -283,7 +269,7 @@ func TestRespGuard(t *testing.T) {
 		t.Fatalf("RESP answering an open request: %+v", v)
 	}
 	// A DNLD is never guarded.
-	if p := Prepare(1, dnld(1, fltr("1", "23JAN210535", "")), settings(func(c *config) { c.RespGuard = true })); p.NeedsRequest {
+	if p := Prepare(1, routetest.Dnld(1, routetest.Fltr("1", "23JAN210535", "")), settings(func(c *config) { c.RespGuard = true })); p.NeedsRequest {
 		t.Fatal("a DNLD needs a request")
 	}
 }
@@ -291,7 +277,7 @@ func TestRespGuard(t *testing.T) {
 // An ignored EROR is decided on its META, yet still names the request it
 // answers (afterDecision closes it).
 func TestIgnoredErorKeepsItsAnswer(t *testing.T) {
-	p := Prepare(1, msg("EROR", "RQRD", "5", "<EROR><SEQN>1700000001</SEQN><TYPE>RQRD</TYPE></EROR>"), settings())
+	p := Prepare(1, routetest.Msg("EROR", "RQRD", "5", "<EROR><SEQN>1700000001</SEQN><TYPE>RQRD</TYPE></EROR>"), settings())
 	if v := Decide(p, message.Lookups{}, time.Time{}); v.State != message.StateSkipped || v.Reason != "ignored:EROR-*" || v.IdentityKey != "" {
 		t.Fatalf("verdict %+v", v)
 	}
@@ -303,7 +289,7 @@ func TestIgnoredErorKeepsItsAnswer(t *testing.T) {
 // A message routed to a category keyed by its first child sets the index
 // entry the next incremental message is checked against.
 func TestDecideRefKeyIndex(t *testing.T) {
-	p := Prepare(3, abdg("DNLD", "DESC"), settings())
+	p := Prepare(3, routetest.Abdg("DNLD", "DESC"), settings())
 	if p.RefType != "ABDG" || p.Query().RefType != "ABDG" {
 		t.Fatalf("plan looks up %q", p.RefType)
 	}
@@ -312,7 +298,7 @@ func TestDecideRefKeyIndex(t *testing.T) {
 		t.Fatalf("index entry %+v", v.RefKey)
 	}
 	// Categories with a fixed key tag need no index.
-	if p := Prepare(4, sampleXML(t, "INSERT_CMINMSGS_AIRL.sql", 0), settings()); p.RefType != "" || Decide(p, message.Lookups{}, time.Time{}).RefKey != nil {
+	if p := Prepare(4, sample.XML(t, "INSERT_CMINMSGS_AIRL.sql", 0), settings()); p.RefType != "" || Decide(p, message.Lookups{}, time.Time{}).RefKey != nil {
 		t.Fatal("AIRL looks up its key tag")
 	}
 }
@@ -323,7 +309,7 @@ func TestDecideRefKeyIndex(t *testing.T) {
 // (a re-decision after a crash) is again.
 func TestFirstSeen(t *testing.T) {
 	day := time.Date(2021, 1, 23, 0, 0, 0, 0, time.UTC)
-	raw := dnld(2, fltr("15", "23JAN210535", ""), fltr("16", "23JAN210535", ""))
+	raw := routetest.Dnld(2, routetest.Fltr("15", "23JAN210535", ""), routetest.Fltr("16", "23JAN210535", ""))
 	p := Prepare(9, raw, settings())
 	for _, tc := range []struct {
 		name  string
