@@ -118,8 +118,11 @@ type Processor struct {
 }
 
 // Validate reports which required collaborators are missing.
-func (d Deps) Validate() error {
-	return applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log}.Validate("flights")
+func (d Deps) Validate() error { return d.shell().Validate("flights") }
+
+// shell are the collaborators the applier shell takes of d.
+func (d Deps) shell() applier.Deps {
+	return applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log, Notify: d.Notify}
 }
 
 // New checks cfg and d and returns the processor.
@@ -138,7 +141,7 @@ func New(cfg Config, d Deps) (*Processor, error) {
 		Name: "flights", Group: cfg.Group(), Input: cfg.TransitionTopic, Table: tableCodec{}, Commit: cfg.Commit,
 		Attrs: func(t *flight.Transition) []any { return []any{"msg_id", t.MsgID, "flid", t.FLID} },
 		Apply: p.apply, Write: p.writeBatch, Wakes: wakes,
-	}, applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log, Notify: d.Notify})
+	}, d.shell())
 	return p, nil
 }
 

@@ -89,8 +89,11 @@ type Processor struct {
 }
 
 // Validate reports which required collaborators are missing.
-func (d Deps) Validate() error {
-	return applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log}.Validate("refdata")
+func (d Deps) Validate() error { return d.shell().Validate("refdata") }
+
+// shell are the collaborators the applier shell takes of d.
+func (d Deps) shell() applier.Deps {
+	return applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log, Notify: d.Notify}
 }
 
 // New checks cfg and d and returns the processor.
@@ -107,7 +110,7 @@ func New(cfg Config, d Deps) (*Processor, error) {
 		Name: "refdata", Group: cfg.Group(), Input: cfg.TransitionTopic, Table: p.codec, Commit: cfg.Commit,
 		Attrs: func(t *refdata.Transition) []any { return []any{"msg_id", t.MsgID, "rtype", t.RType} },
 		Apply: p.apply, Write: p.writeBatch,
-	}, applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log, Notify: d.Notify})
+	}, d.shell())
 	return p, nil
 }
 
