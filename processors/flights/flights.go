@@ -353,7 +353,7 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Tr
 	}
 	p.Count(func(s *applier.Stats) { s.Diverged++ })
 	p.Halt(gctx, log, fmt.Sprintf("divergence: flight %s (message #%d) is in PostgreSQL %s but not in the flights table", t.FLID, t.MsgID, where),
-		sink.DivergenceAdvice)
+		applier.DivergenceAdvice)
 	return nil
 }
 

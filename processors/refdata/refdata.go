@@ -236,7 +236,7 @@ func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *refdata.T
 	if known {
 		p.Count(func(s *applier.Stats) { s.Diverged++ })
 		p.Halt(gctx, log, fmt.Sprintf("divergence: category %s (message #%d) is in PostgreSQL ref_master but not in the refdata table", t.RType, t.MsgID),
-			sink.DivergenceAdvice)
+			applier.DivergenceAdvice)
 	}
 }
 
