@@ -131,10 +131,3 @@ func (j *job) once(ctx context.Context, pass func(context.Context) error) error 
 	}
 	return err
 }
-
-// counted runs fn on the job's counters under their lock.
-func (j *job) counted(fn func(*Passes)) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	fn(&j.passes)
-}

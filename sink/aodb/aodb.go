@@ -64,6 +64,3 @@ func New(cfg Config, deps Deps) (*Tables, error) {
 	}
 	return &Tables{db: deps.DB, probe: deps.Probe, inbox: cfg.InboxTable, outbox: cfg.OutboxTable, timeout: deps.Timeout}, nil
 }
-
-// InboxTable is the inbox table's name, for the texts that quote it.
-func (t *Tables) InboxTable() string { return t.inbox }
