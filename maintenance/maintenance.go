@@ -171,7 +171,7 @@ func (m *Runner) Run(ctx context.Context) error {
 		"flight_change_retention", m.cfg.FlightChangeRetention.String())
 	var res Result
 	return m.run(ctx, func(ctx context.Context) (err error) {
-		res, err = m.pass1(ctx)
+		res, err = m.onePass(ctx)
 		return err
 	}, func(err error) {
 		switch {
@@ -196,17 +196,17 @@ func (m *Runner) Run(ctx context.Context) error {
 func (m *Runner) RunOnce(ctx context.Context) (Result, error) {
 	var res Result
 	err := m.once(ctx, func(ctx context.Context) (err error) {
-		res, err = m.pass1(ctx)
+		res, err = m.onePass(ctx)
 		return err
 	})
 	return res, err
 }
 
-// pass1 is one pass: archive every candidate, batch by batch, then the
+// onePass is one pass: archive every candidate, batch by batch, then the
 // snap-log and the flight-change retention. Every step runs even when
 // another fails; the error joins their failures and the result counts what
 // was done before them.
-func (m *Runner) pass1(ctx context.Context) (Result, error) {
+func (m *Runner) onePass(ctx context.Context) (Result, error) {
 	start := time.Now()
 	now := m.clk.Now()
 	var res Result
