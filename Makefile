@@ -86,7 +86,7 @@ vet:
 
 ## fuzz: run the SIS decoder fuzzer for a minute
 fuzz:
-	$(GO) test ./processors/sis -run '^$$' -fuzz FuzzDecode -fuzztime 60s
+	$(GO) test ./tables/sis -run '^$$' -fuzz FuzzDecode -fuzztime 60s
 
 ## clean-state: forget the embedded Kafka's data, goka's local tables and make kafka's data
 ## (stop make kafka first)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/testenv"
+	"msgx/sink/sinktest"
 )
 
 // progressSQL reads how far the backlog got: the first message not
@@ -275,8 +276,8 @@ func (r backlogRun) ratio() float64 { return r.rate / r.sel.mean() }
 // published, and measures it (BenchmarkEndToEnd).
 func runBacklog(b *testing.B, bin string, msgs []string, m publishMode, k *cluster) backlogRun {
 	myDSN := testenv.NewMySQL(b)
-	pgDSN := testenv.NewPG(b)
-	insertMessages(b, testenv.OpenMySQL(b, myDSN), msgs)
+	pgDSN := sinktest.NewPG(b)
+	insertMessages(b, sinktest.OpenMySQL(b, myDSN), msgs)
 	commitsBefore := xactCommits(b, pgDSN)
 
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 var seqnRE = regexp.MustCompile(`<SEQN>\s*\d+\s*</SEQN>`)
@@ -78,9 +79,9 @@ type ingestRig struct {
 // Kafka under a prefix of its own).
 func newIngestRig(b *testing.B, rows int, col column) *ingestRig {
 	b.Helper()
-	pgDSN := testenv.NewPG(b)
+	pgDSN := sinktest.NewPG(b)
 	myDSN := testenv.NewMySQL(b)
-	my := testenv.OpenMySQL(b, myDSN)
+	my := sinktest.OpenMySQL(b, myDSN)
 	loadBacklog(b, my, rows)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
@@ -89,15 +90,15 @@ func newIngestRig(b *testing.B, rows int, col column) *ingestRig {
 	b.Cleanup(pool.Close)
 	k, kc := inProcess(b, col)
 	r := &ingestRig{brokers: k.brokers}
-	r.cfg = ingest.Config{Table: "cminmsgs", Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
+	r.cfg = ingest.Config{Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
 		MaxCommitDelay: 5 * time.Minute, HoleGrace: time.Second, HoleProbeTimeout: 2 * time.Second, Cutover: "min",
 		LateWatch: 24 * time.Hour, LateCheckInterval: 30 * time.Second}
 	if err := kafka.EnsureTopics(r.brokers, kc, []kafka.TopicSpec{r.cfg.TopicSpec()}, testenv.Logger(b)); err != nil {
 		b.Fatal(err)
 	}
 	r.deps = ingest.Deps{
-		Inbox:   ingest.NewInbox(my, nil, "cminmsgs", 30*time.Second),
-		Cursors: ingest.NewCursors(pool, 10*time.Second),
+		Inbox:   sinktest.Tables(b, my, nil, "cminmsgs", 30*time.Second),
+		Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG:      sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second},
 		Brokers: r.brokers, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(b),
 	}

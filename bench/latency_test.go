@@ -14,6 +14,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
+	"msgx/sink/sinktest"
 )
 
 // latencyDuration is how long the steady load of BenchmarkLatency lasts:
@@ -117,8 +118,8 @@ func latency(b *testing.B, m publishMode, k *cluster) latencies {
 	schedule, stream := day[:10], day[10:] // 1,000 flights in packages of 100
 	bin := msgxBinary(b)
 	myDSN := testenv.NewMySQL(b)
-	pgDSN := testenv.NewPG(b)
-	my := testenv.OpenMySQL(b, myDSN)
+	pgDSN := sinktest.NewPG(b)
+	my := sinktest.OpenMySQL(b, myDSN)
 	p := startMsgx(b, bin, msgxEnv(pgDSN, myDSN, b.TempDir(), k, m.env), "run")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

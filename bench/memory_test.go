@@ -18,6 +18,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // bigRow is the size of each row of the large-row backlog: 16 MB, just
@@ -40,7 +41,7 @@ const bigRow = 16_000_000
 func BenchmarkLargeRowBacklogMemory(b *testing.B) {
 	const rows = 30
 	myDSN := testenv.NewMySQL(b)
-	my := testenv.OpenMySQL(b, myDSN)
+	my := sinktest.OpenMySQL(b, myDSN)
 	text := "<MSG>" + strings.Repeat("x", bigRow-11) + "</MSG>"
 	for i := 0; i < rows; i++ {
 		if _, err := my.Exec("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, NOW(), 'VALID')", text); err != nil {
@@ -75,7 +76,7 @@ func BenchmarkLargeRowBacklogMemory(b *testing.B) {
 // peak RSS in MB meanwhile.
 func drainPeak(b *testing.B, my *sql.DB, want int, maxBytes int, col column) float64 {
 	b.Helper()
-	pgDSN := testenv.NewPG(b)
+	pgDSN := sinktest.NewPG(b)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		b.Fatal(err)
@@ -90,15 +91,15 @@ func drainPeak(b *testing.B, my *sql.DB, want int, maxBytes int, col column) flo
 		k, kc = inProcess(b, apache)
 	}
 	brokers := k.brokers
-	cfg := ingest.Config{Table: "cminmsgs", Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
+	cfg := ingest.Config{Topic: k.topic("msgx.inbox"), PollInterval: 500 * time.Millisecond, ClaimBatch: 1000,
 		ClaimMaxBytes: maxBytes, MaxCommitDelay: 5 * time.Minute, HoleGrace: time.Second, HoleProbeTimeout: 2 * time.Second,
 		Cutover: "min", LateWatch: 24 * time.Hour, LateCheckInterval: 30 * time.Second}
 	if err := kafka.EnsureTopics(brokers, kc, []kafka.TopicSpec{cfg.TopicSpec()}, testenv.Logger(b)); err != nil {
 		b.Fatal(err)
 	}
 	br, err := ingest.New(cfg, ingest.Deps{
-		Inbox:   ingest.NewInbox(my, nil, "cminmsgs", time.Minute),
-		Cursors: ingest.NewCursors(pool, 10*time.Second),
+		Inbox:   sinktest.Tables(b, my, nil, "cminmsgs", time.Minute),
+		Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG:      sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second},
 		Brokers: brokers, Kafka: kc, Clock: clock.Real{}, Log: testenv.Logger(b),
 	})

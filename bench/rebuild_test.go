@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/testenv"
+	"msgx/sink/sinktest"
 )
 
 var rebuildDoneRE = regexp.MustCompile(`rebuild: done, (\d+) messages in (\S+);`)
@@ -52,8 +53,8 @@ func BenchmarkRebuild(b *testing.B) {
 			b.Run(col.short(), func(b *testing.B) {
 				k := newCluster(b, col)
 				myDSN := testenv.NewMySQL(b)
-				pgDSN := testenv.NewPG(b)
-				insertMessages(b, testenv.OpenMySQL(b, myDSN), msgs)
+				pgDSN := sinktest.NewPG(b)
+				insertMessages(b, sinktest.OpenMySQL(b, myDSN), msgs)
 				stateDir := b.TempDir()
 				env := msgxEnv(pgDSN, myDSN, stateDir, k)
 				var broker *proc

@@ -18,6 +18,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // BenchmarkRouter measures the router alone: a backlog of
@@ -37,7 +38,7 @@ func BenchmarkRouter(b *testing.B) {
 }
 
 func routerAlone(b *testing.B, msgs []string, col column) {
-	dsn := testenv.NewPG(b)
+	dsn := sinktest.NewPG(b)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		b.Fatal(err)

@@ -13,8 +13,10 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
+	"msgx/sink/aodb"
 )
 
 // ErrNotSeeded stops a first start that has no cut-over decision.
@@ -22,10 +24,11 @@ var ErrNotSeeded = errors.New("no inbox cursor yet: set MSGX_CUTOVER_WATERMARK=m
 
 // Deps are the bridge's collaborators.
 type Deps struct {
-	// Inbox reads the shared MySQL inbox (required).
-	Inbox *Inbox
+	// Inbox is the shared MySQL inbox (required; with the probe's pool
+	// when MSGX_HOLE_PROBE is on).
+	Inbox *aodb.Tables
 	// Cursors is the watermark store in PostgreSQL (required).
-	Cursors *Cursors
+	Cursors *sink.Cursors
 	// PG is used for the ingest advisory lock (one active instance).
 	PG sink.Config
 	// Brokers and Kafka are where msgx.inbox is produced (required).
@@ -72,28 +75,18 @@ type Bridge struct {
 	afterProduce func() error
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("ingest", need.Has(d.Inbox != nil, "inbox reader"), need.Has(d.Cursors != nil, "cursor store"),
+		need.Brokers(d.Brokers), need.Clock(d.Clock), need.Log(d.Log))
+}
+
 // New checks cfg and d and returns the bridge; Run starts it.
 func New(cfg Config, d Deps) (*Bridge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if d.Inbox == nil {
-		errs = append(errs, errors.New("ingest: no inbox reader"))
-	}
-	if d.Cursors == nil {
-		errs = append(errs, errors.New("ingest: no cursor store"))
-	}
-	if len(d.Brokers) == 0 {
-		errs = append(errs, errors.New("ingest: no Kafka brokers"))
-	}
-	if d.Clock == nil {
-		errs = append(errs, errors.New("ingest: no clock"))
-	}
-	if d.Log == nil {
-		errs = append(errs, errors.New("ingest: no logger"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	return &Bridge{cfg: cfg, d: d, log: d.Log.With("component", "ingest")}, nil
@@ -178,7 +171,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, ErrCursorMoved) {
+			if errors.Is(err, sink.ErrCursorMoved) {
 				return err
 			}
 			pollOutage.Failed("ingest poll failed; watermark kept, retrying every poll", err, "watermark", cur.Watermark)
@@ -202,10 +195,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // start loads the cursor or seeds it once from MSGX_CUTOVER_WATERMARK.
-func (b *Bridge) start(ctx context.Context) (Cursor, error) {
+func (b *Bridge) start(ctx context.Context) (sink.Cursor, error) {
 	mode, id, err := ParseCutover(b.cfg.Cutover)
 	if err != nil {
-		return Cursor{}, fmt.Errorf("MSGX_CUTOVER_WATERMARK: %w", err)
+		return sink.Cursor{}, fmt.Errorf("MSGX_CUTOVER_WATERMARK: %w", err)
 	}
 	waitingForRow := false
 	outage := &retry.OutageLog{Log: b.log, Clock: b.d.Clock}
@@ -224,7 +217,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 			w, ready, err = b.seedWatermark(ctx, mode, id)
 			switch {
 			case errors.Is(err, ErrNotSeeded):
-				return Cursor{}, err
+				return sink.Cursor{}, err
 			case err == nil && !ready:
 				if !waitingForRow {
 					b.log.Info("inbox is empty: seeding mode min waits for the first row")
@@ -235,7 +228,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 				seeded, err = b.d.Cursors.Seed(ctx, w, strings.ToLower(strings.TrimSpace(b.cfg.Cutover)), b.d.Clock.Now())
 				if err == nil && seeded {
 					b.log.Info("seeded inbox cursor", "mode", mode, "watermark", w)
-					return Cursor{Watermark: w}, nil
+					return sink.Cursor{Watermark: w}, nil
 				}
 				// Lost a race with another seeder: load what it stored.
 				if err == nil {
@@ -247,7 +240,7 @@ func (b *Bridge) start(ctx context.Context) (Cursor, error) {
 			outage.Failed("loading or seeding the inbox cursor failed; retrying every poll", err)
 		}
 		if err := clock.Sleep(ctx, b.d.Clock, b.cfg.PollInterval); err != nil {
-			return Cursor{}, err
+			return sink.Cursor{}, err
 		}
 	}
 }
@@ -276,7 +269,7 @@ func (b *Bridge) seedWatermark(ctx context.Context, mode string, id int64) (w in
 
 // poll runs one read-plan-produce-save round and returns how long to wait
 // before the next one (0: poll again at once).
-func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
+func (b *Bridge) poll(ctx context.Context, cur *sink.Cursor) (time.Duration, error) {
 	window := b.window
 	if window <= 0 || window > b.cfg.ClaimBatch {
 		window = b.cfg.ClaimBatch
@@ -356,7 +349,7 @@ func (b *Bridge) poll(ctx context.Context, cur *Cursor) (time.Duration, error) {
 // an ID allocated but not yet inserted, so after MSGX_HOLE_GRACE a second
 // probe decides; empty again releases the hole. A lock wait timeout leaves the
 // hole to the aging fallback.
-func (b *Bridge) probe(ctx context.Context, cur *Cursor, g Gap) (time.Duration, error) {
+func (b *Bridge) probe(ctx context.Context, cur *sink.Cursor, g sink.Gap) (time.Duration, error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		if attempt == 1 {
 			if err := clock.Sleep(ctx, b.d.Clock, b.cfg.HoleGrace); err != nil {
@@ -364,7 +357,7 @@ func (b *Bridge) probe(ctx context.Context, cur *Cursor, g Gap) (time.Duration, 
 			}
 		}
 		found, err := b.d.Inbox.Probe(ctx, cur.Watermark, g.To+1, b.cfg.HoleProbeTimeout)
-		if errors.Is(err, ErrProbeTimeout) {
+		if errors.Is(err, aodb.ErrProbeTimeout) {
 			b.log.Info("hole still locked by an in-flight insert; aging continues", "from", g.From, "to", g.To)
 			return b.cfg.PollInterval, nil
 		}
@@ -379,13 +372,13 @@ func (b *Bridge) probe(ctx context.Context, cur *Cursor, g Gap) (time.Duration, 
 }
 
 // release skips gap g for good and puts it on the late-row watch list.
-func (b *Bridge) release(ctx context.Context, cur *Cursor, g Gap, reason string) error {
+func (b *Bridge) release(ctx context.Context, cur *sink.Cursor, g sink.Gap, reason string) error {
 	now := b.d.Clock.Now()
 	observed := cur.HoleSince
 	if observed.IsZero() {
 		observed = now
 	}
-	h := Hole{Gap: g, ObservedAt: observed, ReleasedAt: now, Reason: reason}
+	h := sink.Hole{Gap: g, ObservedAt: observed, ReleasedAt: now, Reason: reason}
 	if err := b.d.Cursors.Release(ctx, cur.Watermark, h); err != nil {
 		return err
 	}
@@ -401,7 +394,7 @@ func (b *Bridge) release(ctx context.Context, cur *Cursor, g Gap, reason string)
 
 // produce sends rows synchronously, in order, with the producer of
 // docs/design.md#kafka-settings.
-func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
+func (b *Bridge) produce(ctx context.Context, rows []aodb.Row, now time.Time) error {
 	if b.producer == nil {
 		p, err := kafka.NewSyncProducer(b.d.Kafka, b.d.Brokers, "msgx-ingest")
 		if err != nil {
@@ -411,7 +404,7 @@ func (b *Bridge) produce(ctx context.Context, rows []Row, now time.Time) error {
 	}
 	msgs := make([]*sarama.ProducerMessage, len(rows))
 	for i, r := range rows {
-		m, oversize, err := r.Message(b.cfg.Topic, now, b.d.Kafka.MaxMessageBytes)
+		m, oversize, err := Message(r, b.cfg.Topic, now, b.d.Kafka.MaxMessageBytes)
 		if err != nil {
 			return err
 		}
@@ -453,7 +446,7 @@ func (b *Bridge) maybeCheckLate(ctx context.Context) error {
 	late := map[int64]int64{}
 	for i := 0; i < len(holes); i += 100 {
 		chunk := holes[i:min(i+100, len(holes))]
-		gaps := make([]Gap, len(chunk))
+		gaps := make([]sink.Gap, len(chunk))
 		for j, h := range chunk {
 			gaps[j] = h.Gap
 		}

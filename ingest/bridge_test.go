@@ -16,6 +16,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 func seq(from, to int64) []int64 {
@@ -313,7 +314,7 @@ func TestSeedingRefusedWithoutDecision(t *testing.T) {
 func TestSeedMinWaitsForFirstRow(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Cutover = "min" })
 	b := h.bridge(h.clock)
-	got := make(chan Cursor, 1)
+	got := make(chan sink.Cursor, 1)
 	go func() {
 		c, err := b.start(context.Background())
 		if err != nil {
@@ -335,13 +336,13 @@ func TestMySQLDownKeepsWatermarkThenCatchesUp(t *testing.T) {
 	h := newHarness(t, nil)
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
 	dsn := strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1)
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	b, cur := h.started(h.clock)
-	b.d.Inbox = NewInbox(db, nil, "cminmsgs", 2*time.Second)
+	b.d.Inbox = sinktest.Tables(t, db, nil, "cminmsgs", 2*time.Second)
 	h.insert(3)
 	h.poll(b, cur)
 
@@ -448,8 +449,8 @@ func TestCursorCASStopsASecondWriter(t *testing.T) {
 	b1, cur1 := h.started(h.clock)
 	b2, cur2 := h.started(h.clock)
 	h.poll(b1, cur1)
-	if _, err := b2.poll(context.Background(), cur2); !errors.Is(err, ErrCursorMoved) {
-		t.Fatalf("second writer: %v, want ErrCursorMoved", err)
+	if _, err := b2.poll(context.Background(), cur2); !errors.Is(err, sink.ErrCursorMoved) {
+		t.Fatalf("second writer: %v, want sink.ErrCursorMoved", err)
 	}
 }
 
@@ -492,7 +493,7 @@ func TestOversizeRowDoesNotBlockIngest(t *testing.T) {
 
 // New names what is missing: a nil collaborator is an error, not a panic.
 func TestNewRefusesIncompleteDeps(t *testing.T) {
-	cfg := Config{Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
+	cfg := Config{Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
 		MaxCommitDelay: 5 * time.Minute, HoleProbeTimeout: 2 * time.Second, LateWatch: time.Hour, LateCheckInterval: time.Second}
 	_, err := New(cfg, Deps{})
 	for _, want := range []string{"no inbox reader", "no cursor store", "no Kafka brokers", "no clock", "no logger"} {
@@ -543,14 +544,14 @@ func TestPollBoundedByBytes(t *testing.T) {
 func TestMySQLOutageLogsAreThrottled(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.PollInterval = 200 * time.Millisecond })
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(h.myDSN, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var lines logLines
 	b := h.bridge(h.clock)
-	b.d.Inbox = NewInbox(db, nil, "cminmsgs", 2*time.Second)
+	b.d.Inbox = sinktest.Tables(t, db, nil, "cminmsgs", 2*time.Second)
 	b.log = slog.New(slog.NewJSONHandler(&lines, nil)).With("component", "ingest")
 	h.insert(2)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,14 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"msgx/sink"
 )
 
 // Config configures the ingest bridge.
 type Config struct {
-	// Table is the shared inbox table (the legacy CMINMSGS).
-	Table string `env:"MSGX_INBOX_TABLE" envDefault:"cminmsgs"`
 	// Topic is the internal source-of-truth topic (one partition): ingest
 	// writes it, the router reads it.
 	Topic string `env:"MSGX_TOPIC_INBOX,expand" envDefault:"${MSGX_KAFKA_PREFIX}msgx.inbox"`
@@ -59,9 +55,6 @@ type Config struct {
 // Validate checks every value; errors name the variable.
 func (c Config) Validate() error {
 	var errs []error
-	if err := sink.CheckTableName("MSGX_INBOX_TABLE", c.Table); err != nil {
-		errs = append(errs, err)
-	}
 	if strings.TrimSpace(c.Topic) == "" {
 		errs = append(errs, errors.New("MSGX_TOPIC_INBOX: empty"))
 	}

@@ -14,6 +14,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // harness wires a bridge to a fresh MariaDB inbox, a fresh PostgreSQL schema
@@ -34,9 +35,9 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	h.clock = clock.NewFake(h.t0)
-	h.pg = sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second}
+	h.pg = sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second}
 	h.myDSN = testenv.NewMySQL(t)
-	h.my = testenv.OpenMySQL(t, h.myDSN)
+	h.my = sinktest.OpenMySQL(t, h.myDSN)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: h.pg.PGDSN, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	h.brokers = testenv.NewBroker(t)
 	h.cfg = Config{
-		Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
+		Topic: "msgx.inbox", PollInterval: time.Second, ClaimBatch: 100,
 		MaxCommitDelay: 5 * time.Minute, HoleProbe: true, HoleGrace: time.Second, HoleProbeTimeout: 2 * time.Second,
 		Cutover: "zero", LateWatch: 24 * time.Hour, LateCheckInterval: time.Second,
 	}
@@ -66,15 +67,15 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 
 // bridge returns a new bridge instance (a "process") on clock c.
 func (h *harness) bridge(c clock.Clock) *Bridge {
-	probe, err := sink.OpenMySQL(sink.Config{MySQLDSN: h.myDSN, Timeout: 10 * time.Second}, testenv.ShanghaiInbox,
+	probe, err := sink.OpenMySQL(sink.Config{MySQLDSN: h.myDSN, Timeout: 10 * time.Second}, sinktest.ShanghaiInbox,
 		map[string]string{"innodb_lock_wait_timeout": fmt.Sprint(int(h.cfg.HoleProbeTimeout / time.Second))})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { probe.Close() })
 	b, err := New(h.cfg, Deps{
-		Inbox:   NewInbox(h.my, probe, h.cfg.Table, 10*time.Second),
-		Cursors: NewCursors(h.pool, 10*time.Second),
+		Inbox:   sinktest.Tables(h.t, h.my, probe, "cminmsgs", 10*time.Second),
+		Cursors: sink.NewCursors(h.pool, 10*time.Second),
 		PG:      h.pg, Brokers: h.brokers, Kafka: testenv.KafkaConfig(h.brokers),
 		Clock: c, Log: testenv.Logger(h.t),
 	})
@@ -87,7 +88,7 @@ func (h *harness) bridge(c clock.Clock) *Bridge {
 
 // started returns a bridge whose cursor is loaded or seeded, ready for
 // single poll() steps.
-func (h *harness) started(c clock.Clock) (*Bridge, *Cursor) {
+func (h *harness) started(c clock.Clock) (*Bridge, *sink.Cursor) {
 	b := h.bridge(c)
 	cur, err := b.start(context.Background())
 	if err != nil {
@@ -96,7 +97,7 @@ func (h *harness) started(c clock.Clock) (*Bridge, *Cursor) {
 	return b, &cur
 }
 
-func (h *harness) poll(b *Bridge, cur *Cursor) time.Duration {
+func (h *harness) poll(b *Bridge, cur *sink.Cursor) time.Duration {
 	h.t.Helper()
 	wait, err := b.poll(context.Background(), cur)
 	if err != nil {
@@ -154,9 +155,9 @@ func ids(recs []Record) []int64 {
 	return out
 }
 
-func (h *harness) cursor() Cursor {
+func (h *harness) cursor() sink.Cursor {
 	h.t.Helper()
-	c, ok, err := NewCursors(h.pool, 10*time.Second).Load(context.Background())
+	c, ok, err := sink.NewCursors(h.pool, 10*time.Second).Load(context.Background())
 	if err != nil || !ok {
 		h.t.Fatalf("load cursor: %v %v", ok, err)
 	}

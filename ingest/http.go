@@ -21,6 +21,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/retry"
 	"msgx/internal/web"
+	"msgx/sink/aodb"
 )
 
 // HTTPConfig configures the compatibility endpoint POST /cminmsgs/send.
@@ -68,7 +69,7 @@ func (c HTTPConfig) CheckRecordLimit(maxMessageBytes int) error {
 // retries. The row then reaches the pipeline through the bridge like any other,
 // in ID order.
 type SendHandler struct {
-	Inbox *Inbox
+	Inbox *aodb.Tables
 	Cfg   HTTPConfig
 	// MaxMessageBytes is MSGX_KAFKA_MAX_MESSAGE_BYTES: a message whose
 	// msgx.inbox record would exceed it gets 413, because the pipeline

@@ -15,14 +15,16 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/aodb"
+	"msgx/sink/sinktest"
 )
 
 func TestSendEndpoint(t *testing.T) {
 	dsn := testenv.NewMySQL(t)
-	db := testenv.OpenMySQL(t, dsn)
+	db := sinktest.OpenMySQL(t, dsn)
 	now := time.Date(2026, 11, 30, 9, 30, 0, 0, testenv.Shanghai)
 	h := &SendHandler{
-		Inbox: NewInbox(db, nil, "cminmsgs", 5*time.Second),
+		Inbox: sinktest.Tables(t, db, nil, "cminmsgs", 5*time.Second),
 		Cfg:   HTTPConfig{MaxBody: 2048, Token: "s3cret", Timeout: 5 * time.Second},
 		Clock: clock.NewFake(now), Log: testenv.Logger(t),
 	}
@@ -116,12 +118,12 @@ func TestSendEndpoint(t *testing.T) {
 func TestSendEndpointDatabaseFailure(t *testing.T) {
 	dsn := testenv.NewMySQL(t)
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(dsn, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: strings.Replace(dsn, "127.0.0.1:3306", proxy.Addr(), 1), Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	h := &SendHandler{Inbox: NewInbox(db, nil, "cminmsgs", 2*time.Second), Cfg: HTTPConfig{MaxBody: 1 << 20, Timeout: 3 * time.Second},
+	h := &SendHandler{Inbox: sinktest.Tables(t, db, nil, "cminmsgs", 2*time.Second), Cfg: HTTPConfig{MaxBody: 1 << 20, Timeout: 3 * time.Second},
 		Clock: clock.NewFake(time.Now()), Log: testenv.Logger(t)}
 	proxy.Down()
 	rec := httptest.NewRecorder()
@@ -130,8 +132,8 @@ func TestSendEndpointDatabaseFailure(t *testing.T) {
 		t.Fatalf("database down answered %d %q; never a false 200", rec.Code, rec.Body.String())
 	}
 	// A table that does not exist is a failure too.
-	direct := testenv.OpenMySQL(t, dsn)
-	h.Inbox = NewInbox(direct, nil, "missing_table", 2*time.Second)
+	direct := sinktest.OpenMySQL(t, dsn)
+	h.Inbox = sinktest.Tables(t, direct, nil, "missing_table", 2*time.Second)
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/cminmsgs/send", strings.NewReader("<MSG/>")))
 	if rec.Code != 500 {
@@ -139,7 +141,7 @@ func TestSendEndpointDatabaseFailure(t *testing.T) {
 	}
 	h.Disabled = "shadow mode: msgx never writes to MySQL"
 	rec = httptest.NewRecorder()
-	h.Inbox = NewInbox(direct, nil, "cminmsgs", 2*time.Second)
+	h.Inbox = sinktest.Tables(t, direct, nil, "cminmsgs", 2*time.Second)
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/cminmsgs/send", strings.NewReader("<MSG/>")))
 	if rec.Code != 503 {
 		t.Fatalf("disabled endpoint answered %d", rec.Code)
@@ -170,9 +172,9 @@ func TestCheckXMLRewritesTheDeclaration(t *testing.T) {
 // is what a record can carry.
 func TestSendEndpointRefusesWhatThePipelineWould(t *testing.T) {
 	dsn := testenv.NewMySQL(t)
-	db := testenv.OpenMySQL(t, dsn)
+	db := sinktest.OpenMySQL(t, dsn)
 	const maxMessage = 65536
-	h := &SendHandler{Inbox: NewInbox(db, nil, "cminmsgs", 5*time.Second), Cfg: HTTPConfig{Timeout: 5 * time.Second},
+	h := &SendHandler{Inbox: sinktest.Tables(t, db, nil, "cminmsgs", 5*time.Second), Cfg: HTTPConfig{Timeout: 5 * time.Second},
 		MaxMessageBytes: maxMessage, Clock: clock.NewFake(time.Now()), Log: testenv.Logger(t)}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -217,7 +219,7 @@ func TestSendEndpointRefusesWhatThePipelineWould(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := time.Now()
-		_, oversize, err := Row{ID: 123456789, Raw: text, ReceivedAt: &at}.Message("msgx.inbox", at, maxMessage)
+		_, oversize, err := Message(aodb.Row{ID: 123456789, Raw: text, ReceivedAt: &at}, "msgx.inbox", at, maxMessage)
 		if err != nil || oversize != tc.dead {
 			t.Errorf("%s: answered %d but the bridge's oversize verdict is %v (%v)", tc.name, tc.code, oversize, err)
 		}

@@ -3,6 +3,8 @@ package ingest
 import (
 	"testing"
 	"time"
+
+	"msgx/sink"
 )
 
 func TestPlan(t *testing.T) {
@@ -10,33 +12,33 @@ func TestPlan(t *testing.T) {
 	delay := 5 * time.Minute
 	for _, tc := range []struct {
 		name    string
-		cursor  Cursor
+		cursor  sink.Cursor
 		ids     []int64
 		now     time.Time
 		run     int
-		next    Cursor
-		gap     *Gap
+		next    sink.Cursor
+		gap     *sink.Gap
 		release bool
 	}{
-		{name: "nothing new", cursor: Cursor{Watermark: 10}, now: t0, next: Cursor{Watermark: 10}},
-		{name: "contiguous batch", cursor: Cursor{Watermark: 10}, ids: []int64{11, 12, 13}, now: t0,
-			run: 3, next: Cursor{Watermark: 13}},
-		{name: "first gap starts the timer", cursor: Cursor{Watermark: 10}, ids: []int64{11, 13, 14}, now: t0,
-			run: 1, next: Cursor{Watermark: 11, HoleSince: t0, HoleEnd: 12}, gap: &Gap{From: 12, To: 12}},
-		{name: "gap right after W", cursor: Cursor{Watermark: 10}, ids: []int64{14}, now: t0,
-			next: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, gap: &Gap{From: 11, To: 13}},
-		{name: "same hole keeps its timer", cursor: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, ids: []int64{14}, now: t0.Add(time.Minute),
-			next: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, gap: &Gap{From: 11, To: 13}},
-		{name: "partly filled hole keeps its timer", cursor: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, ids: []int64{11, 14}, now: t0.Add(2 * time.Minute),
-			run: 1, next: Cursor{Watermark: 11, HoleSince: t0, HoleEnd: 13}, gap: &Gap{From: 12, To: 13}},
-		{name: "hole aged out is released", cursor: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, ids: []int64{14, 15}, now: t0.Add(delay),
-			next: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, gap: &Gap{From: 11, To: 13}, release: true},
-		{name: "filled hole clears the timer", cursor: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 11}, ids: []int64{11, 12}, now: t0.Add(time.Minute),
-			run: 2, next: Cursor{Watermark: 12}},
-		{name: "new hole after a filled one starts a fresh timer", cursor: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 11}, ids: []int64{11, 12, 14}, now: t0.Add(4 * time.Minute),
-			run: 2, next: Cursor{Watermark: 12, HoleSince: t0.Add(4 * time.Minute), HoleEnd: 13}, gap: &Gap{From: 13, To: 13}},
-		{name: "a fresh hole is not released by an old timer", cursor: Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 11}, ids: []int64{11, 13}, now: t0.Add(10 * time.Minute),
-			run: 1, next: Cursor{Watermark: 11, HoleSince: t0.Add(10 * time.Minute), HoleEnd: 12}, gap: &Gap{From: 12, To: 12}},
+		{name: "nothing new", cursor: sink.Cursor{Watermark: 10}, now: t0, next: sink.Cursor{Watermark: 10}},
+		{name: "contiguous batch", cursor: sink.Cursor{Watermark: 10}, ids: []int64{11, 12, 13}, now: t0,
+			run: 3, next: sink.Cursor{Watermark: 13}},
+		{name: "first gap starts the timer", cursor: sink.Cursor{Watermark: 10}, ids: []int64{11, 13, 14}, now: t0,
+			run: 1, next: sink.Cursor{Watermark: 11, HoleSince: t0, HoleEnd: 12}, gap: &sink.Gap{From: 12, To: 12}},
+		{name: "gap right after W", cursor: sink.Cursor{Watermark: 10}, ids: []int64{14}, now: t0,
+			next: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, gap: &sink.Gap{From: 11, To: 13}},
+		{name: "same hole keeps its timer", cursor: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, ids: []int64{14}, now: t0.Add(time.Minute),
+			next: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, gap: &sink.Gap{From: 11, To: 13}},
+		{name: "partly filled hole keeps its timer", cursor: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, ids: []int64{11, 14}, now: t0.Add(2 * time.Minute),
+			run: 1, next: sink.Cursor{Watermark: 11, HoleSince: t0, HoleEnd: 13}, gap: &sink.Gap{From: 12, To: 13}},
+		{name: "hole aged out is released", cursor: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, ids: []int64{14, 15}, now: t0.Add(delay),
+			next: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 13}, gap: &sink.Gap{From: 11, To: 13}, release: true},
+		{name: "filled hole clears the timer", cursor: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 11}, ids: []int64{11, 12}, now: t0.Add(time.Minute),
+			run: 2, next: sink.Cursor{Watermark: 12}},
+		{name: "new hole after a filled one starts a fresh timer", cursor: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 11}, ids: []int64{11, 12, 14}, now: t0.Add(4 * time.Minute),
+			run: 2, next: sink.Cursor{Watermark: 12, HoleSince: t0.Add(4 * time.Minute), HoleEnd: 13}, gap: &sink.Gap{From: 13, To: 13}},
+		{name: "a fresh hole is not released by an old timer", cursor: sink.Cursor{Watermark: 10, HoleSince: t0, HoleEnd: 11}, ids: []int64{11, 13}, now: t0.Add(10 * time.Minute),
+			run: 1, next: sink.Cursor{Watermark: 11, HoleSince: t0.Add(10 * time.Minute), HoleEnd: 12}, gap: &sink.Gap{From: 12, To: 12}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Plan(tc.cursor, tc.ids, tc.now, delay)
@@ -48,13 +50,6 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("gap = %+v, want %+v", got.Gap, tc.gap)
 			}
 		})
-	}
-}
-
-func TestReleasedSkipsOnlyTheHole(t *testing.T) {
-	c := Cursor{Watermark: 10, HoleSince: time.Now(), HoleEnd: 13}
-	if got := c.Released(Gap{From: 11, To: 13}); got != (Cursor{Watermark: 13}) {
-		t.Fatalf("Released = %+v", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"msgx/internal/kafka"
+	"msgx/sink/aodb"
 
 	"github.com/IBM/sarama"
 )
@@ -78,13 +79,13 @@ func Fits(raw string, maxMessageBytes int) bool {
 // (oversize is true): the broker would refuse the record forever and hold
 // the whole inbox behind it, so the router gets the marker instead and
 // records the message DEAD(MALFORMED) with the size.
-func (r Row) Message(topic string, now time.Time, maxMessageBytes int) (m *sarama.ProducerMessage, oversize bool, err error) {
-	return r.ReplayMessage(topic, 0, now, maxMessageBytes)
+func Message(r aodb.Row, topic string, now time.Time, maxMessageBytes int) (m *sarama.ProducerMessage, oversize bool, err error) {
+	return ReplayMessage(r, topic, 0, now, maxMessageBytes)
 }
 
 // ReplayMessage is Message for the re-injection of a replay of generation
 // gen (Record.Replay).
-func (r Row) ReplayMessage(topic string, gen int64, now time.Time, maxMessageBytes int) (m *sarama.ProducerMessage, oversize bool, err error) {
+func ReplayMessage(r aodb.Row, topic string, gen int64, now time.Time, maxMessageBytes int) (m *sarama.ProducerMessage, oversize bool, err error) {
 	rec := Record{MsgID: r.ID, ReceivedAt: r.ReceivedAt, EnqueuedAt: now, Raw: r.Raw, Replay: gen}
 	v, err := rec.Marshal()
 	if err != nil {

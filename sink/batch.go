@@ -26,7 +26,7 @@ type Delivery struct {
 }
 
 // BatchQuery is what the decisions of a batch must look up: the union of
-// the messages' queries (router.Plan.Query).
+// the messages' queries (route.Plan.Query).
 type BatchQuery struct {
 	IdentityKeys []string
 	FLIDs        []string
@@ -34,20 +34,6 @@ type BatchQuery struct {
 	// Cascade are the FLIDs the batch's messages delete (message.Query).
 	Cascade  []string
 	RefTypes []string
-}
-
-// BatchLookups is what the store knew before a batch, for its queries. The
-// router decides each message of the batch against it plus the decisions
-// of the messages before it in the batch.
-type BatchLookups struct {
-	// Owners maps each held identity key to the message holding it.
-	Owners map[string]int64
-	// Index holds the flight_index entries of the queried FLIDs, of the
-	// flights of the queried operation days and of the live descendants of
-	// those and of the Cascade FLIDs.
-	Index map[string]message.FlightDay
-	// KeyTags maps each queried reference type to its indexed key tag.
-	KeyTags map[string]string
 }
 
 // BatchPlanning is the first statement of a router batch's or a group
@@ -64,13 +50,13 @@ const BatchPlanning = `SELECT set_config('plan_cache_mode', 'force_custom_plan',
 // fresh: RecordBatch inserts its row with its decision, rather than
 // creating it PENDING and updating it in the same transaction (one row
 // version per message instead of two). The rows come back by MSG_ID.
-func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q BatchQuery) (rows map[int64]Message, fresh map[int64]Delivery, _ BatchLookups, _ error) {
+func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q BatchQuery) (rows map[int64]Message, fresh map[int64]Delivery, _ message.BatchLookups, _ error) {
 	ids := make([]int64, len(ds))
 	for i, d := range ds {
 		ids[i] = d.MsgID
 	}
 	rows = make(map[int64]Message, len(ds))
-	l := BatchLookups{Owners: map[string]int64{}, Index: map[string]message.FlightDay{}, KeyTags: map[string]string{}}
+	l := message.BatchLookups{Owners: map[string]int64{}, Index: map[string]message.FlightDay{}, KeyTags: map[string]string{}}
 	b := &pgx.Batch{}
 	// pgx prepares each statement once per connection, and PostgreSQL turns
 	// a prepared statement into a generic plan after five runs. A generic
@@ -121,7 +107,7 @@ func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q B
 		})
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, BatchLookups{}, fmt.Errorf("loading a batch of %d messages: %w", len(ds), err)
+		return nil, nil, message.BatchLookups{}, fmt.Errorf("loading a batch of %d messages: %w", len(ds), err)
 	}
 	fresh = map[int64]Delivery{}
 	for _, d := range ds {
@@ -134,13 +120,6 @@ func LoadBatch(ctx context.Context, tx pgx.Tx, ds []Delivery, now time.Time, q B
 		}
 	}
 	return rows, fresh, l, nil
-}
-
-// KeyIndex is a refdata_key_index entry as a batch leaves it: the key tag
-// of the last message of the batch routed to the reference type.
-type KeyIndex struct {
-	message.RefKey
-	MsgID int64
 }
 
 // ErrNotRecorded is RecordBatch's answer when a message of the batch was no
@@ -159,7 +138,7 @@ var ErrNotRecorded = errors.New("a message of the batch changed state while it w
 // entries were derived from all of them. A fresh row that exists by now
 // (created by another writer meanwhile) fails the INSERT: the caller
 // decides the batch again.
-func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, fresh map[int64]Delivery, index []message.FlightDay, keys []KeyIndex, now time.Time) error {
+func RecordBatch(ctx context.Context, tx pgx.Tx, ds []Decision, fresh map[int64]Delivery, index []message.FlightDay, keys []message.KeyIndex, now time.Time) error {
 	var updates, creates []Decision
 	for _, d := range ds {
 		if _, ok := fresh[d.MsgID]; ok {

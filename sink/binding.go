@@ -134,9 +134,3 @@ func RefdataKnown(ctx context.Context, pool *pgxpool.Pool, rtype string, msgID i
 	}
 	return known, nil
 }
-
-// DivergenceAdvice is what a processor that halted on a divergence (its
-// goka table lacks what PostgreSQL knows, docs/design.md#divergence) tells
-// the operator to do.
-const DivergenceAdvice = "the goka tables are not the ones PostgreSQL was built with: stop msgx and point it at that Kafka cluster " +
-	"(docs/operations.md#msgxprocessorhalted); to move to another cluster, follow docs/operations.md#moving-to-another-kafka-cluster (msgx reseed, msgx bind --force)"

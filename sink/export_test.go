@@ -21,3 +21,12 @@ func UpMigrationBody(v uint) ([]byte, error) {
 	defer r.Close()
 	return io.ReadAll(r)
 }
+
+// CursorQueries exposes the SQL the read models read the ingest state with
+// to the plan test.
+var CursorQueries = map[string]string{
+	"cursor":      sqlCursorRow,
+	"holes":       sqlHoleCount,
+	"recentHoles": sqlRecentHoles,
+	"lateRows":    sqlLateRows,
+}

@@ -15,6 +15,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 )
@@ -24,7 +25,7 @@ var flT0 = time.Date(2026, 1, 23, 5, 0, 0, 0, time.UTC)
 // newPool returns a pool on a fresh, migrated database.
 func flPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,7 @@ type Decision struct {
 	// none).
 	FlightPlan []byte
 	// ReplayGen is the replay generation the message was decided under
-	// (router.Plan.Replay), stored so that a re-routed message emits the
+	// (route.Plan.Replay), stored so that a re-routed message emits the
 	// same transitions. LoadedGen is the message's replay_gen when the
 	// router read it: a replay that reset the message again meanwhile
 	// changed it, and the decision is not recorded (it is made again).

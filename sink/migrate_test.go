@@ -11,16 +11,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"msgx/internal/testenv"
 	"msgx/migrations"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // A process killed while it applies migration N leaves version N dirty and
 // the schema at N−1 (the migration's implicit transaction rolled back): the
 // next start re-applies N instead of refusing to start for good.
 func TestMigrateRecoversFromAKilledMigration(t *testing.T) {
-	dsn := testenv.NewPG(t) // migrated to the newest version
+	dsn := sinktest.NewPG(t) // migrated to the newest version
 	cfg := sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 2}
 	newest, dirty, err := sink.MigrationVersion(cfg)
 	if err != nil || dirty {
@@ -51,7 +51,7 @@ func TestMigrateRecoversFromAKilledMigration(t *testing.T) {
 // every later start failed re-applying it. The body now marks its version
 // clean in its own transaction: that state cannot arise.
 func TestMigrationBodyMarksItsVersionClean(t *testing.T) {
-	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	cfg := sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
 	newest, _, err := sink.MigrationVersion(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestMigrationsAreOneTransactionEach(t *testing.T) {
 // down a mark confirmed since (terminal, out of the queue, not abandoned)
 // gets a backfill_at again, and the rows still owed keep none.
 func TestBackfillQueueMigration(t *testing.T) {
-	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	cfg := sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
 	newest, _, err := sink.MigrationVersion(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"msgx/internal/testenv"
 	"msgx/migrations"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // Migration 0026 committed, then the process was killed before
@@ -16,7 +16,7 @@ import (
 // EXISTS), or msgx would never start again. Its down migration likewise.
 func TestTraceMigrationIsRepeatable(t *testing.T) {
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2})
+	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

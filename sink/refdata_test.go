@@ -16,6 +16,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/refdata"
 )
 
@@ -134,7 +135,7 @@ func refTr(id int64, rtype, styp string, recs ...refdata.Record) refdata.Transit
 
 func newRefPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: refTimeout, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)

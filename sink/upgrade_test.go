@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
@@ -25,7 +25,7 @@ import (
 // flights and refdata tables hold, as far as recovery compares them.
 func TestUpgradeFillsTheTableStates(t *testing.T) {
 	ctx := context.Background()
-	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	cfg := sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
 	migrateBelowLinks(t, cfg)
 	if v, _, err := sink.MigrationVersion(cfg); err != nil || v != sink.LinksVersion-1 {
 		t.Fatalf("schema %d (%v), want %d", v, err, sink.LinksVersion-1)
@@ -144,7 +144,7 @@ func TestUpgradeFillsTheTableStates(t *testing.T) {
 // unfinished messages: one line says what to do.
 func TestUpgradeNeedsADrainedPipeline(t *testing.T) {
 	ctx := context.Background()
-	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	cfg := sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
 	if err := sink.UpgradeCheck(ctx, cfg); err != nil {
 		t.Fatalf("a current database: %v", err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/sink"
-	"msgx/sink/backfill"
 )
 
 // backfillCommand is `msgx backfill abandoned` (the messages whose
@@ -41,7 +40,7 @@ func backfillCommand(*flag.FlagSet) runFunc {
 		}
 		defer pool.Close()
 		if ids == nil {
-			rows, err := backfill.Abandoned(ctx, pool, 0)
+			rows, err := sink.AbandonedBackfills(ctx, pool, 0)
 			if err != nil {
 				return err
 			}
@@ -49,7 +48,7 @@ func backfillCommand(*flag.FlagSet) runFunc {
 			enc.SetIndent("", "  ")
 			return enc.Encode(rows)
 		}
-		n, err := backfill.Reopen(ctx, pool, ids, clock.Real{}.Now())
+		n, err := sink.ReopenBackfills(ctx, pool, ids, clock.Real{}.Now())
 		if err != nil {
 			return err
 		}

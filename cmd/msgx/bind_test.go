@@ -15,6 +15,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/processors/flights"
+	"msgx/sink/sinktest"
 )
 
 func bindDNLD(seqn int, fltrs ...string) string {
@@ -123,7 +124,7 @@ func noSilentSuccess(t *testing.T, pool *pgxpool.Pool) {
 // instead of silent SUCCEEDED messages.
 func TestSecondInstanceOnItsOwnKafkaNeverCompletesMessages(t *testing.T) {
 	cfgA, myDSN := testConfig(t, map[string]string{"MSGX_SCHD_FLUSH_PERIOD": "200ms"})
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	pool := openPool(t, cfgA)
 	stopA := start(t, cfgA)
 	m1 := testenv.InsertInbox(t, my, bindDNLD(1, bindFLTR("100", "CA100", "")))
@@ -197,7 +198,7 @@ func TestSecondInstanceOnItsOwnKafkaNeverCompletesMessages(t *testing.T) {
 // topic, and A is refused from then on.
 func TestMoveToAnotherKafkaCluster(t *testing.T) {
 	cfgA, myDSN := testConfig(t, map[string]string{"MSGX_SCHD_FLUSH_PERIOD": "200ms"})
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	pool := openPool(t, cfgA)
 	ctx := context.Background()
 	log := testenv.Logger(t)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"msgx/internal/testenv"
+	"msgx/sink/sinktest"
 	"regexp"
 	"strings"
 	"testing"
@@ -232,7 +233,7 @@ func TestStatusExitCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	testenv.InsertInbox(t, my, `<MSG><META><SNDR>AODB</SNDR><SEQN>1</SEQN><DTTM>20261130080000</DTTM><TYPE>LDM</TYPE><STYP>LDM</STYP></META><LDM><FLID>1</FLID></LDM></MSG>`)
 	stop := start(t, cfg)
 	var code int

@@ -12,19 +12,20 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"msgx/cmd/msgx/page"
+	"msgx/emitters/backfill"
 	"msgx/emitters/event"
 	"msgx/emitters/outbound"
 	"msgx/emitters/schd"
 	"msgx/ingest"
+	"msgx/inspect/status"
 	"msgx/internal/kafka"
 	"msgx/internal/web"
+	"msgx/maintenance"
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
 	"msgx/sink"
-	"msgx/sink/backfill"
-	"msgx/sink/maintenance"
-	"msgx/sink/status"
+	"msgx/sink/aodb"
 )
 
 // Config is the whole daemon's configuration: one struct per component plus
@@ -57,6 +58,7 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"MSGX_SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
 	DB        sink.Config
+	Tables    aodb.Config
 	Kafka     kafka.Config
 	Ingest    ingest.Config
 	HTTP      ingest.HTTPConfig
@@ -69,7 +71,7 @@ type Config struct {
 	Schd      schd.Config
 	Publisher event.Config
 	Jobs      maintenance.Config
-	History   flights.HistoryConfig
+	History   maintenance.HistoryConfig
 	Status    status.Config
 	Page      page.Config
 
@@ -129,7 +131,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("MSGX_PUBLISH_TXN_TIMEOUT=%s is shorter than MSGX_KAFKA_TIMEOUT=%s: Kafka would abort transactions that wait for one produce (docs/operations.md#consuming-msgxmsg-and-msgxschd)",
 			c.Publisher.TxnTimeout, c.Kafka.Timeout))
 	}
-	for _, v := range []interface{ Validate() error }{c.DB, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page} {
+	for _, v := range []interface{ Validate() error }{c.DB, c.Tables, c.Kafka, c.Ingest, c.HTTP, c.Web, c.Router, c.Flights, c.Refdata, c.Backfill, c.Requests, c.Schd, c.Publisher, c.Jobs, c.History, c.Status, c.Page} {
 		if err := v.Validate(); err != nil {
 			errs = append(errs, err)
 		}

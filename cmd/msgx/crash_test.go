@@ -17,6 +17,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // buildBinary compiles msgx once for the tests that run it as a child
@@ -267,7 +268,7 @@ func loadInbox(t *testing.T, s *scenario, msgs []string) {
 			dsn = v
 		}
 	}
-	my := testenv.OpenMySQL(t, dsn)
+	my := sinktest.OpenMySQL(t, dsn)
 	for _, m := range msgs {
 		testenv.InsertInbox(t, my, m)
 	}

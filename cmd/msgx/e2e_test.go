@@ -16,7 +16,8 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/flights"
 	"msgx/processors/router"
-	"msgx/processors/sis"
+	"msgx/sink/sinktest"
+	"msgx/tables/sis"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -53,7 +54,7 @@ func TestGatewayEndToEnd(t *testing.T) {
 	cfg, myDSN := testConfig(t, map[string]string{
 		"MSGX_SCHD_FLUSH_PERIOD": "200ms", "MSGX_BACKFILL_PERIOD": "300ms", "MSGX_REQUEST_CHECK_INTERVAL": "200ms",
 	})
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	demo, err := os.ReadFile("../../testdata/demo.sql")
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
+	"msgx/sink/sinktest"
 )
 
 // The fault campaign: msgx on a three-node Apache Kafka cluster (KRaft,
@@ -391,7 +392,7 @@ func runFault(t *testing.T, bin string, ft fault, killing bool, seed uint64) fau
 	s.gateway = s.start("run")
 	s.waitTerminal(backlog/2, 3*time.Minute)
 
-	my := testenv.OpenMySQL(t, s.mysqlDSN())
+	my := sinktest.OpenMySQL(t, s.mysqlDSN())
 	trickled := make(chan struct{})
 	go func() {
 		defer close(trickled)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"msgx/inspect/status"
 	"msgx/internal/browser"
 	"msgx/internal/testenv"
-	"msgx/sink/status"
 )
 
 // With MSGX_ENV=production a token on a plain-HTTP listener that is not

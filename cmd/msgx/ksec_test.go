@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"msgx/inspect/status"
 	"msgx/internal/testenv"
-	"msgx/sink/status"
 )
 
 // TestKafkaReadinessProbeSASL: the /readyz Kafka check authenticates like

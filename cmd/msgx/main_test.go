@@ -18,6 +18,7 @@ import (
 	"msgx/ingest"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // TestMain stops the Apache Kafka the package's tests started
@@ -125,7 +126,7 @@ func inboxIDs(t *testing.T, brokers []string, n int) []int64 {
 
 func TestRestartKeepsTopicsOffsetsAndCursor(t *testing.T) {
 	cfg, myDSN := testConfig(t, nil)
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	brokers := []string{cfg.Kafka.EmbeddedAddr}
 	for i := 0; i < 5; i++ {
 		testenv.InsertInbox(t, my, "<MSG/>")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"database/sql"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -20,11 +19,12 @@ import (
 
 	"msgx/cmd/msgx/metric"
 	"msgx/emitters/event"
+	"msgx/inspect/status"
 	"msgx/internal/clock"
 	"msgx/internal/health"
 	"msgx/internal/kafka"
 	"msgx/sink"
-	"msgx/sink/status"
+	"msgx/sink/aodb"
 )
 
 // collect takes the status report of this deployment.
@@ -39,7 +39,7 @@ func collect(ctx context.Context, cfg Config, d *deps) (status.Report, error) {
 // statusDeps are the sources of the status report.
 func statusDeps(cfg Config, d *deps) status.Deps {
 	return status.Deps{
-		PG: d.pool, MySQL: d.mysql, Zone: d.zone, InboxTable: cfg.Ingest.Table, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
+		PG: d.pool, Inbox: d.tables, Zone: d.zone, Brokers: d.brokers, Kafka: cfg.Kafka, Timeout: cfg.DB.Timeout,
 		Groups: processorGroups(cfg),
 	}
 }
@@ -248,16 +248,16 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 		return status.Report{}, err
 	}
 	defer pool.Close()
-	my, zone, err := openInbox(cfg)
+	tables, zone, closeInbox, err := openInbox(cfg)
 	if err != nil {
 		return status.Report{}, err
 	}
-	defer my.Close()
+	defer closeInbox()
 	brokers := cfg.Kafka.Brokers
 	if cfg.Kafka.Embedded() {
 		brokers = []string{cfg.Kafka.EmbeddedAddr}
 	}
-	d := &deps{pool: pool, mysql: my, zone: zone, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
+	d := &deps{pool: pool, tables: tables, zone: zone, brokers: brokers, clock: clock.Real{}, log: log, health: health.NewRegistry(time.Now)}
 	rep, err := collect(ctx, cfg, d)
 	if err != nil {
 		return rep, err
@@ -272,13 +272,21 @@ func statusDirect(ctx context.Context, cfg Config, log *slog.Logger) (status.Rep
 	return rep, nil
 }
 
-// openInbox opens the shared inbox for an operator command; the zone of its
-// DATETIMEs is asked from the server on first use (or MSGX_INBOX_TZ).
-func openInbox(cfg Config) (*sql.DB, *sink.InboxZone, error) {
-	zone, err := sink.NewInboxZone(cfg.DB, nil)
+// openInbox opens the shared tables for an operator command; the zone of
+// their DATETIMEs is asked from the server on first use (or
+// MSGX_INBOX_TZ). closeInbox closes the connection.
+func openInbox(cfg Config) (tables *aodb.Tables, zone *sink.InboxZone, closeInbox func(), err error) {
+	zone, err = sink.NewInboxZone(cfg.DB, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	db, err := sink.OpenMySQL(cfg.DB, zone, nil)
-	return db, zone, err
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if tables, err = aodb.New(cfg.Tables, aodb.Deps{DB: db, Timeout: cfg.DB.Timeout}); err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return tables, zone, func() { db.Close() }, nil
 }

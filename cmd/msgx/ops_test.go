@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"msgx/inspect/status"
 	"msgx/internal/testenv"
-	"msgx/sink/status"
+	"msgx/sink/sinktest"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -93,7 +94,7 @@ func TestOperability(t *testing.T) {
 	})
 	// Moving: one more message raises the counters.
 	before := metricValue(body, "msgx_ingest_rows_total", "")
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	testenv.InsertInbox(t, my, "<MSG/>")
 	waitFor(t, "metrics moving", 30*time.Second, func() bool {
 		_, body = get(t, base+"/metrics")

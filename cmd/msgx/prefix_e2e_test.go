@@ -14,8 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgx/inspect/status"
 	"msgx/internal/testenv"
-	"msgx/sink/status"
+	"msgx/sink/sinktest"
 )
 
 // TestTwoPrefixesShareABroker runs two deployments, each with its own
@@ -48,7 +49,7 @@ func TestTwoPrefixesShareABroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		multi.Close()
-		my := testenv.OpenMySQL(t, myDSN)
+		my := sinktest.OpenMySQL(t, myDSN)
 		for range d.extra {
 			testenv.InsertInbox(t, my, "<MSG/>")
 		}

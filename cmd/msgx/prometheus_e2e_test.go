@@ -21,6 +21,7 @@ import (
 	"msgx/internal/contract"
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
+	"msgx/sink/sinktest"
 )
 
 // promServer is a real Prometheus (Debian's prometheus package) on a
@@ -240,7 +241,7 @@ func TestPrometheusAgainstLiveMsgx(t *testing.T) {
 		"MSGX_BACKFILL_PERIOD": "500ms", "MSGX_ARCHIVE_AFTER": "20s", "MSGX_MAINTENANCE_PERIOD": "1s",
 	})
 	cfg.DB.PGDSN = strings.Replace(cfg.DB.PGDSN, "127.0.0.1:5432", pgProxy.Addr(), 1)
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	stop := start(t, cfg)
 	defer stop()
 	base := "http://" + httpAddr

@@ -18,6 +18,7 @@ import (
 	"msgx/ingest/replay"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 )
 
 // manualSQL returns the statements of the manual's provisioning block
@@ -204,7 +205,7 @@ func TestProvisioning(t *testing.T) {
 	t.Run("without SELECT on CMINMSGS_STATUS", func(t *testing.T) {
 		t.Parallel()
 		p := provision(t, func(string) bool { return true }, nil)
-		admin := testenv.OpenMySQL(t, p.myAdmin)
+		admin := sinktest.OpenMySQL(t, p.myAdmin)
 		if _, err := admin.Exec("REVOKE SELECT (CMINMSGS_STATUS) ON " + dbOf(t, p.myAdmin) + ".cminmsgs FROM '" + userOf(t, p) + "'@'%'"); err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +328,7 @@ func refused(t *testing.T, p provisioned, want string) {
 		t.Fatal("msgx neither refused to start nor stopped within a minute")
 	}
 	var marked int
-	if err := testenv.OpenMySQL(t, p.myAdmin).QueryRow("SELECT COUNT(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL").Scan(&marked); err != nil || marked != 0 {
+	if err := sinktest.OpenMySQL(t, p.myAdmin).QueryRow("SELECT COUNT(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NOT NULL").Scan(&marked); err != nil || marked != 0 {
 		t.Fatalf("%d processed marks written by a refused start (%v)", marked, err)
 	}
 }
@@ -336,7 +337,7 @@ func refused(t *testing.T, p provisioned, want string) {
 // the end state through the administrator's connection myAdmin.
 func runProvisioned(t *testing.T, cfg Config, myAdmin string) {
 	ctx := context.Background()
-	aodb := testenv.OpenMySQL(t, myAdmin)
+	aodb := sinktest.OpenMySQL(t, myAdmin)
 	loadDemo(t, myAdmin)
 	stop := start(t, cfg)
 	defer stop()

@@ -16,6 +16,7 @@ import (
 	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/refdata"
 )
@@ -95,7 +96,7 @@ func rebuildState(t *testing.T, cfg Config, pool *pgxpool.Pool) map[string]strin
 func TestRebuildReproducesState(t *testing.T) {
 	t.Parallel() // a long run of the binary: beside the others
 	cfg, myDSN := testConfig(t, onKafka(testenv.RealKafka(t)))
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	for _, m := range workload.Day(workload.Options{Seed: 3, Flights: 120, Ops: 1200, Codeshare: true}) {
 		testenv.InsertInbox(t, my, m)
 	}

@@ -208,6 +208,7 @@ type configVar struct {
 var configGroups = map[string]string{
 	"":          "Process",
 	"DB":        "Databases",
+	"Tables":    "The AODB's shared tables",
 	"Kafka":     "Kafka",
 	"Ingest":    "Ingest bridge",
 	"HTTP":      "POST /cminmsgs/send",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,15 +10,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
-	"msgx/processors/router"
 	"msgx/sink"
-	"msgx/tables/flight"
+	"msgx/sink/aodb"
 	"msgx/tables/message"
 )
 
@@ -75,16 +72,16 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		now := clock.Real{}.Now()
-		my, _, err := openInbox(cfg)
+		tables, _, closeInbox, err := openInbox(cfg)
 		if err != nil {
 			return err
 		}
-		defer my.Close()
+		defer closeInbox()
 		brokers := cfg.Kafka.Brokers
 		if cfg.Kafka.Embedded() {
 			brokers = []string{cfg.Kafka.EmbeddedAddr}
 		}
-		deps := replayDeps(cfg, pool, my, brokers, log)
+		deps := replayDeps(cfg, pool, tables, brokers, log)
 		if *dry {
 			plan, err := replay.DryRun(ctx, pool, sel, 0)
 			if err != nil {
@@ -128,20 +125,9 @@ func replayCommand(fs *flag.FlagSet) runFunc {
 
 // replayDeps are what a replay and its dry run work with: the databases,
 // the cluster, and the router's settings to work out each message's effect.
-func replayDeps(cfg Config, pool *pgxpool.Pool, my *sql.DB, brokers []string, log *slog.Logger) replay.Deps {
-	return replay.Deps{PG: pool, MySQL: my, Table: cfg.Ingest.Table, Brokers: brokers, Kafka: cfg.Kafka,
+func replayDeps(cfg Config, pool *pgxpool.Pool, tables *aodb.Tables, brokers []string, log *slog.Logger) replay.Deps {
+	route := cfg.Router.Settings(cfg.Location())
+	return replay.Deps{PG: pool, Inbox: tables, Brokers: brokers, Kafka: cfg.Kafka,
 		Topic: cfg.Ingest.Topic, Timeout: cfg.DB.Timeout, Log: log, MaxBytes: cfg.Ingest.ClaimMaxBytes,
-		Decide: replayDecider(cfg.Router.Settings(cfg.Location())), Flight: flight.Options{ScheduleMissing: cfg.Flights.ScheduleMissing}}
-}
-
-// replayDecider lets a replay's dry run decide a message as the router
-// would now, without the replay package knowing the router.
-func replayDecider(s router.Settings) replay.Decider {
-	return func(msgID int64, raw string) (message.Query, func(message.Lookups) replay.Decision) {
-		p := router.Prepare(msgID, raw, s)
-		return p.Query(), func(l message.Lookups) replay.Decision {
-			v := router.Decide(p, l, time.Time{})
-			return replay.Decision{State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Flights: v.Flights, Refdata: v.Refdata}
-		}
-	}
+		Route: &route}
 }

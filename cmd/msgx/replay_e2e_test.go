@@ -17,6 +17,7 @@ import (
 	"msgx/processors/flights"
 	refdataproc "msgx/processors/refdata"
 	"msgx/processors/router"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 )
 
@@ -59,7 +60,7 @@ type msgEvent struct {
 //     inbox record) changes nothing.
 func TestReplayAppliesToCurrentState(t *testing.T) {
 	cfg, myDSN := testConfig(t, map[string]string{"MSGX_MAX_ATTEMPTS": "2", "MSGX_BACKOFF": "10ms", "MSGX_SCHD_FLUSH_PERIOD": "200ms"})
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	brokers := []string{cfg.Kafka.EmbeddedAddr}
 	ctx := context.Background()
 	log := testenv.Logger(t)

@@ -71,12 +71,12 @@ func requestCommand(fs *flag.FlagSet) runFunc {
 		if err := sink.Migrate(cfg.DB); err != nil {
 			return err
 		}
-		my, _, err := openInbox(cfg)
+		tables, _, closeInbox, err := openInbox(cfg)
 		if err != nil {
 			return err
 		}
-		defer my.Close()
-		reqs, err := newRequests(cfg, &deps{pool: pool, mysql: my, clock: clock.Real{}, log: x.log})
+		defer closeInbox()
+		reqs, err := newRequests(cfg, &deps{pool: pool, tables: tables, clock: clock.Real{}, log: x.log})
 		if err != nil {
 			return err
 		}

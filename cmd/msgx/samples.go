@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"msgx/internal/sample"
+	"msgx/sink/aodb"
 )
 
 // samplesCommand is `msgx samples`: every real-format SIS sample of
@@ -42,17 +42,17 @@ func samplesCommand(fs *flag.FlagSet) runFunc {
 		if len(samples) == 0 {
 			return fmt.Errorf("no sample messages in %s", d)
 		}
-		my, _, err := openInbox(cfg)
+		tables, _, closeInbox, err := openInbox(cfg)
 		if err != nil {
 			return err
 		}
-		defer my.Close()
+		defer closeInbox()
 		// SEQNs of this run: above those of any earlier run (seconds since
 		// the epoch, times a thousand), so repeating the command sends new
 		// messages rather than duplicates.
 		base := time.Now().Unix() * 1000
 		order := sample.Ordered(samples)
-		ids, err := insertSamples(ctx, my, cfg.Ingest.Table, order, base)
+		ids, err := insertSamples(ctx, tables, order, base)
 		if err != nil {
 			return fmt.Errorf("after %d of %d samples: %w", len(ids), len(order), err)
 		}
@@ -63,20 +63,15 @@ func samplesCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// insertSamples inserts samples into the inbox table in order, sample i
-// with SEQN base+i and the server's clock as its receipt time, and returns
+// insertSamples inserts samples into the inbox in order, sample i with
+// SEQN base+i and the server's clock as its receipt time, and returns
 // their inbox IDs.
-func insertSamples(ctx context.Context, db *sql.DB, table string, samples []sample.Sample, base int64) ([]int64, error) {
+func insertSamples(ctx context.Context, tables *aodb.Tables, samples []sample.Sample, base int64) ([]int64, error) {
 	ids := make([]int64, 0, len(samples))
 	for i, s := range samples {
-		res, err := db.ExecContext(ctx, "INSERT INTO "+table+" (CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, CMINMSGS_STATUS) VALUES (?, NOW(), 'VALID')",
-			sample.Renumbered(s.XML, base+int64(i)))
+		id, err := tables.InsertNow(ctx, sample.Renumbered(s.XML, base+int64(i)))
 		if err != nil {
-			return ids, fmt.Errorf("inserting %s: %w", s.Name(), err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return ids, fmt.Errorf("inserting %s: %w", s.Name(), err)
+			return ids, fmt.Errorf("%s: %w", s.Name(), err)
 		}
 		ids = append(ids, id)
 	}

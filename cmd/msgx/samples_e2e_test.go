@@ -12,6 +12,7 @@ import (
 	"msgx/internal/contract"
 	"msgx/internal/sample"
 	"msgx/internal/testenv"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 )
 
@@ -23,7 +24,7 @@ import (
 // readable from PostgreSQL, from the flight JSON and from the msg events.
 func TestEverySampleEndToEnd(t *testing.T) {
 	cfg, myDSN := testConfig(t, map[string]string{"MSGX_SCHD_FLUSH_PERIOD": "200ms"})
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	samples, err := sample.Load(sample.Dir())
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestEverySampleEndToEnd(t *testing.T) {
 	// Inserted as `msgx samples` does: in sample.Ordered's order, each
 	// with its own SEQN.
 	order := sample.Ordered(samples)
-	ids, err := insertSamples(context.Background(), my, "cminmsgs", order, 700000)
+	ids, err := insertSamples(context.Background(), sinktest.Tables(t, my, nil, "cminmsgs", 10*time.Second), order, 700000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestSamplesCommand(t *testing.T) {
 	if err := runCommand(ctx, cfg, "samples", nil, &out, testenv.Logger(t)); err != nil {
 		t.Fatal(err)
 	}
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	var rows, seqns int
 	if err := my.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT REGEXP_SUBSTR(CMINMSGS_CLOB_MSG, '<SEQN>[0-9]+</SEQN>')) FROM cminmsgs`).
 		Scan(&rows, &seqns); err != nil {

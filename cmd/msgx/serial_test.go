@@ -82,10 +82,7 @@ func assertSerial(t *testing.T, s *scenario, msgs []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := serial.New(cfg.Router, cfg.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref := serial.New(cfg.Router.Settings(cfg.Location()))
 	// The reference decides each message at the time msgx first enqueued
 	// it: transitions carry it as the versions' updatedAt.
 	rows, err := s.pool.Query(ctx, `SELECT msg_id, enqueued_at, state, COALESCE(reason, ''), COALESCE(n_transitions, 0) FROM proc_state ORDER BY msg_id`)

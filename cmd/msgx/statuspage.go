@@ -7,8 +7,8 @@ import (
 	"msgx/cmd/msgx/metric"
 	"msgx/cmd/msgx/page"
 	"msgx/ingest/replay"
+	"msgx/inspect/status"
 	"msgx/internal/retry"
-	"msgx/sink/status"
 )
 
 // dryRunRows bounds the rows GET /replay/dry-run lists (the total is
@@ -83,7 +83,7 @@ func dryRun(w http.ResponseWriter, r *http.Request, cfg Config, d *deps) {
 	if err == nil {
 		explained := plan
 		explained.Rows = plan.Rows[:min(len(plan.Rows), dryRunExplained)]
-		if err = replay.Explain(r.Context(), replayDeps(cfg, d.pool, d.mysql, d.brokers, d.log), &explained); err == nil {
+		if err = replay.Explain(r.Context(), replayDeps(cfg, d.pool, d.tables, d.brokers, d.log), &explained); err == nil {
 			plan.Effects, plan.Unexplained = explained.Effects, len(plan.Rows)-len(explained.Effects)
 		}
 	}

@@ -15,9 +15,10 @@ import (
 
 	"msgx/cmd/msgx/page"
 	"msgx/ingest/replay"
+	"msgx/inspect/status"
 	"msgx/internal/browser"
 	"msgx/internal/testenv"
-	"msgx/sink/status"
+	"msgx/sink/sinktest"
 )
 
 // statusJSON reads GET /status (with the read token when one is given).
@@ -83,7 +84,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if _, err := multi.Exec(string(demo)); err != nil {
 		t.Fatal(err)
 	}
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	// A message the codec rejects: DEAD(CODEC_ERROR), replayable.
 	codecID := testenv.InsertInbox(t, my, replayFLOP(900, "31NOV210600"))
 	var maxID int64

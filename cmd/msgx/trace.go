@@ -14,9 +14,9 @@ import (
 	"strings"
 
 	"msgx/cmd/msgx/page"
+	"msgx/inspect/trace"
 	"msgx/internal/retry"
 	"msgx/sink"
-	"msgx/sink/trace"
 )
 
 // traceDefaultLimit is how many versions a flight's trace lists unless told.
@@ -60,12 +60,12 @@ func runTrace(ctx context.Context, cfg Config, msgID int64, flid string, limit i
 		return err
 	}
 	defer pool.Close()
-	my, zone, err := openInbox(cfg)
+	tables, zone, closeInbox, err := openInbox(cfg)
 	if err != nil {
 		return err
 	}
-	defer my.Close()
-	r, err := trace.New(trace.Deps{PG: pool, MySQL: my, Zone: zone, InboxTable: cfg.Ingest.Table, Timeout: cfg.DB.Timeout})
+	defer closeInbox()
+	r, err := trace.New(trace.Deps{PG: pool, Inbox: tables, Zone: zone, Timeout: cfg.DB.Timeout})
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func runTrace(ctx context.Context, cfg Config, msgID int64, flid string, limit i
 // (MSGX_HTTP_READ_TOKEN, internal/web). 404 when nothing knows the message
 // or flight, 400 for a bad ID or limit, 503 when PostgreSQL is unreachable.
 func registerTrace(mux *http.ServeMux, cfg Config, d *deps) {
-	r, err := trace.New(trace.Deps{PG: d.pool, MySQL: d.mysql, Zone: d.zone, InboxTable: cfg.Ingest.Table, Timeout: cfg.DB.Timeout})
+	r, err := trace.New(trace.Deps{PG: d.pool, Inbox: d.tables, Zone: d.zone, Timeout: cfg.DB.Timeout})
 	if err != nil {
 		// Only a wiring mistake gets here; the routes say so.
 		mux.HandleFunc("GET /trace/", func(w http.ResponseWriter, _ *http.Request) {

@@ -14,8 +14,9 @@ import (
 
 	"msgx/ingest"
 	"msgx/ingest/replay"
+	"msgx/inspect/trace"
 	"msgx/internal/testenv"
-	"msgx/sink/trace"
+	"msgx/sink/sinktest"
 )
 
 // markConfirmed holds for a proc_state row whose processed mark is
@@ -32,7 +33,7 @@ func TestTraceScenario(t *testing.T) {
 	httpAddr := freeAddr(t)
 	cfg, myDSN := testConfig(t, map[string]string{"MSGX_MAX_ATTEMPTS": "2", "MSGX_BACKOFF": "10ms", "MSGX_SCHD_FLUSH_PERIOD": "200ms",
 		"MSGX_BACKFILL_PERIOD": "100ms", "MSGX_HTTP_ADDR": httpAddr, "MSGX_HTTP_READ_TOKEN": "r3ad"})
-	my := testenv.OpenMySQL(t, myDSN)
+	my := sinktest.OpenMySQL(t, myDSN)
 	brokers := []string{cfg.Kafka.EmbeddedAddr}
 	ctx := context.Background()
 	log := testenv.Logger(t)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"msgx/sink/status"
-	"msgx/sink/trace"
+	"msgx/inspect/status"
+	"msgx/inspect/trace"
 )
 
 // The inbox's DATETIMEs are the MySQL server's zone, not the airport's

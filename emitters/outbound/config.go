@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"msgx/sink"
 )
 
 // Config configures outbound requests. Every field is a MSGX_* variable.
@@ -32,8 +30,6 @@ type Config struct {
 	// RoutingID is written into COUTMSGS.ROUTINGID (VARCHAR(23), NOT NULL):
 	// the outbox reader routes the row to the AODB by it. Default "AODB".
 	RoutingID string `env:"MSGX_REQUEST_ROUTINGID" envDefault:"AODB"`
-	// OutboxTable is the shared outbox table (the legacy COUTMSGS).
-	OutboxTable string `env:"MSGX_OUTBOX_TABLE" envDefault:"coutmsgs"`
 }
 
 // DefaultConfig returns the documented defaults (what the environment
@@ -44,7 +40,6 @@ func DefaultConfig() Config {
 		ClockSkew:     2 * time.Minute,
 		CheckInterval: 30 * time.Second,
 		RoutingID:     "AODB",
-		OutboxTable:   "coutmsgs",
 	}
 }
 
@@ -68,9 +63,6 @@ func (c Config) Validate() error {
 	}
 	if id := strings.TrimSpace(c.RoutingID); id == "" || len(id) > maxRoutingID {
 		errs = append(errs, fmt.Errorf("MSGX_REQUEST_ROUTINGID=%q: must be 1..%d characters", c.RoutingID, maxRoutingID))
-	}
-	if err := sink.CheckTableName("MSGX_OUTBOX_TABLE", c.OutboxTable); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

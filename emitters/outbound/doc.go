@@ -2,7 +2,8 @@
 // (docs/design.md#requests). It is the I/O around the pure state machine
 // of tables/request: the request rows live in PostgreSQL (req_track, migration
 // 0006), the requests themselves are rows of the shared MySQL outbox COUTMSGS,
-// which the AODB reads.
+// which the AODB reads (written and searched through sink/aodb, the one
+// owner of the shared tables).
 //
 // The package is named outbound, not request, because its API takes and
 // returns tables/request types: callers import both, and two packages named

@@ -12,6 +12,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/request"
 )
 
@@ -41,7 +42,7 @@ func newEnv(t *testing.T, mut func(*Config)) *env {
 		mut(&cfg)
 	}
 	e := &env{t: t, cfg: cfg, clk: clock.NewFake(start)}
-	pgDSN := testenv.NewPG(t)
+	pgDSN := sinktest.NewPG(t)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: pgDSN, Timeout: 5 * time.Second, PGMaxConns: 6})
 	if err != nil {
 		t.Fatal(err)
@@ -50,14 +51,14 @@ func newEnv(t *testing.T, mut func(*Config)) *env {
 	e.pg = pool
 
 	myDSN := testenv.NewMySQL(t)
-	e.raw = testenv.OpenMySQLIn(t, myDSN, testenv.ShanghaiInbox)
+	e.raw = sinktest.OpenMySQLIn(t, myDSN, sinktest.ShanghaiInbox)
 	mc, err := mysql.ParseDSN(myDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.proxy = testenv.NewProxy(t, mc.Addr)
 	mc.Addr = e.proxy.Addr()
-	e.my, err = sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, testenv.ShanghaiInbox, nil)
+	e.my, err = sink.OpenMySQL(sink.Config{MySQLDSN: mc.FormatDSN(), Timeout: 2 * time.Second}, sinktest.ShanghaiInbox, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func newEnv(t *testing.T, mut func(*Config)) *env {
 // process restart looks like (no in-memory state survives).
 func (e *env) restart() *Requests {
 	e.t.Helper()
-	s, err := New(e.cfg, Deps{PG: e.pg, MySQL: e.my, Clock: e.clk, Log: testenv.Logger(e.t),
+	s, err := New(e.cfg, Deps{PG: e.pg, Outbox: sinktest.Tables(e.t, e.my, nil, "cminmsgs", 5*time.Second), Clock: e.clk, Log: testenv.Logger(e.t),
 		Location: testenv.Shanghai, DBTimeout: 5 * time.Second})
 	if err != nil {
 		e.t.Fatal(err)

@@ -2,7 +2,6 @@ package outbound
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,10 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"msgx/internal/clock"
-	"msgx/processors/sis"
+	"msgx/internal/need"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
+	"msgx/tables/sis"
 )
 
 // Sender is META/SNDR of every request msgx writes (docs/design.md#requests).
@@ -32,10 +33,11 @@ var ErrShadow = errors.New("shadow mode (MSGX_SHADOW=true): msgx never writes to
 type Deps struct {
 	// PG is msgx's PostgreSQL (req_track).
 	PG *pgxpool.Pool
-	// MySQL is the shared outbox database, opened with sink.OpenMySQL: its
-	// DATETIMEs (COUTMSGS_DATE_INSERTED) are read and written in the inbox's
-	// zone (docs/design.md#inbox-zone). It may be nil in shadow mode.
-	MySQL *sql.DB
+	// Outbox is the shared outbox, on a connection opened with
+	// sink.OpenMySQL: its DATETIMEs (COUTMSGS_DATE_INSERTED) are read and
+	// written in the inbox's zone (docs/design.md#inbox-zone). It may be nil
+	// in shadow mode.
+	Outbox *aodb.Tables
 	// Clock is the only source of time.
 	Clock clock.Clock
 	// Log receives the component's logs (component=requests is added).
@@ -52,7 +54,7 @@ type Deps struct {
 type Requests struct {
 	cfg     Config
 	pg      *pgxpool.Pool
-	my      *sql.DB
+	outbox  *aodb.Tables
 	clk     clock.Clock
 	log     *slog.Logger
 	loc     *time.Location
@@ -73,24 +75,26 @@ type Requests struct {
 	afterInsert  func(r request.ReqTrack, outboxID int64) error
 }
 
+// Validate reports which collaborators every Requests needs are missing
+// (New adds the outbox outside shadow mode).
+func (d Deps) Validate() error {
+	return need.Check("requests", need.Pool(d.PG), need.Timeout(d.DBTimeout), need.Clock(d.Clock), need.Log(d.Log),
+		need.Has(d.Location != nil, "airport time zone"))
+}
+
 // New checks cfg and returns the service. It does not touch the databases.
 func New(cfg Config, d Deps) (*Requests, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch {
-	case d.PG == nil:
-		return nil, errors.New("requests: no PostgreSQL pool")
-	case d.MySQL == nil && !cfg.Shadow:
-		return nil, errors.New("requests: no MySQL outbox database (required unless MSGX_SHADOW=true)")
-	case d.Clock == nil || d.Log == nil || d.Location == nil:
-		return nil, errors.New("requests: clock, logger and airport time zone are required")
-	case d.DBTimeout <= 0:
-		return nil, errors.New("requests: the database call timeout must be positive")
+	// Shadow mode writes no request: it needs no outbox.
+	if err := errors.Join(d.Validate(), need.Check("requests",
+		need.Has(d.Outbox != nil || cfg.Shadow, "MySQL outbox database (required unless MSGX_SHADOW=true)"))); err != nil {
+		return nil, err
 	}
 	h, m, daily, _ := parseDaily(cfg.RefdataAt)
 	return &Requests{
-		cfg: cfg, pg: d.PG, my: d.MySQL, clk: d.Clock, loc: d.Location, timeout: d.DBTimeout,
+		cfg: cfg, pg: d.PG, outbox: d.Outbox, clk: d.Clock, loc: d.Location, timeout: d.DBTimeout,
 		log:   d.Log.With("component", "requests"),
 		daily: daily, dailyH: h, dailyM: m,
 	}, nil
@@ -229,7 +233,7 @@ func (s *Requests) register(ctx context.Context, kind request.Kind, build func(s
 // lock. On failure the request is returned PENDING with the error, which is
 // also stored in last_error for the operators.
 func (s *Requests) attemptLocked(ctx context.Context, r request.ReqTrack) (request.ReqTrack, error) {
-	floor, err := s.outboxFloor(ctx)
+	floor, err := s.outbox.OutboxFloor(ctx)
 	if err != nil {
 		// Nothing was attempted: recovery can send without searching.
 		return s.sendFailed(ctx, r, err)
@@ -252,7 +256,7 @@ func (s *Requests) attemptLocked(ctx context.Context, r request.ReqTrack) (reque
 	// hold the request while req_track says PENDING. Recovery finds the row
 	// and records SENT; it never inserts blindly.
 	insertedAt := s.clk.Now().Truncate(time.Second) // COUTMSGS_DATE_INSERTED has whole seconds
-	outboxID, err := s.insertOutbox(ctx, r.Payload, insertedAt)
+	outboxID, err := s.outbox.InsertRequest(ctx, r.Payload, insertedAt, s.cfg.RoutingID)
 	if err != nil {
 		return s.sendFailed(ctx, r, fmt.Errorf("%w (it may or may not have reached the outbox; it is looked up before it is written again)", err))
 	}

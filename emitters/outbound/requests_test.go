@@ -13,10 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/testenv"
-	"msgx/processors/sis"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
+	"msgx/tables/sis"
 )
 
 // decode decodes an outbox row back with the SIS codec.
@@ -843,7 +844,6 @@ func TestConfigValidate(t *testing.T) {
 		{"interval", func(c *Config) { c.CheckInterval = 0 }, "MSGX_REQUEST_CHECK_INTERVAL"},
 		{"routing", func(c *Config) { c.RoutingID = strings.Repeat("A", 24) }, "MSGX_REQUEST_ROUTINGID"},
 		{"routing empty", func(c *Config) { c.RoutingID = " " }, "MSGX_REQUEST_ROUTINGID"},
-		{"table", func(c *Config) { c.OutboxTable = "coutmsgs; drop" }, "MSGX_OUTBOX_TABLE"},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()
@@ -946,7 +946,7 @@ func waitLockWait(t *testing.T, e *env) {
 // RQRDs count their category as answered.
 func TestMigrationMergesOpenRQRDs(t *testing.T) {
 	c := ctx(t)
-	cfg := sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
+	cfg := sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 2}
 	for {
 		v, _, err := sink.MigrationVersion(cfg)
 		if err != nil {

@@ -2,7 +2,6 @@ package schd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 	"msgx/sink"
 	"msgx/tables/flight"
@@ -83,20 +83,18 @@ type Flusher struct {
 
 // New checks the configuration and returns a flusher; Run starts it.
 // A producer configuration other than docs/design.md#kafka-settings is
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("schd", need.Pool(d.Pool), need.Timeout(d.DBTimeout), need.Brokers(d.Brokers), need.Clock(d.Clock), need.Log(d.Log))
+}
+
 // refused here, at start-up.
 func New(cfg Config, d Deps) (*Flusher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch {
-	case d.Pool == nil:
-		return nil, errors.New("schd: no PostgreSQL pool")
-	case d.DBTimeout <= 0:
-		return nil, errors.New("schd: MSGX_DB_TIMEOUT must be positive")
-	case len(d.Brokers) == 0:
-		return nil, errors.New("schd: no Kafka brokers")
-	case d.Clock == nil || d.Log == nil:
-		return nil, errors.New("schd: clock and logger are required")
+	if err := d.Validate(); err != nil {
+		return nil, err
 	}
 	sc := d.Kafka.Sarama("msgx-schd")
 	if err := kafka.CheckD3(sc); err != nil {

@@ -22,6 +22,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 )
 
@@ -54,7 +55,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.limit > 0 {
 		h.cfg.FlushLimit = o.limit
 	}
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	if o.proxyPG {
 		h.pgProxy = testenv.NewProxy(t, "127.0.0.1:5432")
 		dsn = strings.Replace(dsn, "127.0.0.1:5432", h.pgProxy.Addr(), 1)

@@ -38,7 +38,7 @@
 // replay batch may carry several messages for the same flight).
 //
 // What it overwrites: [Explain] decides each message as the router would
-// now (processors/router Prepare and Decide, with read-only lookups) and
+// now (route.Prepare and route.Decide, with read-only lookups) and
 // lists, per flight it touches, the versions newer messages made that
 // changed the same tags (flight_change, docs/design.md#flight-change) and,
 // per reference category, the newer messages that last wrote the records

@@ -8,11 +8,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"msgx/ingest"
+	"msgx/internal/need"
 	"msgx/sink"
+	"msgx/sink/aodb"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route"
 )
 
 // Bounds of what one effect lists, so that a dry run of a large package
@@ -30,23 +32,6 @@ const (
 	// maxKeys is the most record keys listed per category or overwrite.
 	maxKeys = 50
 )
-
-// Decision is the router's decision on a message, as far as an effect
-// needs it: the verdict and, for a routed message, its transitions.
-type Decision struct {
-	State      string
-	ErrorClass string
-	Reason     string
-	Flights    []flight.Transition
-	Refdata    []refdata.Transition
-}
-
-// Decider decides a message as the router would now: query is what the
-// decision must read from the store, and decide finishes it with what the
-// store answered. The wiring builds it from router.Prepare and
-// router.Decide; replay does not import the router, which reads the inbox
-// records this package re-injects.
-type Decider func(msgID int64, raw string) (query message.Query, decide func(message.Lookups) Decision)
 
 // Effect is what replaying one message would do to the current state
 // (docs/design.md#replay): the router's decision on it now and, when it
@@ -129,7 +114,7 @@ type Overwrite struct {
 // Explain works out the Effect of the first MaxExplained messages of plan
 // (plan.Effects, in the same order; plan.Unexplained counts the rest). It
 // reads the inbox rows again (MySQL), decides each message as the router
-// would now (d.Decide) and reads PostgreSQL; it changes nothing. Record
+// would now (route.Decide under d.Route) and reads PostgreSQL; it changes nothing. Record
 // the result with AuditDryRun.
 func Explain(ctx context.Context, d Deps, plan *Plan) error {
 	if err := d.validateExplain(); err != nil {
@@ -152,11 +137,8 @@ func Explain(ctx context.Context, d Deps, plan *Plan) error {
 }
 
 func (d Deps) validateExplain() error {
-	errs := d.validateInbox()
-	if d.Decide == nil {
-		errs = append(errs, errors.New("no router settings (a message's effect is the router's decision on it)"))
-	}
-	return errors.Join(errs...)
+	return need.Check("replay", append(d.inboxNeeds(),
+		need.Has(d.Route != nil, "router settings (a message's effect is the router's decision on it)"))...)
 }
 
 // batcher is a pool or a transaction: where the effects are read. Run reads
@@ -170,14 +152,13 @@ type batcher interface {
 // rows in chunks of Batch.
 func explain(ctx context.Context, d Deps, q batcher, ids []int64) (map[int64]Effect, error) {
 	out := make(map[int64]Effect, len(ids))
-	inbox := ingest.NewInbox(d.MySQL, nil, d.Table, d.Timeout)
 	for lo := 0; lo < len(ids); lo += Batch {
 		chunk := ids[lo:min(lo+Batch, len(ids))]
-		rows, err := inbox.ReadIDs(ctx, chunk)
+		rows, err := d.Inbox.ReadIDs(ctx, chunk)
 		if err != nil {
 			return nil, fmt.Errorf("reading the inbox rows to explain: %w", err)
 		}
-		raw := make(map[int64]ingest.Row, len(rows))
+		raw := make(map[int64]aodb.Row, len(rows))
 		for _, r := range rows {
 			raw[r.ID] = r
 		}
@@ -190,7 +171,7 @@ func explain(ctx context.Context, d Deps, q batcher, ids []int64) (map[int64]Eff
 
 // effectsOf puts the effect of every message of ids into out, given their
 // inbox rows.
-func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int64]ingest.Row, out map[int64]Effect) error {
+func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int64]aodb.Row, out map[int64]Effect) error {
 	for _, id := range ids {
 		r, ok := raw[id]
 		if !ok {
@@ -208,11 +189,11 @@ func effectsOf(ctx context.Context, d Deps, q batcher, ids []int64, raw map[int6
 
 // effectOf works out the effect of replaying inbox row r now: two round
 // trips on q, the router's lookups and then what the transitions touch.
-func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, error) {
+func effectOf(ctx context.Context, d Deps, q batcher, r aodb.Row) (Effect, error) {
 	e := Effect{MsgID: r.ID}
-	query, decide := d.Decide(r.ID, r.Raw)
+	p := route.Prepare(r.ID, r.Raw, *d.Route)
 	lb := &pgx.Batch{}
-	lq := sink.QueueLookups(lb, r.ID, query)
+	lq := sink.QueueLookups(lb, r.ID, p.Query())
 	if err := send(ctx, q, lb, d.Timeout); err != nil {
 		return e, fmt.Errorf("routing lookups for message %d: %w", r.ID, err)
 	}
@@ -220,7 +201,7 @@ func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, err
 	// Whether a request is open for a SCHD RESP is decided when the
 	// message is: the dry run takes the RESP guard as passed.
 	l.RequestOpen = true
-	v := decide(l)
+	v := route.Decide(p, l, time.Time{})
 	e.Verdict, e.ErrorClass, e.Reason = v.State, v.ErrorClass, v.Reason
 	if v.State != message.StateRouted {
 		return e, nil
@@ -236,7 +217,7 @@ func effectOf(ctx context.Context, d Deps, q batcher, r ingest.Row) (Effect, err
 			e.MoreFlights = len(v.Flights) - maxFlights
 			break
 		}
-		e.Flights = append(e.Flights, FlightEffect{FLID: t.FLID, Kind: t.Kind, Tags: flight.Touches(t, d.Flight), Overwrites: []Overwrite{}})
+		e.Flights = append(e.Flights, FlightEffect{FLID: t.FLID, Kind: t.Kind, Tags: flight.Touches(t, d.Route.Flight), Overwrites: []Overwrite{}})
 		f := &e.Flights[len(e.Flights)-1]
 		b.Queue(`SELECT state_version, last_msg_id FROM flight_schd WHERE flid = $1`, t.FLID).QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&f.StateVersion, &f.LastMsgID)

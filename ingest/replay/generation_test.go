@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"msgx/ingest/replay"
 	"msgx/internal/testenv"
@@ -75,13 +74,7 @@ func TestReplayRecordsEffects(t *testing.T) {
 		t.Fatalf("Explain without router settings: %v", err)
 	}
 	s := router.Config{IgnoreRules: "LDM-*,EROR-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}.Settings(testenv.Shanghai)
-	e.deps.Decide = func(msgID int64, raw string) (message.Query, func(message.Lookups) replay.Decision) {
-		p := router.Prepare(msgID, raw, s)
-		return p.Query(), func(l message.Lookups) replay.Decision {
-			v := router.Decide(p, l, time.Time{})
-			return replay.Decision{State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Flights: v.Flights, Refdata: v.Refdata}
-		}
-	}
+	e.deps.Route = &s
 
 	plan := e.plan(sel, 0)
 	if err := replay.Explain(ctx, e.deps, &plan); err != nil {

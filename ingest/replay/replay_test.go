@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"msgx/emitters/backfill"
 	"msgx/ingest"
 	"msgx/ingest/replay"
 	"msgx/internal/clock"
@@ -28,7 +29,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
-	"msgx/sink/backfill"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 )
@@ -53,17 +54,17 @@ type rpEnv struct {
 
 func newRP(t *testing.T) *rpEnv {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 6})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	e := &rpEnv{t: t, pg: pool, my: testenv.OpenMySQLIn(t, testenv.NewMySQL(t), testenv.ShanghaiInbox)}
+	e := &rpEnv{t: t, pg: pool, my: sinktest.OpenMySQLIn(t, testenv.NewMySQL(t), sinktest.ShanghaiInbox)}
 	// Kafka is kfake, in-process: this package tests its own logic against a
 	// broker, one per test in milliseconds; the Kafka claims run on Apache
 	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
 	e.brokers = rpBroker(t, testenv.NewBroker(t))
-	e.deps = replay.Deps{PG: pool, MySQL: e.my, Table: "cminmsgs", Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
+	e.deps = replay.Deps{PG: pool, Inbox: sinktest.Tables(t, e.my, nil, "cminmsgs", 5*time.Second), Brokers: e.brokers, Kafka: testenv.KafkaConfig(e.brokers),
 		Topic: rpTopic, Timeout: 5 * time.Second, Log: testenv.Logger(t)}
 	return e
 }
@@ -124,7 +125,7 @@ func (e *rpEnv) proc(rows ...rpRow) {
 			}
 			if r.abandoned {
 				abandonedAt = &t
-				s := backfill.AbandonTransientDeadline
+				s := message.AbandonTransientDeadline
 				abandonedReason = &s
 			}
 		}
@@ -416,8 +417,8 @@ func TestReplaySelectorValidation(t *testing.T) {
 		}
 	}
 	// Bad dependencies are refused before anything is touched.
-	_, err := replay.Run(ctx, replay.Deps{Table: "x; DROP TABLE y"}, replay.Selector{Class: "INFRA"}, "ops", rpT0)
-	for _, want := range []string{"no PostgreSQL pool", "no MySQL connection", "MSGX_INBOX_TABLE", "no Kafka brokers", "MSGX_TOPIC_INBOX", "MSGX_DB_TIMEOUT"} {
+	_, err := replay.Run(ctx, replay.Deps{}, replay.Selector{Class: "INFRA"}, "ops", rpT0)
+	for _, want := range []string{"no PostgreSQL pool", "no MySQL connection", "no Kafka brokers", "MSGX_TOPIC_INBOX", "MSGX_DB_TIMEOUT"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("bad deps: %v, want %q", err, want)
 		}
@@ -859,10 +860,10 @@ func TestReplayFailingDependencyChangesNothing(t *testing.T) {
 	e := newRP(t)
 	e.seed()
 	before := e.snapshot()
-	closed := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	closed := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	closed.Close()
 	for name, mod := range map[string]func(*replay.Deps){
-		"inbox unreachable": func(d *replay.Deps) { d.MySQL = closed },
+		"inbox unreachable": func(d *replay.Deps) { d.Inbox = sinktest.Tables(t, closed, nil, "cminmsgs", 5*time.Second) },
 		"unreachable": func(d *replay.Deps) {
 			d.Brokers = []string{"127.0.0.1:1"}
 			d.Kafka.Timeout = 500 * time.Millisecond
@@ -958,7 +959,7 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 	clk := clock.NewFake(rpT0)
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: e.pg, MySQL: e.my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
+		backfill.Deps{PG: e.pg, Inbox: sinktest.Tables(t, e.my, nil, "cminmsgs", 5*time.Second), Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: clk, Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1060,13 +1061,13 @@ func TestReplayWaitsForBackfillPass(t *testing.T) {
 // DEAD is kept and found "already marked" once it is terminal again.
 func TestReplayEndToEndWithRouter(t *testing.T) {
 	ctx := context.Background()
-	pgDSN := testenv.NewPG(t)
+	pgDSN := sinktest.NewPG(t)
 	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second, PGMaxConns: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	my := testenv.OpenMySQL(t, testenv.NewMySQL(t))
+	my := sinktest.OpenMySQL(t, testenv.NewMySQL(t))
 	brokers := testenv.NewBroker(t)
 	kc := testenv.KafkaConfig(brokers)
 	log := testenv.Logger(t)
@@ -1076,7 +1077,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	if err := rcfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	icfg := ingest.Config{Table: "cminmsgs", Topic: rpTopic, PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
+	icfg := ingest.Config{Topic: rpTopic, PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
 		MaxCommitDelay: time.Minute, HoleProbeTimeout: time.Second, Cutover: "zero", LateWatch: time.Hour, LateCheckInterval: time.Minute}
 	if err := kafka.EnsureTopics(brokers, kc, append(rcfg.TopicSpecs(), icfg.TopicSpec(), rcfg.TableSpec()), log); err != nil {
 		t.Fatal(err)
@@ -1084,7 +1085,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	routerClock := clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	msgs := sink.NewMessages(pool, 5*time.Second)
 	bridge, err := ingest.New(icfg, ingest.Deps{
-		Inbox: ingest.NewInbox(my, nil, "cminmsgs", 10*time.Second), Cursors: ingest.NewCursors(pool, 10*time.Second),
+		Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(pool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
 	if err != nil {
@@ -1167,7 +1168,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	sweepClock := clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	bf, err := backfill.New(backfill.Config{Period: 30 * time.Second, Batch: 500, Backoff: 30 * time.Second,
 		BackoffCap: 15 * time.Minute, Overdue: 720 * time.Hour, MaxAttemptsAlarm: 20},
-		backfill.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Zone: testenv.ShanghaiInbox, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
+		backfill.Deps{PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Zone: sinktest.ShanghaiInbox, Timeout: 5 * time.Second, Clock: sweepClock, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1179,7 +1180,7 @@ func TestReplayEndToEndWithRouter(t *testing.T) {
 	if _, err := pool.Exec(ctx, `DROP TRIGGER reject_666 ON flight_index`); err != nil {
 		t.Fatal(err)
 	}
-	deps := replay.Deps{PG: pool, MySQL: my, Table: "cminmsgs", Brokers: brokers, Kafka: kc, Topic: rpTopic, Timeout: 5 * time.Second, Log: log}
+	deps := replay.Deps{PG: pool, Inbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Brokers: brokers, Kafka: kc, Topic: rpTopic, Timeout: 5 * time.Second, Log: log}
 	now := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
 	for _, sel := range []replay.Selector{{Class: "EXHAUSTED"}, {Class: "UNSUPPORTED"}} {
 		plan, err := replay.DryRun(ctx, pool, sel, 0)

@@ -15,6 +15,7 @@ import (
 
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
 )
 
@@ -112,22 +113,18 @@ type Group[T any] struct {
 	stopped chan struct{}
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps[T]) Validate() error {
+	return need.Check("commit", need.Pool(d.Pool), need.Timeout(d.Timeout), need.Clock(d.Clock), need.Log(d.Log),
+		need.Has(d.Write != nil, "write function"))
+}
+
 // New checks cfg and d and returns the Group; Run starts its worker.
 func New[T any](cfg Config, d Deps[T]) (*Group[T], error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if d.Pool == nil {
-		errs = append(errs, errors.New("commit: no PostgreSQL pool"))
-	}
-	if d.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	if d.Clock == nil || d.Log == nil || d.Write == nil {
-		errs = append(errs, errors.New("commit: clock, logger and write function are required"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	return &Group[T]{cfg: cfg, d: d, in: make(chan entry[T], cfg.size()), budget: semaphore.NewWeighted(cfg.bytes()),

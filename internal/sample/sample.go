@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"testing"
 )
 
 // Sample is one message found in a sample SQL file.
@@ -303,4 +304,21 @@ func (p *parser) literal(q byte) (string, error) {
 		}
 	}
 	return "", errors.New("unterminated string literal")
+}
+
+// XML is the text of message index of the sample file file (a test's
+// fixture: a missing one fails the test).
+func XML(t testing.TB, file string, index int) string {
+	t.Helper()
+	all, err := Load(Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all {
+		if s.File == file && s.Index == index {
+			return s.XML
+		}
+	}
+	t.Fatalf("no sample %s#%d", file, index)
+	return ""
 }

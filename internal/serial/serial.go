@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"time"
 
-	"msgx/processors/router"
 	"msgx/tables/flight"
 	"msgx/tables/message"
+	"msgx/tables/route"
 )
 
 // Reference is the state the messages given so far leave, applied one at a
 // time.
 type Reference struct {
-	set  router.Settings
+	set  route.Settings
 	opts flight.Options
-	mem  *router.Memory
+	mem  *route.Overlay
 	// Flights is the flights table: flights and placeholders, by FLID.
 	Flights map[string]*flight.State
 	// Versions are each flight's versions, in order: its change history,
@@ -27,23 +27,19 @@ type Reference struct {
 	N map[int64]int
 }
 
-// New returns the reference under the router configuration cfg (the
-// decisions' settings: ignore rules, identity, schedule options, cut-over)
-// in the airport time zone loc.
-func New(cfg router.Config, loc *time.Location) (*Reference, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	set := cfg.Settings(loc)
-	return &Reference{set: set, opts: set.Flight, mem: router.NewMemory(), Flights: map[string]*flight.State{},
-		Versions: map[string][]*flight.State{}, States: map[int64]string{}, N: map[int64]int{}}, nil
+// New returns the reference under the decisions' settings set (ignore
+// rules, identity, schedule options, cut-over, the airport time zone: the
+// router's Config.Settings).
+func New(set route.Settings) *Reference {
+	return &Reference{set: set, opts: set.Flight, mem: route.NewOverlay(message.BatchLookups{}), Flights: map[string]*flight.State{},
+		Versions: map[string][]*flight.State{}, States: map[int64]string{}, N: map[int64]int{}}
 }
 
 // Message decides message msgID (its inbox text raw, first enqueued at)
 // and applies everything it does before it returns.
 func (r *Reference) Message(msgID int64, raw string, enqueuedAt time.Time) error {
-	p := router.Prepare(msgID, raw, r.set)
-	v := router.Decide(p, r.mem.Lookups(p), enqueuedAt)
+	p := route.Prepare(msgID, raw, r.set)
+	v := route.Decide(p, r.mem.Lookups(p), enqueuedAt)
 	r.mem.Record(msgID, v)
 	state := v.State
 	for _, t := range v.Flights {

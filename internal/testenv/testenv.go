@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"msgx/internal/kafka"
-	"msgx/sink"
 )
 
 // InboxSchema is the idempotent DDL of the legacy CMINMSGS / COUTMSGS tables.
@@ -29,10 +28,6 @@ var InboxSchema string
 
 // Shanghai is the default airport time zone.
 var Shanghai = mustLoad("Asia/Shanghai")
-
-// ShanghaiInbox is an inbox zone fixed to Shanghai (as MSGX_INBOX_TZ=Asia/Shanghai
-// sets it), for tests whose inbox times are written by msgx itself.
-var ShanghaiInbox = sink.FixedInboxZone(Shanghai, "MSGX_INBOX_TZ")
 
 func mustLoad(name string) *time.Location {
 	loc, err := time.LoadLocation(name)
@@ -68,17 +63,6 @@ func uniqueName(prefix string) string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	return prefix + "_" + hex.EncodeToString(b)
-}
-
-// NewPG creates an empty PostgreSQL database, applies msgx's migrations and
-// returns its DSN. The database is dropped at the end of the test.
-func NewPG(t testing.TB) string {
-	t.Helper()
-	dsn := NewEmptyPG(t)
-	if err := sink.Migrate(sink.Config{PGDSN: dsn}); err != nil {
-		t.Fatalf("migrating test database: %v", err)
-	}
-	return dsn
 }
 
 // NewEmptyPG creates an empty PostgreSQL database without migrations.
@@ -157,24 +141,6 @@ func NewMySQL(t testing.TB) string {
 		t.Fatalf("creating inbox tables: %v", err)
 	}
 	return dsn
-}
-
-// OpenMySQL opens dsn the way msgx does by default: DATETIMEs in the MySQL
-// session's zone.
-func OpenMySQL(t testing.TB, dsn string) *sql.DB {
-	t.Helper()
-	return OpenMySQLIn(t, dsn, nil)
-}
-
-// OpenMySQLIn opens dsn with its DATETIMEs in zone (nil: the session's).
-func OpenMySQLIn(t testing.TB, dsn string, zone *sink.InboxZone) *sql.DB {
-	t.Helper()
-	db, err := sink.OpenMySQL(sink.Config{MySQLDSN: dsn, Timeout: 10 * time.Second}, zone, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // InsertInbox inserts one raw message into CMINMSGS and returns its ID.

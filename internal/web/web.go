@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"msgx/internal/clock"
+	"msgx/internal/need"
 )
 
 // Config bounds the HTTP server (MSGX_HTTP_ADDR).
@@ -225,13 +226,18 @@ type Server struct {
 	addr   string
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("web", need.Has(d.Handler != nil, "handler"), need.Clock(d.Clock), need.Log(d.Log))
+}
+
 // New returns a server for cfg; Run starts it.
 func New(cfg Config, d Deps) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Handler == nil || d.Clock == nil || d.Log == nil {
-		return nil, errors.New("web: handler, clock and log are required")
+	if err := d.Validate(); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, d: d, log: d.Log.With("component", "http"), opened: map[net.Conn]time.Time{}}
 	s.throttle = newThrottle(cfg.ThrottleFailures, cfg.ThrottlePeriod, throttleClients, d.Clock, s.log)

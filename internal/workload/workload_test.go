@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"msgx/processors/router"
-	"msgx/processors/sis"
 	"msgx/tables/message"
+	"msgx/tables/route"
+	"msgx/tables/sis"
 )
 
 func TestDayIsDeterministicAndDecodes(t *testing.T) {
@@ -23,8 +24,8 @@ func TestDayIsDeterministicAndDecodes(t *testing.T) {
 	set := router.Config{IgnoreRules: "LDM-*", OpdayCutover: "00:00", ScheduleAbsent: "keep"}.Settings(loc)
 	kinds := map[string]int{}
 	for i, m := range a {
-		p := router.Prepare(int64(i+1), m, set)
-		if v := router.Decide(p, message.Lookups{}, time.Time{}); v.State == message.StateDead && v.ErrorClass != message.ClassMalformed {
+		p := route.Prepare(int64(i+1), m, set)
+		if v := route.Decide(p, message.Lookups{}, time.Time{}); v.State == message.StateDead && v.ErrorClass != message.ClassMalformed {
 			t.Fatalf("message %d is %s %s: %s", i, v.State, v.ErrorClass, v.Reason)
 		}
 		if p.Msg != nil {
@@ -53,8 +54,8 @@ func TestCodeshareDay(t *testing.T) {
 	kinds := map[string]int{}
 	shared, flights := map[string]bool{}, map[string]bool{}
 	for i, m := range a {
-		p := router.Prepare(int64(i+1), m, set)
-		if v := router.Decide(p, message.Lookups{}, time.Time{}); v.State == message.StateDead && v.ErrorClass != message.ClassMalformed {
+		p := route.Prepare(int64(i+1), m, set)
+		if v := route.Decide(p, message.Lookups{}, time.Time{}); v.State == message.StateDead && v.ErrorClass != message.ClassMalformed {
 			t.Fatalf("message %d is %s %s: %s", i, v.State, v.ErrorClass, v.Reason)
 		}
 		if p.Msg == nil {

@@ -9,7 +9,8 @@
 // message's own change of a flight, its children's LINKs and its master's
 // cascade included (docs/design.md#codeshare).
 //
-// The package also holds the flight history sweep ([History]), which hands
-// old flights to the router to purge, and the read-only HTTP
-// endpoints GET /flights/{flid} and GET /flights?day=… ([Handler]).
+// The package also serves the read-only HTTP endpoints GET /flights/{flid}
+// and GET /flights?day=… ([Handler]). The history sweep's PURGE
+// transitions (maintenance.History, through the router) are applied here
+// like any other.
 package flights

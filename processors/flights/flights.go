@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +15,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/commit"
 	"msgx/internal/kafka"
-	"msgx/internal/retry"
+	"msgx/processors/applier"
 	"msgx/sink"
 	"msgx/tables/flight"
 )
@@ -109,40 +108,21 @@ type Deps struct {
 	Notify func()
 }
 
-// Stats are the processor's running figures.
-type Stats struct {
-	Applied  int64
-	Replays  int64
-	Events   int64
-	Rejected int64
-	// Diverged counts transitions whose flight PostgreSQL knows and the
-	// table does not.
-	Diverged int64
-	// Recovered counts redelivered transitions applied again to
-	// PostgreSQL's state because the table was ahead of it (a crash
-	// between a table write and its transaction's commit).
-	Recovered int64
-	// Batches counts the transactions of the group commit, Batched the
-	// transitions they wrote.
-	Batches, Batched int64
-	Paused           bool
-	// Halted is why the processor stopped on a transition until an
-	// operator acts (a divergence, a rejected transition); "" while not.
-	Halted string
-}
-
-// Processor is the msgx-flights processor.
+// Processor is the msgx-flights processor: the applier shell
+// (processors/applier) around the application of flight transitions.
 type Processor struct {
+	*applier.Shell[flight.Transition, *txWrite]
 	cfg  Config
 	opts flight.Options
 	d    Deps
-	log  *slog.Logger
+}
 
-	// group is the running processor's group commit (RunProcessor).
-	group commit.Slot[*txWrite]
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error { return d.shell().Validate("flights") }
 
-	mu    sync.Mutex
-	stats Stats
+// shell are the collaborators the applier shell takes of d.
+func (d Deps) shell() applier.Deps {
+	return applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log, Notify: d.Notify}
 }
 
 // New checks cfg and d and returns the processor.
@@ -150,76 +130,22 @@ func New(cfg Config, d Deps) (*Processor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkDeps("flights", d.Pool, d.Timeout, d.Clock, d.Log); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	return &Processor{cfg: cfg, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing},
-		d: d, log: d.Log.With("component", "flights")}, nil
+	p := &Processor{cfg: cfg, opts: flight.Options{ScheduleMissing: cfg.ScheduleMissing}, d: d}
+	// Every transition comes from the router (the history sweep's through
+	// it), in inbox order per flight (docs/design.md#codeshare); the table
+	// is keyed by FLID.
+	p.Shell = applier.New(applier.Spec[flight.Transition, *txWrite]{
+		Name: "flights", Group: cfg.Group(), Input: cfg.TransitionTopic, Table: tableCodec{}, Commit: cfg.Commit,
+		Attrs: func(t *flight.Transition) []any { return []any{"msg_id", t.MsgID, "flid", t.FLID} },
+		Apply: p.apply, Write: p.writeBatch, Wakes: wakes,
+	}, d.shell())
+	return p, nil
 }
 
-// checkDeps reports which of the collaborators every flights component
-// needs are missing.
-func checkDeps(component string, pool *pgxpool.Pool, timeout time.Duration, clk clock.Clock, log *slog.Logger) error {
-	var errs []error
-	if pool == nil {
-		errs = append(errs, fmt.Errorf("%s: no PostgreSQL pool", component))
-	}
-	if timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	if clk == nil {
-		errs = append(errs, fmt.Errorf("%s: no clock", component))
-	}
-	if log == nil {
-		errs = append(errs, fmt.Errorf("%s: no logger", component))
-	}
-	return errors.Join(errs...)
-}
-
-// Stats returns a snapshot of the running figures.
-func (p *Processor) Stats() Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats
-}
-
-// Graph is the group graph: input transitions, table keyed by FLID. Every
-// transition comes from the router (the history sweep's through it), in
-// inbox order per flight (docs/design.md#codeshare).
-func (p *Processor) Graph() *goka.GroupGraph {
-	return goka.DefineGroup(p.cfg.Group(),
-		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[flight.Transition]{}, p.handle),
-		goka.Persist(tableCodec{}),
-	)
-}
-
-// Processor builds the goka processor (opts: kafka.GokaOptions or a tester).
-func (p *Processor) Processor(brokers []string, opts ...goka.ProcessorOption) (*goka.Processor, error) {
-	gp, err := goka.NewProcessor(brokers, p.Graph(), opts...)
-	if err != nil {
-		return nil, retry.Outage("kafka", fmt.Errorf("creating flights processor: %w", err))
-	}
-	return gp, nil
-}
-
-// Run runs the processor until ctx ends.
-func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.ProcessorOption) error {
-	gp, err := p.Processor(brokers, opts...)
-	if err != nil {
-		return err
-	}
-	return p.RunProcessor(ctx, gp)
-}
-
-// RunProcessor runs gp, a goka processor on p's callbacks, with the group
-// commit its callbacks hand their writes to, until ctx ends or gp fails.
-// One runs at a time.
-func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error {
-	return p.group.Run(ctx, gp, "flights", p.cfg.Commit, commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout,
-		Clock: p.d.Clock, Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
-}
-
-// handle applies one transition: everything one message does to one flight
+// apply applies one transition: everything one message does to one flight
 // (its own change, the LINKs of its children, its master's cascade), or the
 // history sweep's purge. The sequence, and what a crash at each step leaves
 // behind (docs/design.md#group-commits):
@@ -247,16 +173,7 @@ func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error 
 // a redelivery and nothing is written but the mark, which is there already.
 // The history sweep's transitions carry no message to tell a redelivery
 // by: each is checked against PostgreSQL.
-func (p *Processor) handle(gctx goka.Context, msg any) {
-	t, ok := msg.(*flight.Transition)
-	if !ok {
-		kafka.Abort(gctx, fmt.Errorf("flights: unexpected input %T", msg))
-	}
-	g := p.group.Group()
-	if g == nil {
-		kafka.Abort(gctx, errors.New("flights: the processor runs without its group commit (RunProcessor)"))
-	}
-	log := p.log.With("msg_id", t.MsgID, "flid", t.FLID)
+func (p *Processor) apply(gctx goka.Context, g *commit.Group[*txWrite], log *slog.Logger, t *flight.Transition) {
 	var table *flight.State
 	if v := gctx.Value(); v != nil {
 		table = v.(*flight.State)
@@ -290,10 +207,8 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		// index that follows the table: a transition Apply rejects is a
 		// bug. It is never counted as consumed — its message would end
 		// SUCCEEDED without its effect — so the processor halts on it.
-		p.mu.Lock()
-		p.stats.Rejected++
-		p.mu.Unlock()
-		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for flight %s rejected (%v)", t.MsgID, t.FLID, err),
+		p.Count(func(s *applier.Stats) { s.Rejected++ })
+		p.Halt(gctx, log, fmt.Sprintf("transition of message #%d for flight %s rejected (%v)", t.MsgID, t.FLID, err),
 			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
 	w, err := p.prepare(log, t, cur, res)
@@ -316,14 +231,14 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 			gctx.SetValue(res.State)
 		}
 	}
-	p.mu.Lock()
-	if res.Replay {
-		p.stats.Replays++
-	} else if res.Applied {
-		p.stats.Applied++
-	}
-	p.stats.Events += int64(len(res.Versions))
-	p.mu.Unlock()
+	p.Count(func(s *applier.Stats) {
+		if res.Replay {
+			s.Replays++
+		} else if res.Applied {
+			s.Applied++
+		}
+		s.Events += int64(len(res.Versions))
+	})
 	log.Debug("flight transition applied", "outcome", res.Outcome, "state_version", versionOf(res.State), "changed", res.Changed)
 }
 
@@ -354,14 +269,11 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 	}
 	var pg *flight.State
 	var found bool
-	err := retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
-		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
-		defer cancel()
-		var err error
-		if pg, found, err = sink.TableState(qctx, p.d.Pool, t.FLID); err != nil || found {
+	err := p.Read(ctx, log, func(ctx context.Context) (err error) {
+		if pg, found, err = sink.TableState(ctx, p.d.Pool, t.FLID); err != nil || found {
 			return err
 		}
-		pg, err = sink.Placeholder(qctx, p.d.Pool, t.FLID)
+		pg, err = sink.Placeholder(ctx, p.d.Pool, t.FLID)
 		found = pg != nil
 		return err
 	})
@@ -375,18 +287,7 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 	case sameTableValue(pg, cur):
 		return cur, nil
 	}
-	p.mu.Lock()
-	p.stats.Recovered++
-	first := p.stats.Recovered == 1
-	p.mu.Unlock()
-	// One WARN line for the crash, not one per flight it left behind: the
-	// others are counted (msgx_transitions_recovered_total) and logged at
-	// DEBUG.
-	level := slog.LevelDebug
-	if first {
-		level = slog.LevelWarn
-	}
-	log.Log(ctx, level, "flights table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state (each further flight: DEBUG, counted in msgx_transitions_recovered_total)",
+	p.Recovered(ctx, log, "flights table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state (each further flight: DEBUG, counted in msgx_transitions_recovered_total)",
 		"table_version", versionOf(cur), "table_last_msg_id", lastMsgOf(cur), "pg_version", versionOf(pg), "pg_last_msg_id", lastMsgOf(pg))
 	return pg, nil
 }
@@ -397,11 +298,8 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 // transition that dropped it, delivered again: t applies to it.
 func (p *Processor) placeholder(ctx context.Context, g *commit.Group[*txWrite], log *slog.Logger, t *flight.Transition) (*flight.State, error) {
 	var pg *flight.State
-	err := retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
-		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
-		defer cancel()
-		var err error
-		pg, err = sink.Placeholder(qctx, p.d.Pool, t.FLID)
+	err := p.Read(ctx, log, func(ctx context.Context) (err error) {
+		pg, err = sink.Placeholder(ctx, p.d.Pool, t.FLID)
 		return err
 	})
 	if err != nil || pg == nil {
@@ -446,32 +344,17 @@ func lastMsgOf(s *flight.State) int64 {
 // against PostgreSQL's table value instead (durable).
 func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *flight.Transition) error {
 	var where string
-	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
-		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
-		defer cancel()
-		var err error
-		where, err = sink.FlightKnown(qctx, p.d.Pool, t.FLID, t.MsgID)
+	err := p.Read(gctx.Context(), log, func(ctx context.Context) (err error) {
+		where, err = sink.FlightKnown(ctx, p.d.Pool, t.FLID, t.MsgID)
 		return err
 	})
 	if err != nil || where == "" {
 		return err
 	}
-	p.mu.Lock()
-	p.stats.Diverged++
-	p.mu.Unlock()
-	p.halt(gctx, log, fmt.Sprintf("divergence: flight %s (message #%d) is in PostgreSQL %s but not in the flights table", t.FLID, t.MsgID, where),
-		sink.DivergenceAdvice)
+	p.Count(func(s *applier.Stats) { s.Diverged++ })
+	p.Halt(gctx, log, fmt.Sprintf("divergence: flight %s (message #%d) is in PostgreSQL %s but not in the flights table", t.FLID, t.MsgID, where),
+		applier.DivergenceAdvice)
 	return nil
-}
-
-// halt stops the processor on t without applying or committing it
-// (kafka.Halt); Stats.Halted carries the reason meanwhile.
-func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo string) {
-	kafka.Halt(gctx, log, "flights", reason, todo, func(r string) {
-		p.mu.Lock()
-		p.stats.Halted = r
-		p.mu.Unlock()
-	})
 }
 
 // counted reports whether t is one of its message's n transitions: every
@@ -705,23 +588,15 @@ func (p *Processor) writeRun(ctx context.Context, tx pgx.Tx, ws []*txWrite) erro
 	return nil
 }
 
-// committed counts the transaction and wakes the outbox publisher and the
-// backfill sweeper after a transaction that queued events or applied counted
-// transitions.
-func (p *Processor) committed(ws []*txWrite) {
-	p.mu.Lock()
-	p.stats.Batches++
-	p.stats.Batched += int64(len(ws))
-	p.mu.Unlock()
-	if p.d.Notify == nil {
-		return
-	}
+// wakes reports whether a transaction of ws wakes the outbox publisher and
+// the backfill sweeper: it queued events or applied counted transitions.
+func wakes(ws []*txWrite) bool {
 	for _, w := range ws {
 		if len(w.events) > 0 || counted(w.t) {
-			p.d.Notify()
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // events are what the result announces: the msg event of each new
@@ -756,12 +631,6 @@ func (p *Processor) events(t *flight.Transition, res flight.Result, enc *sink.En
 		out = append(out, sink.Event{Topic: p.cfg.SchdTopic, Key: t.FLID})
 	}
 	return out, nil
-}
-
-func (p *Processor) setPaused(v bool, _ error) {
-	p.mu.Lock()
-	p.stats.Paused = v
-	p.mu.Unlock()
 }
 
 func versionOf(s *flight.State) int64 {

@@ -17,6 +17,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 )
@@ -38,7 +39,7 @@ func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
 // newRigWith runs the processor on the graph graph builds (nil: its own).
 func newRigWith(t *testing.T, graph func(p *Processor) *goka.GroupGraph) *rig {
 	t.Helper()
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -273,8 +274,7 @@ func TestPurgeThroughTheProcessor(t *testing.T) {
 	}
 }
 
-// New and NewHistory name what is missing: a nil collaborator is an error,
-// not a panic.
+// New names what is missing: a nil collaborator is an error, not a panic.
 func TestNewRefusesIncompleteDeps(t *testing.T) {
 	cfg := Config{TransitionTopic: "msgx.flight-transitions", MsgTopic: "msgx.msg", ScheduleMissing: "keep", SchdTopic: "msgx.schd"}
 	_, err := New(cfg, Deps{})
@@ -286,12 +286,5 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 	cfg.TransitionTopic = ""
 	if _, err := New(cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "MSGX_TOPIC_FLIGHT_TRANSITIONS") {
 		t.Errorf("New without an input topic: %v", err)
-	}
-	hcfg := HistoryConfig{SweepAt: "03:30", Retention: 720 * time.Hour, Batch: 10}
-	_, err = NewHistory(hcfg, HistoryDeps{})
-	for _, want := range []string{"history: no PostgreSQL pool", "MSGX_DB_TIMEOUT", "no router to hand the purges to", "no clock", "no logger", "no airport time zone"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("NewHistory with empty deps: %v, want it to name %q", err, want)
-		}
 	}
 }

@@ -171,7 +171,7 @@ func TestGroupWritesTheNewestStateWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := rg.p.prepare(rg.p.log, &tr, s, res)
+		w, err := rg.p.prepare(rg.p.d.Log, &tr, s, res)
 		if err != nil || w == nil {
 			t.Fatalf("prepare: %v", err)
 		}

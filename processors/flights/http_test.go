@@ -15,6 +15,7 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/flights"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 
 	"github.com/jackc/pgx/v5"
@@ -105,7 +106,7 @@ func TestFlightsHTTP(t *testing.T) {
 }
 
 func TestFlightsHTTPPostgresDown(t *testing.T) {
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	proxy := testenv.NewProxy(t, "127.0.0.1:5432")
 	pool, err := sink.OpenPG(context.Background(), sink.Config{
 		PGDSN: strings.Replace(dsn, "127.0.0.1:5432", proxy.Addr(), 1), Timeout: 2 * time.Second, PGMaxConns: 2})
@@ -139,7 +140,7 @@ var flT0 = time.Date(2026, 1, 23, 5, 0, 0, 0, time.UTC)
 // newPool returns a pool on a fresh, migrated database.
 func flPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

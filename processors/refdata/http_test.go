@@ -19,6 +19,7 @@ import (
 	"msgx/internal/testenv"
 	refdataproc "msgx/processors/refdata"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/refdata"
 )
 
@@ -335,7 +336,7 @@ func refRecordValue(t *testing.T, rec refdata.Record) any {
 }
 func newRefPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: refTimeout, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)

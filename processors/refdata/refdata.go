@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,7 +14,7 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/commit"
 	"msgx/internal/kafka"
-	"msgx/internal/retry"
+	"msgx/processors/applier"
 	"msgx/sink"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
@@ -78,35 +77,23 @@ type Deps struct {
 	Notify func()
 }
 
-// Stats are the processor's running figures.
-type Stats struct {
-	Applied  int64
-	Replays  int64
-	Rejected int64
-	// Recovered counts redelivered transitions applied again to
-	// PostgreSQL's table value because the table was ahead of it.
-	Recovered int64
-	// Batches counts the transactions of the group commit, Batched the
-	// transitions they wrote.
-	Batches, Batched int64
-	Paused           bool
-	// Halted is why the processor stopped on a transition until an
-	// operator acts (a divergence, a rejected transition); "" while not.
-	Halted string
-}
-
-// Processor is the msgx-refdata processor.
+// Processor is the msgx-refdata processor: the applier shell
+// (processors/applier) around the application of reference-data
+// transitions.
 type Processor struct {
+	*applier.Shell[refdata.Transition, *txWrite]
 	cfg Config
 	d   Deps
-	log *slog.Logger
-	// group is the running processor's group commit (RunProcessor).
-	group commit.Slot[*txWrite]
 	// codec is the table's, with the states the callbacks wrote.
 	codec tableCodec
+}
 
-	mu    sync.Mutex
-	stats Stats
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error { return d.shell().Validate("refdata") }
+
+// shell are the collaborators the applier shell takes of d.
+func (d Deps) shell() applier.Deps {
+	return applier.Deps{Pool: d.Pool, Timeout: d.Timeout, Clock: d.Clock, Log: d.Log, Notify: d.Notify}
 }
 
 // New checks cfg and d and returns the processor.
@@ -114,67 +101,20 @@ func New(cfg Config, d Deps) (*Processor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if d.Pool == nil {
-		errs = append(errs, errors.New("refdata: no PostgreSQL pool"))
-	}
-	if d.Timeout <= 0 {
-		errs = append(errs, errors.New("MSGX_DB_TIMEOUT: must be positive"))
-	}
-	if d.Clock == nil {
-		errs = append(errs, errors.New("refdata: no clock"))
-	}
-	if d.Log == nil {
-		errs = append(errs, errors.New("refdata: no logger"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	return &Processor{cfg: cfg, d: d, log: d.Log.With("component", "refdata"), codec: tableCodec{states: newOwnedStates()}}, nil
+	p := &Processor{cfg: cfg, d: d, codec: tableCodec{states: newOwnedStates()}}
+	// The table is keyed by RTYPE.
+	p.Shell = applier.New(applier.Spec[refdata.Transition, *txWrite]{
+		Name: "refdata", Group: cfg.Group(), Input: cfg.TransitionTopic, Table: p.codec, Commit: cfg.Commit,
+		Attrs: func(t *refdata.Transition) []any { return []any{"msg_id", t.MsgID, "rtype", t.RType} },
+		Apply: p.apply, Write: p.writeBatch,
+	}, d.shell())
+	return p, nil
 }
 
-// Stats returns a snapshot of the running figures.
-func (p *Processor) Stats() Stats {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats
-}
-
-// Graph is the group graph: input transitions, table keyed by RTYPE.
-func (p *Processor) Graph() *goka.GroupGraph {
-	return goka.DefineGroup(p.cfg.Group(),
-		goka.Input(goka.Stream(p.cfg.TransitionTopic), kafka.JSON[refdata.Transition]{}, p.handle),
-		goka.Persist(p.codec),
-	)
-}
-
-// Processor builds the goka processor (opts: kafka.GokaOptions or a tester).
-func (p *Processor) Processor(brokers []string, opts ...goka.ProcessorOption) (*goka.Processor, error) {
-	gp, err := goka.NewProcessor(brokers, p.Graph(), opts...)
-	if err != nil {
-		return nil, retry.Outage("kafka", fmt.Errorf("creating refdata processor: %w", err))
-	}
-	return gp, nil
-}
-
-// Run runs the processor until ctx ends.
-func (p *Processor) Run(ctx context.Context, brokers []string, opts ...goka.ProcessorOption) error {
-	gp, err := p.Processor(brokers, opts...)
-	if err != nil {
-		return err
-	}
-	return p.RunProcessor(ctx, gp)
-}
-
-// RunProcessor runs gp, a goka processor on p's callback, with the group
-// commit its callback hands its writes to, until ctx ends or gp fails. One
-// runs at a time.
-func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error {
-	return p.group.Run(ctx, gp, "refdata", p.cfg.Commit, commit.Deps[*txWrite]{Pool: p.d.Pool, Timeout: p.d.Timeout,
-		Clock: p.d.Clock, Log: p.log, Write: p.writeBatch, Committed: p.committed, SetPaused: p.setPaused})
-}
-
-// handle applies one transition: Apply on the table's state (the decoded
+// apply applies one transition: Apply on the table's state (the decoded
 // table value, a copy of its own), SetValue at once, and the PostgreSQL
 // writes — ref_master rows, the category's table value (ref_table_state),
 // the completion hook and the applied mark that completes the message —
@@ -188,16 +128,7 @@ func (p *Processor) RunProcessor(ctx context.Context, gp *goka.Processor) error 
 // the sink's never-backwards guard on (version, last_msg_id) keeps them from
 // overwriting anything newer. A replayed message (docs/design.md#replay) is
 // applied like a new one.
-func (p *Processor) handle(gctx goka.Context, msg any) {
-	t, ok := msg.(*refdata.Transition)
-	if !ok {
-		kafka.Abort(gctx, fmt.Errorf("refdata: unexpected input %T", msg))
-	}
-	g := p.group.Group()
-	if g == nil {
-		kafka.Abort(gctx, errors.New("refdata: the processor runs without its group commit (RunProcessor)"))
-	}
-	log := p.log.With("msg_id", t.MsgID, "rtype", t.RType)
+func (p *Processor) apply(gctx goka.Context, g *commit.Group[*txWrite], log *slog.Logger, t *refdata.Transition) {
 	s, _ := gctx.Value().(*refdata.State)
 	recovered := false
 	if s != nil && message.Applied(s.LastMsgID, s.Replayed, t.Replay, t.MsgID) {
@@ -216,10 +147,8 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		// index): a transition Apply still rejects is a bug. It is never
 		// counted as consumed — its message would end SUCCEEDED without
 		// its effect — so the processor halts on it.
-		p.mu.Lock()
-		p.stats.Rejected++
-		p.mu.Unlock()
-		p.halt(gctx, log, fmt.Sprintf("transition of message #%d for category %s rejected (%v)", t.MsgID, t.RType, err),
+		p.Count(func(s *applier.Stats) { s.Rejected++ })
+		p.Halt(gctx, log, fmt.Sprintf("transition of message #%d for category %s rejected (%v)", t.MsgID, t.RType, err),
 			"this is a msgx bug: keep the logs, report it, and replay or skip the message once fixed")
 	}
 	// The write holds what it needs of s: the next transition of the
@@ -241,13 +170,13 @@ func (p *Processor) handle(gctx goka.Context, msg any) {
 		gctx.SetValue(encodedState(v))
 		p.codec.states.keep(s, v)
 	}
-	p.mu.Lock()
-	if res.Replay {
-		p.stats.Replays++
-	} else {
-		p.stats.Applied++
-	}
-	p.mu.Unlock()
+	p.Count(func(s *applier.Stats) {
+		if res.Replay {
+			s.Replays++
+		} else {
+			s.Applied++
+		}
+	})
 }
 
 // durable returns the state t is to be applied to when the table claims t
@@ -265,11 +194,8 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 	}
 	var pg *refdata.State
 	var found, legacy bool
-	err := retry.Forever(ctx, p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
-		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
-		defer cancel()
-		var err error
-		pg, found, legacy, err = sink.RefTableState(qctx, p.d.Pool, t.RType)
+	err := p.Read(ctx, log, func(ctx context.Context) (err error) {
+		pg, found, legacy, err = sink.RefTableState(ctx, p.d.Pool, t.RType)
 		return err
 	})
 	switch {
@@ -280,20 +206,11 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 	case found && pg.Version == cur.Version && pg.LastMsgID == cur.LastMsgID:
 		return cur, false, nil
 	}
-	p.mu.Lock()
-	p.stats.Recovered++
-	first := p.stats.Recovered == 1
-	p.mu.Unlock()
 	var v, m int64
 	if pg != nil {
 		v, m = pg.Version, pg.LastMsgID
 	}
-	// One WARN line for the crash, as the flights processor does.
-	level := slog.LevelDebug
-	if first {
-		level = slog.LevelWarn
-	}
-	log.Log(ctx, level, "refdata table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state (each further category: DEBUG, counted in msgx_transitions_recovered_total)",
+	p.Recovered(ctx, log, "refdata table ahead of PostgreSQL after a crash: the transition is applied again to PostgreSQL's state (each further category: DEBUG, counted in msgx_transitions_recovered_total)",
 		"table_version", cur.Version, "table_last_msg_id", cur.LastMsgID, "pg_version", v, "pg_last_msg_id", m)
 	if pg == nil {
 		return refdata.NewState(t.RType), true, nil
@@ -309,30 +226,18 @@ func (p *Processor) durable(ctx context.Context, g *commit.Group[*txWrite], log 
 // t's own message or later are a crash's redelivery (sink.RefdataKnown).
 func (p *Processor) checkKnown(gctx goka.Context, log *slog.Logger, t *refdata.Transition) {
 	var known bool
-	err := retry.Forever(gctx.Context(), p.d.Clock, log, p.setPaused, func(ctx context.Context) error {
-		qctx, cancel := context.WithTimeout(ctx, p.d.Timeout)
-		defer cancel()
-		var err error
-		known, err = sink.RefdataKnown(qctx, p.d.Pool, t.RType, t.MsgID)
+	err := p.Read(gctx.Context(), log, func(ctx context.Context) (err error) {
+		known, err = sink.RefdataKnown(ctx, p.d.Pool, t.RType, t.MsgID)
 		return err
 	})
 	if err != nil {
 		kafka.Abort(gctx, err) // shutdown: delivered again after restart
 	}
 	if known {
-		p.halt(gctx, log, fmt.Sprintf("divergence: category %s (message #%d) is in PostgreSQL ref_master but not in the refdata table", t.RType, t.MsgID),
-			sink.DivergenceAdvice)
+		p.Count(func(s *applier.Stats) { s.Diverged++ })
+		p.Halt(gctx, log, fmt.Sprintf("divergence: category %s (message #%d) is in PostgreSQL ref_master but not in the refdata table", t.RType, t.MsgID),
+			applier.DivergenceAdvice)
 	}
-}
-
-// halt stops the processor on t without applying or committing it
-// (kafka.Halt); Stats.Halted carries the reason meanwhile.
-func (p *Processor) halt(gctx goka.Context, log *slog.Logger, reason, todo string) {
-	kafka.Halt(gctx, log, "refdata", reason, todo, func(r string) {
-		p.mu.Lock()
-		p.stats.Halted = r
-		p.mu.Unlock()
-	})
 }
 
 // txWrite is one transition's share of a group commit: the state after
@@ -403,21 +308,4 @@ func (p *Processor) writeBatch(ctx context.Context, tx pgx.Tx, ws []*txWrite) er
 		}
 	}
 	return nil
-}
-
-// committed counts the transaction and wakes the backfill sweeper.
-func (p *Processor) committed(ws []*txWrite) {
-	p.mu.Lock()
-	p.stats.Batches++
-	p.stats.Batched += int64(len(ws))
-	p.mu.Unlock()
-	if p.d.Notify != nil {
-		p.d.Notify()
-	}
-}
-
-func (p *Processor) setPaused(v bool, _ error) {
-	p.mu.Lock()
-	p.stats.Paused = v
-	p.mu.Unlock()
 }

@@ -16,8 +16,10 @@ import (
 	"msgx/internal/testenv"
 	"msgx/processors/router"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route"
 )
 
 // TestEverySampleReferenceFile routes every reference-data sample with the
@@ -40,8 +42,8 @@ func TestEverySampleReferenceFile(t *testing.T) {
 	var id int64
 	for _, s := range samples {
 		id++
-		plan := router.Prepare(id, s.XML, set)
-		v := router.Decide(plan, message.Lookups{}, t0)
+		plan := route.Prepare(id, s.XML, set)
+		v := route.Decide(plan, message.Lookups{}, t0)
 		if len(v.Refdata) == 0 {
 			continue
 		}
@@ -122,7 +124,7 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 func routedPool(t *testing.T, t0 time.Time, ids ...int64) (*pgxpool.Pool, *sink.Messages) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(ctx, sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route"
 )
 
 // The batch worker (docs/design.md#router-batches). The goka callback
@@ -65,7 +65,7 @@ import (
 // item is one inbox record on its way through the worker.
 type item struct {
 	rec  *ingest.Record
-	plan Plan
+	plan route.Plan
 	// pos is the record's place in msgx.inbox, recorded with a fresh row
 	// (msgx trace).
 	pos sink.InboxPosition
@@ -338,8 +338,8 @@ func (w *worker) single(ctx context.Context, it item) error {
 type decided struct {
 	it      item
 	out     outcome
-	p       Plan
-	v       Verdict
+	p       route.Plan
+	v       route.Verdict
 	rec     *sink.Decision
 	already string // state of a message decided before (logs)
 }
@@ -469,7 +469,7 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 		if err != nil {
 			return err
 		}
-		ov := newOverlay(l)
+		ov := route.NewOverlay(l)
 		// Sized once: a decision is large, and a batch is hundreds.
 		out = make([]decided, 0, len(b))
 		recs := make([]sink.Decision, 0, len(b))
@@ -482,13 +482,13 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 			case message.StateSucceeded, message.StateSkipped, message.StateDead, message.StateArchived:
 				d.out, d.already = outcome{entry: entryOf(m)}, m.State
 			case message.StateRouted:
-				d.out = r.reroute(r.log.With("msg_id", m.MsgID), p, ov.lookups(p), m)
+				d.out = r.reroute(r.log.With("msg_id", m.MsgID), p, ov.Lookups(p), m)
 			case message.StatePending:
-				d.v = Decide(p, ov.lookups(p), m.EnqueuedAt)
+				d.v = route.Decide(p, ov.Lookups(p), m.EnqueuedAt)
 				rec := decisionOf(it.rec, p, d.v, m, now)
 				d.rec = &rec
 				d.out = outcome{entry: entryFor(rec, d.v, m), flights: d.v.Flights, refdata: d.v.Refdata}
-				ov.apply(p.MsgID, d.v)
+				ov.Record(p.MsgID, d.v)
 				recs = append(recs, rec)
 			default:
 				// FAILED: its attempts and backoff are the per-message path's.
@@ -508,11 +508,11 @@ func (w *worker) decideRun(ctx context.Context, b []item, now time.Time) ([]deci
 // among them (schd_snap_log, sink.AppendSnapLogTx) in the batch's
 // transaction. A trace line that cannot be written is logged and the
 // decisions kept: it is only a trace (docs/design.md#schedule-merge).
-func (w *worker) record(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[int64]sink.Delivery, ov *overlay, ds []decided, now time.Time) error {
+func (w *worker) record(ctx context.Context, tx pgx.Tx, recs []sink.Decision, fresh map[int64]sink.Delivery, ov *route.Overlay, ds []decided, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	index, keys := ov.written()
+	index, keys := ov.Written()
 	if err := sink.RecordBatch(ctx, tx, recs, fresh, index, keys, now); err != nil {
 		return err
 	}
@@ -593,144 +593,10 @@ func (w *worker) send(outs []outcome) func(context.Context) error {
 	}
 }
 
-// overlay is what the store knew before a batch plus the decisions of the
-// batch so far: message N+1 of a batch is decided against it exactly as it
-// would be against PostgreSQL after message N's decision was recorded. The
-// router is the only writer of identities, the flight index and the key-tag
-// index, so nothing else changes them meanwhile.
-type overlay struct {
-	owners  map[string]int64
-	index   map[string]message.FlightDay
-	keyTags map[string]string
-	// kids maps a master to its live children, as index holds them.
-	kids map[string]map[string]bool
-	// touched lists the FLIDs whose entries the batch writes, in order;
-	// keys the last key-tag entry per type.
-	touched []string
-	keys    map[string]sink.KeyIndex
-	order   []string
-}
-
-func newOverlay(l sink.BatchLookups) *overlay {
-	o := &overlay{owners: l.Owners, index: l.Index, keyTags: l.KeyTags, keys: map[string]sink.KeyIndex{},
-		kids: map[string]map[string]bool{}}
-	for _, e := range l.Index {
-		o.link(e, true)
-	}
-	return o
-}
-
-// link adds (or, add false, removes) e to the children of its master.
-func (o *overlay) link(e message.FlightDay, add bool) {
-	m := e.Link.MAID
-	if m == "" || m == e.FLID || e.Link.State != flight.StateActive {
-		return
-	}
-	if add {
-		if o.kids[m] == nil {
-			o.kids[m] = map[string]bool{}
-		}
-		o.kids[m][e.FLID] = true
-	} else {
-		delete(o.kids[m], e.FLID)
-	}
-}
-
-// lookups are what Decide would read for p now (sink.QueueLookups): the
-// entries of its FLIDs, of the earlier flights of its days, and of the live
-// descendants of those and of what it deletes.
-func (o *overlay) lookups(p Plan) message.Lookups {
-	l := message.Lookups{Days: map[string]message.FlightDay{}, Earlier: map[string][]string{}}
-	if p.IdentityKey != "" {
-		l.Owner = o.owners[p.IdentityKey]
-	}
-	if p.RefType != "" {
-		l.KeyTag = o.keyTags[p.RefType]
-	}
-	for _, f := range p.FLIDs {
-		if d, ok := o.index[f]; ok {
-			l.Days[f] = d
-		}
-	}
-	cascade := append([]string(nil), p.Deletes...)
-	for _, day := range p.Days {
-		k := day.Format(time.DateOnly)
-		var flids []string
-		for _, e := range o.index {
-			if e.Day != nil && e.Day.Equal(day) && e.FirstMsgID < p.MsgID {
-				flids = append(flids, e.FLID)
-				l.Days[e.FLID] = e
-			}
-		}
-		if len(flids) > 0 {
-			sort.Strings(flids)
-			l.Earlier[k] = flids
-			cascade = append(cascade, flids...)
-		}
-	}
-	seen := map[string]bool{}
-	for len(cascade) > 0 {
-		m := cascade[0]
-		cascade = cascade[1:]
-		if seen[m] {
-			continue
-		}
-		seen[m] = true
-		for c := range o.kids[m] {
-			l.Days[c] = o.index[c]
-			cascade = append(cascade, c)
-		}
-	}
-	return l
-}
-
-// apply adds a decision's writes (sink.QueueDecision): the identity it
-// binds, the flight entries it writes, the key tag it sets.
-func (o *overlay) apply(msgID int64, v Verdict) {
-	if v.IdentityKey != "" {
-		if _, held := o.owners[v.IdentityKey]; !held {
-			o.owners[v.IdentityKey] = msgID
-		}
-	}
-	for _, e := range v.Index {
-		if old, ok := o.index[e.FLID]; ok {
-			o.link(old, false)
-		}
-		o.index[e.FLID] = e
-		o.link(e, true)
-		o.touched = append(o.touched, e.FLID)
-	}
-	if v.RefKey != nil {
-		o.keyTags[v.RefKey.RType] = v.RefKey.KeyTag
-		if _, ok := o.keys[v.RefKey.RType]; !ok {
-			o.order = append(o.order, v.RefKey.RType)
-		}
-		o.keys[v.RefKey.RType] = sink.KeyIndex{RefKey: *v.RefKey, MsgID: msgID}
-	}
-}
-
-// written are the index entries the batch leaves, one per FLID and per
-// reference type.
-func (o *overlay) written() ([]message.FlightDay, []sink.KeyIndex) {
-	var index []message.FlightDay
-	seen := map[string]bool{}
-	for _, f := range o.touched {
-		if !seen[f] {
-			seen[f] = true
-			index = append(index, o.index[f])
-		}
-	}
-	keys := make([]sink.KeyIndex, 0, len(o.order))
-	for _, t := range o.order {
-		keys = append(keys, o.keys[t])
-	}
-	return index, keys
-}
-
 // logDecision writes the decision's line: routine outcomes are debug lines
 // (thousands a minute on a backlog); what an operator may have to look at
 // is not.
-func (r *Router) logDecision(ctx context.Context, p Plan, v Verdict, d sink.Decision) {
+func (r *Router) logDecision(ctx context.Context, p route.Plan, v route.Verdict, d sink.Decision) {
 	level := slog.LevelDebug
 	switch v.State {
 	case message.StateSkipped:
@@ -755,7 +621,7 @@ func (r *Router) observe(it item) {
 }
 
 // decisionOf is the row a verdict on rec writes.
-func decisionOf(rec *ingest.Record, p Plan, v Verdict, m sink.Message, now time.Time) sink.Decision {
+func decisionOf(rec *ingest.Record, p route.Plan, v route.Verdict, m sink.Message, now time.Time) sink.Decision {
 	d := sink.Decision{MsgID: rec.MsgID, State: v.State, IdentityKey: v.IdentityKey, ErrorClass: v.ErrorClass,
 		Reason: v.Reason, LastError: v.Detail, N: v.N(), Index: v.Index, RefKey: v.RefKey, FlightPlan: v.FlightPlan, Now: now,
 		ReplayGen: p.Replay, LoadedGen: m.ReplayGen}
@@ -766,34 +632,8 @@ func decisionOf(rec *ingest.Record, p Plan, v Verdict, m sink.Message, now time.
 }
 
 // entryFor is the router-table entry of a decision recorded on row m.
-func entryFor(d sink.Decision, v Verdict, m sink.Message) Entry {
+func entryFor(d sink.Decision, v route.Verdict, m sink.Message) Entry {
 	return Entry{MsgID: d.MsgID, State: v.State, ErrorClass: v.ErrorClass, Reason: v.Reason, Detail: v.Detail,
 		IdentityKey: v.IdentityKey, Type: d.Type, STYP: d.STYP, Attempts: m.Attempts, NTransitions: v.N(),
 		ReceivedAt: m.ReceivedAt, EnqueuedAt: m.EnqueuedAt, DecidedAt: d.Now}
-}
-
-// Memory is the router's store held in memory, empty at first: the
-// identities bound, the flight index and the key-tag index. Decide a
-// message against it with Lookups, then record the verdict with Record. A
-// batch decides against one loaded from PostgreSQL; on its own it is the
-// store of the serial reference the differential tests compare the
-// pipeline with (internal/serial).
-type Memory struct{ o *overlay }
-
-// NewMemory returns an empty store.
-func NewMemory() *Memory {
-	return &Memory{o: newOverlay(sink.BatchLookups{Owners: map[string]int64{}, Index: map[string]message.FlightDay{},
-		KeyTags: map[string]string{}})}
-}
-
-// Lookups are what Decide reads for p from the store.
-func (m *Memory) Lookups(p Plan) message.Lookups { return m.o.lookups(p) }
-
-// Record adds the writes of verdict v on message msgID to the store.
-func (m *Memory) Record(msgID int64, v Verdict) { m.o.apply(msgID, v) }
-
-// Index is the store's flight index entry of flid.
-func (m *Memory) Index(flid string) (message.FlightDay, bool) {
-	e, ok := m.o.index[flid]
-	return e, ok
 }

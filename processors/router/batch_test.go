@@ -21,8 +21,12 @@ import (
 	"msgx/internal/testenv"
 	"msgx/internal/workload"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
+	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route"
+	"msgx/tables/route/routetest"
 )
 
 // batchRig drives the batch worker directly (no goka consumer), so that
@@ -44,7 +48,7 @@ type batchRig struct {
 
 func newBatchRig(t *testing.T, mut func(*Config)) *batchRig {
 	t.Helper()
-	return newBatchRigOn(t, mut, testenv.NewPG(t))
+	return newBatchRigOn(t, mut, sinktest.NewPG(t))
 }
 
 func newBatchRigOn(t *testing.T, mut func(*Config), dsn string) *batchRig {
@@ -60,7 +64,7 @@ func newBatchRigOn(t *testing.T, mut func(*Config), dsn string) *batchRig {
 	t.Cleanup(pool.Close)
 	br := &batchRig{t: t, msgs: sink.NewMessages(pool, 10*time.Second), clock: clock.NewFake(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)),
 		out: map[string]*tester.QueueTracker{}}
-	if br.r, err = New(cfg, Deps{Messages: br.msgs, Clock: br.clock, Log: testenv.Logger(t), Loc: shanghai}); err != nil {
+	if br.r, err = New(cfg, Deps{Messages: br.msgs, Clock: br.clock, Log: testenv.Logger(t), Loc: routetest.Shanghai}); err != nil {
 		t.Fatal(err)
 	}
 	tt := tester.New(t)
@@ -216,19 +220,19 @@ func (br *batchRig) state() []string {
 // a MSG_ID delivered twice.
 func batchCase(t *testing.T) []string {
 	return []string{
-		dnld(2, fltr("15", "23JAN210535", ""), fltr("16", "23JAN210535", "")),                     // 1: indexes 15 and 16
-		flop("10", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"),                                      // 2: 15 is known from 1
-		flop("10", "15", "ESTT", "<ESTT>23JAN210610</ESTT>"),                                      // 3: duplicate of 2
-		flop("11", "404", "ESTT", "<ESTT>23JAN210600</ESTT>"),                                     // 4: no-match
-		msg("SCHD", "ADFT", "12", "<SCHD>"+fltr("30", "-", "<ESTT>23JAN210600</ESTT>")+"</SCHD>"), // 5: 30 without a day
-		msg("SCHD", "ADFT", "13", "<SCHD>"+fltr("30", "24JAN210535", "")+"</SCHD>"),               // 6: gives 30 its day
-		strings.Replace(dnld(1, fltr("30", "25JAN210535", "")), "<SEQN>77<", "<SEQN>79<", 1),      // 7: conflicts with 6's day
-		abdg("DNLD", "ABCD"),           // 8: keys ABDG by ABCD
-		abdg("UPD", "DESC"),            // 9: keyed otherwise
-		abdg("RESP", "DESC"),           // 10: re-keys
-		abdg("DEL", "DESC"),            // 11: fine now
-		"not xml at all",               // 12
-		msg("LDM", "X", "1", "<LDM/>"), // 13
+		routetest.Dnld(2, routetest.Fltr("15", "23JAN210535", ""), routetest.Fltr("16", "23JAN210535", "")),           // 1: indexes 15 and 16
+		flop("10", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"),                                                          // 2: 15 is known from 1
+		flop("10", "15", "ESTT", "<ESTT>23JAN210610</ESTT>"),                                                          // 3: duplicate of 2
+		flop("11", "404", "ESTT", "<ESTT>23JAN210600</ESTT>"),                                                         // 4: no-match
+		routetest.Msg("SCHD", "ADFT", "12", "<SCHD>"+routetest.Fltr("30", "-", "<ESTT>23JAN210600</ESTT>")+"</SCHD>"), // 5: 30 without a day
+		routetest.Msg("SCHD", "ADFT", "13", "<SCHD>"+routetest.Fltr("30", "24JAN210535", "")+"</SCHD>"),               // 6: gives 30 its day
+		strings.Replace(routetest.Dnld(1, routetest.Fltr("30", "25JAN210535", "")), "<SEQN>77<", "<SEQN>79<", 1),      // 7: conflicts with 6's day
+		routetest.Abdg("DNLD", "ABCD"),                       // 8: keys ABDG by ABCD
+		routetest.Abdg("UPD", "DESC"),                        // 9: keyed otherwise
+		routetest.Abdg("RESP", "DESC"),                       // 10: re-keys
+		routetest.Abdg("DEL", "DESC"),                        // 11: fine now
+		"not xml at all",                                     // 12
+		routetest.Msg("LDM", "X", "1", "<LDM/>"),             // 13
 		flop("14", "16", "ESTT", "<ESTT>23JAN210600</ESTT>"), // 14
 	}
 }
@@ -242,7 +246,7 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 			raws := batchCase(t)
 			if absent == "delete" {
 				// A later package of day 23 without 16 deletes it.
-				raws = append(raws, strings.Replace(dnld(1, fltr("15", "23JAN210535", "")), "<SEQN>77<", "<SEQN>80<", 1))
+				raws = append(raws, strings.Replace(routetest.Dnld(1, routetest.Fltr("15", "23JAN210535", "")), "<SEQN>77<", "<SEQN>80<", 1))
 			}
 			ones := make([]int, len(raws))
 			for i := range ones {
@@ -278,20 +282,20 @@ func TestBatchDecidesAsOneByOne(t *testing.T) {
 func codeshareCase() []string {
 	maid := func(m string) string { return "<FLNO>C" + m + "</FLNO><MAID>" + m + "</MAID>" }
 	return []string{
-		dnld(3, fltr("21", "23JAN210535", maid("10")), fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>"),
-			fltr("22", "23JAN210535", maid("10"))), // 1: a child before its master, one after
-		flop("2", "21", "FLNO", "<FLNO>MU21</FLNO>"),                                                          // 2: a LINK with the new FLNO
-		flop("3", "22", "MAID", "<MAID>11</MAID>"),                                                            // 3: moves to 11, a placeholder
-		msg("SCHD", "ADFT", "4", "<SCHD>"+fltr("23", "23JAN210535", maid("21"))+"</SCHD>"),                    // 4: a grandchild of 10
-		flop("5", "10", "FDEL", ""),                                                                           // 5: cascades to 21, then 23
-		msg("SCHD", "ADFT", "6", "<SCHD>"+fltr("24", "23JAN210535", maid("10"))+"</SCHD>"),                    // 6: links to the deleted 10
-		flop("7", "22", "FDEL", ""),                                                                           // 7: leaves 11's placeholder
-		dnld(1, fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")),                                               // 8: 10 again (SEQN 77: a duplicate)
-		strings.Replace(dnld(1, fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")), "<SEQN>77<", "<SEQN>81<", 1), // 9: 10 revived
-		msg("SCHD", "ADFT", "10", "<SCHD>"+fltr("25", "23JAN210535", "<FLNO>CA25</FLNO>")+"</SCHD>"),          // 10
-		msg("SCHD", "ADFT", "11", "<SCHD>"+fltr("26", "23JAN210535", maid("25"))+"</SCHD>"),                   // 11: a child of 25
-		flop("12", "25", "MAID", "<MAID>10</MAID>"),                                                           // 12: 25 (with its child) goes under 10
-		flop("13", "10", "FDEL", ""),                                                                          // 13: cascades to 25, then to 26
+		routetest.Dnld(3, routetest.Fltr("21", "23JAN210535", maid("10")), routetest.Fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>"),
+			routetest.Fltr("22", "23JAN210535", maid("10"))), // 1: a child before its master, one after
+		flop("2", "21", "FLNO", "<FLNO>MU21</FLNO>"),                                                                              // 2: a LINK with the new FLNO
+		flop("3", "22", "MAID", "<MAID>11</MAID>"),                                                                                // 3: moves to 11, a placeholder
+		routetest.Msg("SCHD", "ADFT", "4", "<SCHD>"+routetest.Fltr("23", "23JAN210535", maid("21"))+"</SCHD>"),                    // 4: a grandchild of 10
+		flop("5", "10", "FDEL", ""),                                                                                               // 5: cascades to 21, then 23
+		routetest.Msg("SCHD", "ADFT", "6", "<SCHD>"+routetest.Fltr("24", "23JAN210535", maid("10"))+"</SCHD>"),                    // 6: links to the deleted 10
+		flop("7", "22", "FDEL", ""),                                                                                               // 7: leaves 11's placeholder
+		routetest.Dnld(1, routetest.Fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")),                                               // 8: 10 again (SEQN 77: a duplicate)
+		strings.Replace(routetest.Dnld(1, routetest.Fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")), "<SEQN>77<", "<SEQN>81<", 1), // 9: 10 revived
+		routetest.Msg("SCHD", "ADFT", "10", "<SCHD>"+routetest.Fltr("25", "23JAN210535", "<FLNO>CA25</FLNO>")+"</SCHD>"),          // 10
+		routetest.Msg("SCHD", "ADFT", "11", "<SCHD>"+routetest.Fltr("26", "23JAN210535", maid("25"))+"</SCHD>"),                   // 11: a child of 25
+		flop("12", "25", "MAID", "<MAID>10</MAID>"),                                                                               // 12: 25 (with its child) goes under 10
+		flop("13", "10", "FDEL", ""),                                                                                              // 13: cascades to 25, then to 26
 	}
 }
 
@@ -311,7 +315,7 @@ func TestBatchCodeshareAsOneByOne(t *testing.T) {
 			if absent == "delete" {
 				// A package of day 23 carrying 24 only: 10 and the rest
 				// are absent, and 10's deletion cascades to 24.
-				raws = append(raws, strings.Replace(dnld(1, fltr("24", "23JAN210535", "<FLNO>C10</FLNO><MAID>10</MAID>")), "<SEQN>77<", "<SEQN>82<", 1))
+				raws = append(raws, strings.Replace(routetest.Dnld(1, routetest.Fltr("24", "23JAN210535", "<FLNO>C10</FLNO><MAID>10</MAID>")), "<SEQN>77<", "<SEQN>82<", 1))
 			}
 			single := newBatchRig(t, mut)
 			for i, raw := range raws {
@@ -353,8 +357,8 @@ func TestBatchCodeshareAsOneByOne(t *testing.T) {
 // find the children naming it.
 func TestBatchCascadeOfAMasterCreatedInTheBatch(t *testing.T) {
 	raws := []string{
-		dnld(1, fltr("21", "23JAN210535", "<FLNO>C10</FLNO><MAID>10</MAID>")),                       // 1: the child first
-		msg("SCHD", "ADFT", "2", "<SCHD>"+fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")+"</SCHD>"), // 2: its master
+		routetest.Dnld(1, routetest.Fltr("21", "23JAN210535", "<FLNO>C10</FLNO><MAID>10</MAID>")),                       // 1: the child first
+		routetest.Msg("SCHD", "ADFT", "2", "<SCHD>"+routetest.Fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>")+"</SCHD>"), // 2: its master
 		flop("3", "10", "FDEL", ""), // 3: deletes the master: cascades to 21
 	}
 	one := newBatchRig(t, nil)
@@ -373,8 +377,9 @@ func TestBatchCascadeOfAMasterCreatedInTheBatch(t *testing.T) {
 }
 
 // However a codeshare-heavy day is cut into batches, every decision and
-// every index entry equals the serial store's (Memory, as internal/serial
-// uses it): a batch's overlay must hold every entry its decisions read.
+// every index entry equals the serial store's (an Overlay started empty,
+// as internal/serial uses it): a batch's overlay must hold every entry its
+// decisions read.
 func TestBatchingsOfACodeshareDay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few hundred messages, several times")
@@ -386,14 +391,14 @@ func TestBatchingsOfACodeshareDay(t *testing.T) {
 		state string
 		n     int
 	}
-	set := testConfig().Settings(shanghai)
-	mem := NewMemory()
+	set := testConfig().Settings(routetest.Shanghai)
+	mem := route.NewOverlay(message.BatchLookups{})
 	want := map[int64]decision{}
 	flids := map[string]bool{}
 	for i, raw := range msgs {
 		id := int64(i + 1)
-		p := Prepare(id, raw, set)
-		v := Decide(p, mem.Lookups(p), time.Time{})
+		p := route.Prepare(id, raw, set)
+		v := route.Decide(p, mem.Lookups(p), time.Time{})
 		mem.Record(id, v)
 		want[id] = decision{v.State, v.N()}
 		for _, e := range v.Index {
@@ -498,7 +503,7 @@ func TestRerouteReemitsTheCodeshareTransitions(t *testing.T) {
 // redelivery does.
 func TestBatchRepeatedMsgID(t *testing.T) {
 	raw := flop("10", "15", "ESTT", "<ESTT>23JAN210600</ESTT>")
-	dn := dnld(1, fltr("15", "23JAN210535", ""))
+	dn := routetest.Dnld(1, routetest.Fltr("15", "23JAN210535", ""))
 	for _, sizes := range [][]int{{1, 1, 1}, {3}} {
 		br := newBatchRig(t, nil)
 		items := []item{br.item(1, dn), br.item(2, raw), br.item(2, raw)}
@@ -533,9 +538,9 @@ func TestBatchFailureFallsBackToOneByOne(t *testing.T) {
 		CREATE TRIGGER reject_flid BEFORE INSERT ON flight_index FOR EACH ROW EXECUTE FUNCTION reject_flid()`); err != nil {
 		t.Fatal(err)
 	}
-	items := []item{br.item(1, dnld(1, fltr("15", "23JAN210535", ""))),
-		br.item(2, strings.Replace(dnld(1, fltr("666", "23JAN210535", "")), "<SEQN>77<", "<SEQN>78<", 1)),
-		br.item(3, msg("LDM", "X", "1", "<LDM/>"))}
+	items := []item{br.item(1, routetest.Dnld(1, routetest.Fltr("15", "23JAN210535", ""))),
+		br.item(2, strings.Replace(routetest.Dnld(1, routetest.Fltr("666", "23JAN210535", "")), "<SEQN>77<", "<SEQN>78<", 1)),
+		br.item(3, routetest.Msg("LDM", "X", "1", "<LDM/>"))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- br.process(ctx, items) }()
@@ -568,7 +573,7 @@ func TestBatchFailureFallsBackToOneByOne(t *testing.T) {
 // against any message (I7); once PostgreSQL is back every message of the
 // batch is decided and committed in order.
 func TestBatchOutagePauses(t *testing.T) {
-	dsn := testenv.NewPG(t)
+	dsn := sinktest.NewPG(t)
 	proxy := testenv.NewProxy(t, "127.0.0.1:5432")
 	br := newBatchRigOn(t, nil, strings.Replace(dsn, "127.0.0.1:5432", proxy.Addr(), 1))
 	direct, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: dsn, Timeout: 10 * time.Second, PGMaxConns: 1})
@@ -640,7 +645,7 @@ func TestGatherLinger(t *testing.T) {
 		}()
 		return got
 	}
-	raw := msg("LDM", "X", "1", "<LDM/>")
+	raw := routetest.Msg("LDM", "X", "1", "<LDM/>")
 
 	// Idle: one message, no wait.
 	br.w.in <- br.item(1, raw)

@@ -11,6 +11,7 @@ import (
 	"msgx/internal/kafka"
 	"msgx/internal/retry"
 	"msgx/tables/flight"
+	"msgx/tables/route"
 )
 
 // BaseGroup is the router's goka group name before MSGX_KAFKA_PREFIX:
@@ -123,7 +124,7 @@ func (c Config) Validate() error {
 	if c.BackoffCap <= 0 {
 		errs = append(errs, errors.New("MSGX_BACKOFF_CAP: must be positive"))
 	}
-	if _, err := ParseRules(c.IgnoreRules); err != nil {
+	if _, err := route.ParseRules(c.IgnoreRules); err != nil {
 		errs = append(errs, fmt.Errorf("MSGX_IGNORE_RULES: %w", err))
 	}
 	if _, err := parseCutover(c.OpdayCutover); err != nil {
@@ -178,38 +179,13 @@ func parseCutover(s string) (time.Duration, error) {
 	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
 }
 
-// Rule is one ignore rule: TYPE and STYP, where STYP "*" matches any.
-type Rule struct{ Type, STYP string }
-
-// String renders the rule as configured (upper case), e.g. "LDM-*".
-func (r Rule) String() string { return r.Type + "-" + r.STYP }
-
-// ParseRules parses a comma-separated rule list such as "LDM-*,eror-*,FLOP-COBT".
-func ParseRules(s string) ([]Rule, error) {
-	var out []Rule
-	for _, part := range strings.Split(s, ",") {
-		part = strings.ToUpper(strings.TrimSpace(part))
-		if part == "" {
-			continue
-		}
-		typ, styp, ok := strings.Cut(part, "-")
-		if !ok || typ == "" || styp == "" || strings.Contains(typ, "*") {
-			return nil, fmt.Errorf("rule %q: want TYPE-STYP or TYPE-*", part)
-		}
-		out = append(out, Rule{Type: typ, STYP: styp})
-	}
-	return out, nil
-}
-
-// match returns the first rule matching TYPE/STYP (case-insensitive).
-func match(rules []Rule, typ, styp string) (Rule, bool) {
-	typ, styp = strings.ToUpper(typ), strings.ToUpper(styp)
-	for _, r := range rules {
-		if r.Type == typ && (r.STYP == "*" || r.STYP == styp) {
-			return r, true
-		}
-	}
-	return Rule{}, false
+// Settings parses the configuration into what the decisions depend on
+// (call Validate first).
+func (c Config) Settings(loc *time.Location) route.Settings {
+	rules, _ := route.ParseRules(c.IgnoreRules)
+	cut, _ := parseCutover(c.OpdayCutover)
+	return route.Settings{Rules: rules, DayBoundary: c.IdentityDayBoundary, Loc: loc, Cutover: cut,
+		AbsentDelete: c.ScheduleAbsent == "delete", RespGuard: c.RespGuard, Flight: flight.Options{ScheduleMissing: c.ScheduleMissing}}
 }
 
 // plural is "1 tier", "4 tiers".

@@ -5,9 +5,10 @@
 // on msgx.refdata-transitions. The head of the queue is retried in place;
 // nothing behind it moves until it is terminal.
 //
-// The decision itself is pure and table-tested: [Prepare] decodes and
-// classifies a message without I/O, [Decide] finishes it with what
-// PostgreSQL knows ([message.Lookups]). The [Router] runs them in batches
+// The decision itself is pure and lives with the domain (tables/route:
+// route.Prepare decodes and classifies a message without I/O, route.Decide
+// finishes it with what PostgreSQL knows); this package is the goka and
+// transaction shell around it. The [Router] runs them in batches
 // (docs/design.md#router-batches): its goka callback decodes a record and
 // queues it with goka's deferred commit; a batch worker loads, decides and
 // records many messages in one PostgreSQL transaction, each against the

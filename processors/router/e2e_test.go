@@ -14,10 +14,13 @@ import (
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
+	"msgx/tables/route/routetest"
 )
 
 // pipeline runs the real ingest bridge and the router over MariaDB, an
@@ -41,11 +44,11 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	for _, m := range mut {
 		m(&p.cfg)
 	}
-	pgDSN := testenv.NewPG(t)
+	pgDSN := sinktest.NewPG(t)
 	p.pgProxy = testenv.NewProxy(t, "127.0.0.1:5432")
 	routerDSN := strings.Replace(pgDSN, "127.0.0.1:5432", p.pgProxy.Addr(), 1)
 	myDSN := testenv.NewMySQL(t)
-	p.my = testenv.OpenMySQL(t, myDSN)
+	p.my = sinktest.OpenMySQL(t, myDSN)
 	// Kafka is kfake, in-process: this package tests its own logic against a
 	// broker, one per test in milliseconds; the Kafka claims run on Apache
 	// Kafka (cmd/msgx, emitters/event; docs/design.md#kafka-divergences).
@@ -53,7 +56,7 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	kc := testenv.KafkaConfig(p.brokers)
 	log := testenv.Logger(t)
 
-	icfg := ingest.Config{Table: "cminmsgs", Topic: "msgx.inbox", PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
+	icfg := ingest.Config{Topic: "msgx.inbox", PollInterval: 20 * time.Millisecond, ClaimBatch: 100,
 		MaxCommitDelay: time.Minute, HoleProbeTimeout: time.Second, Cutover: "zero", LateWatch: time.Hour, LateCheckInterval: time.Minute}
 	if err := kafka.EnsureTopics(p.brokers, kc, append(p.cfg.TopicSpecs(), icfg.TopicSpec(), p.cfg.TableSpec()), log); err != nil {
 		t.Fatal(err)
@@ -71,13 +74,13 @@ func startPipeline(t *testing.T, mut ...func(*Config)) *pipeline {
 	p.msgs = sink.NewMessages(routerPool, 2*time.Second)
 
 	bridge, err := ingest.New(icfg, ingest.Deps{
-		Inbox: ingest.NewInbox(p.my, nil, "cminmsgs", 10*time.Second), Cursors: ingest.NewCursors(ingestPool, 10*time.Second),
+		Inbox: sinktest.Tables(t, p.my, nil, "cminmsgs", 10*time.Second), Cursors: sink.NewCursors(ingestPool, 10*time.Second),
 		PG: sink.Config{PGDSN: pgDSN, Timeout: 10 * time.Second}, Brokers: p.brokers, Kafka: kc, Clock: clock.Real{}, Log: log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(p.cfg, Deps{Messages: p.msgs, Clock: p.clock, Log: log, Loc: shanghai})
+	r, err := New(p.cfg, Deps{Messages: p.msgs, Clock: p.clock, Log: log, Loc: routetest.Shanghai})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +149,8 @@ func TestPipelineEndToEnd(t *testing.T) {
 		CREATE TRIGGER reject_666 BEFORE INSERT ON flight_index FOR EACH ROW EXECUTE FUNCTION reject_666()`); err != nil {
 		t.Fatal(err)
 	}
-	head := p.insert(dnld(1, fltr("666", "23JAN210535", "<FLNO>CA666</FLNO>")))
-	behind := p.insert(sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0))
+	head := p.insert(routetest.Dnld(1, routetest.Fltr("666", "23JAN210535", "<FLNO>CA666</FLNO>")))
+	behind := p.insert(sample.XML(t, "INSERT_CMINMSGS_SCHD.sql", 0))
 	if err := p.clock.BlockUntil(ctx, 1); err != nil { // the head sleeps its first backoff
 		t.Fatal(err)
 	}
@@ -188,8 +191,8 @@ func TestPipelineEndToEnd(t *testing.T) {
 
 	// Duplicates, ignored and protocol-violating messages.
 	dup := p.insert(flop("500", "15", "ESTT", "<ESTT>23JAN210700</ESTT>"))
-	ign := p.insert(msg("LDM", "ANY", "1", "<LDM/>"))
-	bad := p.insert(strings.Replace(dnld(2, fltr("16", "25JAN210535", ""), fltr("30", "25JAN210535", "")), "<SEQN>77<", "<SEQN>79<", 1))
+	ign := p.insert(routetest.Msg("LDM", "ANY", "1", "<LDM/>"))
+	bad := p.insert(strings.Replace(routetest.Dnld(2, routetest.Fltr("16", "25JAN210535", ""), routetest.Fltr("30", "25JAN210535", "")), "<SEQN>77<", "<SEQN>79<", 1))
 	if m := p.waitState(dup, message.StateSkipped); str(m.Reason) != fmt.Sprintf("duplicate-of:%d", during) {
 		t.Fatalf("duplicate reason %q", str(m.Reason))
 	}
@@ -232,10 +235,10 @@ func TestPipelineEndToEnd(t *testing.T) {
 func TestPipelineBadValuesDoNotStallTheQueue(t *testing.T) {
 	p := startPipeline(t, func(c *Config) { c.IgnoreRules = "LDM-*,EROR-*,FLOP-FINT" })
 	codec := p.insert(strings.Replace(flop("600", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"), "20261130080000", "2026-11-30", 1))
-	sodt := p.insert(strings.Replace(dnld(1, fltr("40", "31NOV260800", "")), "<SEQN>77<", "<SEQN>601<", 1))
-	stat := p.insert(rsta("ADD", rstaRec("GATE", "21", "X", "", "")))
-	ignored := p.insert(msg("FLOP", "FINT", "602", "<FLOP><FINT/></FLOP>")) // ignored, and without the FLID a FLOP needs
-	good := p.insert(strings.Replace(dnld(1, fltr("41", "23JAN210535", "")), "<SEQN>77<", "<SEQN>603<", 1))
+	sodt := p.insert(strings.Replace(routetest.Dnld(1, routetest.Fltr("40", "31NOV260800", "")), "<SEQN>77<", "<SEQN>601<", 1))
+	stat := p.insert(routetest.Rsta("ADD", routetest.RstaRec("GATE", "21", "X", "", "")))
+	ignored := p.insert(routetest.Msg("FLOP", "FINT", "602", "<FLOP><FINT/></FLOP>")) // ignored, and without the FLID a FLOP needs
+	good := p.insert(strings.Replace(routetest.Dnld(1, routetest.Fltr("41", "23JAN210535", "")), "<SEQN>77<", "<SEQN>603<", 1))
 
 	if m := p.waitState(codec, message.StateDead); str(m.ErrorClass) != message.ClassCodecError || m.Attempts != 0 {
 		t.Fatalf("codec error %+v", m)

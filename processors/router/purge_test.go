@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"msgx/tables/flight"
+	"msgx/tables/route/routetest"
 )
 
 // The history sweep's purges go through the router's worker: the PURGE of
@@ -17,7 +18,7 @@ import (
 // else when the worker starts.
 func TestPurgeThroughTheRouter(t *testing.T) {
 	br := newBatchRig(t, nil)
-	br.run([]string{dnld(2, fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>"), fltr("20", "23JAN210535", "<FLNO>MU20</FLNO><MAID>10</MAID>"))}, 1)
+	br.run([]string{routetest.Dnld(2, routetest.Fltr("10", "23JAN210535", "<FLNO>CA10</FLNO>"), routetest.Fltr("20", "23JAN210535", "<FLNO>MU20</FLNO><MAID>10</MAID>"))}, 1)
 	br.state()
 	ctx := context.Background()
 	before := time.Date(2021, 2, 1, 0, 0, 0, 0, time.UTC)

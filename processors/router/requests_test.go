@@ -14,8 +14,10 @@ import (
 	"msgx/internal/clock"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/message"
 	"msgx/tables/request"
+	"msgx/tables/route/routetest"
 )
 
 // answer is an AODB message dated dttm (airport time, SIS format).
@@ -36,13 +38,13 @@ func TestRouterERORPairing(t *testing.T) {
 			t.Parallel()
 			var reqs *outbound.Requests
 			rg := newRigWith(t, func(c *Config) { c.RespGuard = guard }, func(pool *pgxpool.Pool, clk *clock.Fake) Requests {
-				my, err := sink.OpenMySQL(sink.Config{MySQLDSN: testenv.NewMySQL(t), Timeout: 5 * time.Second}, testenv.ShanghaiInbox, nil)
+				my, err := sink.OpenMySQL(sink.Config{MySQLDSN: testenv.NewMySQL(t), Timeout: 5 * time.Second}, sinktest.ShanghaiInbox, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { my.Close() })
-				if reqs, err = outbound.New(outbound.DefaultConfig(), outbound.Deps{PG: pool, MySQL: my, Clock: clk,
-					Log: testenv.Logger(t), Location: shanghai, DBTimeout: 5 * time.Second}); err != nil {
+				if reqs, err = outbound.New(outbound.DefaultConfig(), outbound.Deps{PG: pool, Outbox: sinktest.Tables(t, my, nil, "cminmsgs", 5*time.Second), Clock: clk,
+					Log: testenv.Logger(t), Location: routetest.Shanghai, DBTimeout: 5 * time.Second}); err != nil {
 					t.Fatal(err)
 				}
 				return reqs
@@ -50,7 +52,7 @@ func TestRouterERORPairing(t *testing.T) {
 			ctx := context.Background()
 			// t0 is 16:00 in Shanghai: answers are dated a minute later.
 			const dttm = "20261130160100"
-			from := time.Date(2026, 12, 1, 0, 0, 0, 0, shanghai)
+			from := time.Date(2026, 12, 1, 0, 0, 0, 0, routetest.Shanghai)
 			answerOf := func(id int64) request.Answer {
 				t.Helper()
 				var a request.Answer

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -16,13 +15,15 @@ import (
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/need"
 	"msgx/internal/retry"
-	"msgx/processors/sis"
 	"msgx/sink"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
 	"msgx/tables/request"
+	"msgx/tables/route"
+	"msgx/tables/sis"
 )
 
 // Entry is the router table's value for one message (key = MSG_ID): the
@@ -92,7 +93,7 @@ type Stats struct {
 // Router is the msgx-router processor.
 type Router struct {
 	cfg Config
-	set Settings
+	set route.Settings
 	d   Deps
 	log *slog.Logger
 
@@ -102,25 +103,18 @@ type Router struct {
 	worker *worker
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("router", need.Has(d.Messages != nil, "proc_state store"), need.Clock(d.Clock), need.Log(d.Log),
+		need.Has(d.Loc != nil, "airport time zone"))
+}
+
 // New checks cfg and d and returns the router.
 func New(cfg Config, d Deps) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var errs []error
-	if d.Messages == nil {
-		errs = append(errs, errors.New("router: no proc_state store"))
-	}
-	if d.Clock == nil {
-		errs = append(errs, errors.New("router: no clock"))
-	}
-	if d.Log == nil {
-		errs = append(errs, errors.New("router: no logger"))
-	}
-	if d.Loc == nil {
-		errs = append(errs, errors.New("router: no airport time zone"))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	return &Router{cfg: cfg, set: cfg.Settings(d.Loc), d: d,
@@ -295,7 +289,7 @@ func (r *Router) decide(ctx context.Context, rec *ingest.Record, pos sink.InboxP
 }
 
 // route decides a PENDING or FAILED message and records the decision.
-func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l message.Lookups, m sink.Message) (outcome, *Failure, error) {
+func (r *Router) route(ctx context.Context, rec *ingest.Record, p route.Plan, l message.Lookups, m sink.Message) (outcome, *Failure, error) {
 	if p.NeedsRequest && r.d.Requests != nil {
 		err := r.available(ctx, func(ctx context.Context) error {
 			req, ok, err := r.d.Requests.OpenFor(ctx, request.RQFD, request.STYPNone)
@@ -311,7 +305,7 @@ func (r *Router) route(ctx context.Context, rec *ingest.Record, p Plan, l messag
 			return outcome{}, &Failure{Class: message.ClassInfra, Err: err}, nil
 		}
 	}
-	v := Decide(p, l, m.EnqueuedAt)
+	v := route.Decide(p, l, m.EnqueuedAt)
 	now := r.d.Clock.Now()
 	d := decisionOf(rec, p, v, m, now)
 	// The decision's write on its own: this is the per-message path (a
@@ -360,12 +354,12 @@ func replayGen(rec *ingest.Record, m sink.Message) int64 {
 }
 
 // prepare is Prepare for an inbox record, which may be an oversize marker.
-func (r *Router) prepare(rec *ingest.Record) Plan {
+func (r *Router) prepare(rec *ingest.Record) route.Plan {
 	if rec.Oversize > 0 {
-		return Plan{MsgID: rec.MsgID, Early: &Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed,
+		return route.Plan{MsgID: rec.MsgID, Early: &route.Verdict{State: message.StateDead, ErrorClass: message.ClassMalformed,
 			Reason: message.ReasonRawTooLarge, Detail: fmt.Sprintf("the inbox row holds %d bytes, more than a Kafka record may (MSGX_KAFKA_MAX_MESSAGE_BYTES)", rec.Oversize)}}
 	}
-	return Prepare(rec.MsgID, rec.Raw, r.set)
+	return route.Prepare(rec.MsgID, rec.Raw, r.set)
 }
 
 // afterDecision tells request tracking what a decided message means for
@@ -374,7 +368,7 @@ func (r *Router) prepare(rec *ingest.Record) Plan {
 // apply completes its request at once, since all of its (no) data is
 // applied. Both are idempotent; a failure is logged and the request times
 // out instead.
-func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdict, now time.Time) {
+func (r *Router) afterDecision(ctx context.Context, p route.Plan, msgID int64, v route.Verdict, now time.Time) {
 	if p.Msg == nil || r.d.Requests == nil {
 		return
 	}
@@ -394,12 +388,12 @@ func (r *Router) afterDecision(ctx context.Context, p Plan, msgID int64, v Verdi
 
 // isEror reports whether p is an EROR answer (whatever its payload: one
 // that does not decode still names a kind in its META).
-func isEror(p Plan) bool { return p.Msg != nil && strings.EqualFold(p.Msg.Meta.TYPE, "EROR") }
+func isEror(p route.Plan) bool { return p.Msg != nil && strings.EqualFold(p.Msg.Meta.TYPE, "EROR") }
 
 // recordEror hands an EROR to request tracking, which records its outcome
 // once. It runs after the decision is recorded and again when a finished
 // EROR is delivered again, so that a crash in between loses no pairing.
-func (r *Router) recordEror(ctx context.Context, p Plan, msgID int64, now time.Time) {
+func (r *Router) recordEror(ctx context.Context, p route.Plan, msgID int64, now time.Time) {
 	if r.d.Requests == nil || !isEror(p) {
 		return
 	}
@@ -414,7 +408,7 @@ func (r *Router) recordEror(ctx context.Context, p Plan, msgID int64, now time.T
 
 // snapEntry is the trace line (schd_snap_log) of a decided schedule
 // package; false for every other message.
-func snapEntry(msgID int64, p Plan, v Verdict, now time.Time) (sink.SnapLogEntry, bool) {
+func snapEntry(msgID int64, p route.Plan, v route.Verdict, now time.Time) (sink.SnapLogEntry, bool) {
 	if p.Msg == nil || p.Msg.Kind != sis.KindSchedule || (p.Msg.Meta.STYP != "DNLD" && p.Msg.Meta.STYP != "RESP") || v.State == message.StateDead {
 		return sink.SnapLogEntry{}, false
 	}
@@ -441,27 +435,24 @@ func (r *Router) snapLog(ctx context.Context, entries []sink.SnapLogEntry) {
 }
 
 // reroute handles a message found ROUTED: it was decided before a crash or
-// is an ingest duplicate. Its own records are decided again — the decision
-// depends only on the record, the configuration and index entries older
-// than the message, so they are the same — and what they cause comes from
-// the plan stored with the decision (plan.go); all are emitted again, and
-// the applying processors recognise what they already applied.
-func (r *Router) reroute(log *slog.Logger, p Plan, l message.Lookups, m sink.Message) outcome {
+// is an ingest duplicate. route.Reroute decides it again from its records
+// and the plan stored with the decision; all its transitions are emitted
+// again, and the applying processors recognise what they already applied.
+func (r *Router) reroute(log *slog.Logger, p route.Plan, l message.Lookups, m sink.Message) outcome {
 	// A routed SCHD RESP passed the RESP guard when it was decided; its
 	// request may be closed by now, which must not change the answer. The
 	// same holds for the key-tag check: the index holds this message's key
 	// tag by now, or a later message's.
 	l.RequestOpen, l.KeyTag = true, ""
-	v := decideOwn(p, l, m.EnqueuedAt)
-	flights, err := fromPlan(v.Flights, m.FlightPlan)
-	if err != nil || v.State != message.StateRouted || (m.NTransitions != nil && len(flights)+len(v.Refdata) != *m.NTransitions) {
+	v, err := route.Reroute(p, l, m.EnqueuedAt, m.FlightPlan)
+	if err != nil || v.State != message.StateRouted || (m.NTransitions != nil && v.N() != *m.NTransitions) {
 		// Only a configuration change between the two deliveries can get
 		// here; the recorded decision stands and an operator must look.
 		log.Error("re-routing a routed message gives another decision; nothing re-emitted", "state", v.State, "reason", v.Reason, "err", err)
 		return outcome{entry: entryOf(m)}
 	}
-	log.Info("re-emitting the transitions of a routed message", "transitions", len(flights)+len(v.Refdata))
-	return outcome{entry: entryOf(m), flights: flights, refdata: v.Refdata}
+	log.Info("re-emitting the transitions of a routed message", "transitions", v.N())
+	return outcome{entry: entryOf(m), flights: v.Flights, refdata: v.Refdata}
 }
 
 // Failure is a failure that belongs to the message while it is processed
@@ -522,7 +513,7 @@ func (r *Router) exhaust(ctx context.Context, log *slog.Logger, m sink.Message) 
 	}
 	log.Error("message DEAD: attempts exhausted", "attempts", m.Attempts, "last_error", deref(m.LastError))
 	r.count(message.StateDead, m.MsgID)
-	r.countReason(Verdict{State: message.StateDead, ErrorClass: message.ClassExhausted})
+	r.countReason(route.Verdict{State: message.StateDead, ErrorClass: message.ClassExhausted})
 	e := entryOf(m)
 	e.State, e.ErrorClass, e.DecidedAt = message.StateDead, message.ClassExhausted, now
 	e.Reason = message.ReasonExhausted + deref(m.ErrorClass)
@@ -575,7 +566,7 @@ func (r *Router) persist(ctx context.Context, fn func(context.Context) error) er
 var outageBackoff = retry.Backoff{Tiers: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second}}
 
 // countReason counts a SKIPPED or DEAD verdict by the class of its reason.
-func (r *Router) countReason(v Verdict) {
+func (r *Router) countReason(v route.Verdict) {
 	if v.State != message.StateSkipped && v.State != message.StateDead {
 		return
 	}

@@ -16,11 +16,14 @@ import (
 	"msgx/ingest"
 	"msgx/internal/clock"
 	"msgx/internal/kafka"
+	"msgx/internal/sample"
 	"msgx/internal/testenv"
 	"msgx/sink"
+	"msgx/sink/sinktest"
 	"msgx/tables/flight"
 	"msgx/tables/message"
 	"msgx/tables/refdata"
+	"msgx/tables/route/routetest"
 )
 
 // rig runs the router under goka's tester (no Kafka) against a real,
@@ -61,7 +64,7 @@ func newRigWith(t *testing.T, mut func(*Config), reqs func(*pgxpool.Pool, *clock
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: testenv.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
+	pool, err := sink.OpenPG(context.Background(), sink.Config{PGDSN: sinktest.NewPG(t), Timeout: 10 * time.Second, PGMaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func newRigWith(t *testing.T, mut func(*Config), reqs func(*pgxpool.Pool, *clock
 	rg := &rig{t: t, pool: pool, t0: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), entries: map[string]*Entry{}}
 	rg.clock = clock.NewFake(rg.t0)
 	rg.msgs = sink.NewMessages(pool, 10*time.Second)
-	d := Deps{Messages: rg.msgs, Clock: rg.clock, Log: testenv.Logger(t), Loc: shanghai}
+	d := Deps{Messages: rg.msgs, Clock: rg.clock, Log: testenv.Logger(t), Loc: routetest.Shanghai}
 	if reqs != nil {
 		d.Requests = reqs(pool, rg.clock)
 	}
@@ -147,21 +150,21 @@ func str(s *string) string {
 }
 
 func flop(seqn, flid, styp, body string) string {
-	return msg("FLOP", styp, seqn, "<FLOP><FLID>"+flid+"</FLID>"+body+"</FLOP>")
+	return routetest.Msg("FLOP", styp, seqn, "<FLOP><FLID>"+flid+"</FLID>"+body+"</FLOP>")
 }
 
 func TestRouterOutcomes(t *testing.T) {
 	rg := newRig(t, nil)
-	rg.consume(1, sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0)) // DNLD: flights 15 and 16
+	rg.consume(1, sample.XML(t, "INSERT_CMINMSGS_SCHD.sql", 0)) // DNLD: flights 15 and 16
 	rg.consume(2, flop("10", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"))
 	rg.consume(3, flop("10", "15", "ESTT", "<ESTT>23JAN210610</ESTT>")) // same identity as 2
-	rg.consume(4, msg("LDM", "X", "1", "<LDM/>"))
+	rg.consume(4, routetest.Msg("LDM", "X", "1", "<LDM/>"))
 	rg.consume(5, "not xml at all")
 	rg.consume(6, flop("11", "404", "ESTT", "<ESTT>23JAN210600</ESTT>"))
 	rg.consume(7, flop("12", "15", "BDPB", "<BDPB>1</BDPB>"))
-	rg.consume(8, dnld(2, fltr("16", "24JAN210535", ""), fltr("20", "23JAN210535", ""))) // 16 is on the 23rd
-	rg.consume(9, sampleXML(t, "INSERT_CMINMSGS_AIRL.sql", 0))
-	rg.consume(10, strings.Replace(dnld(0), "<SEQN>77<", "<SEQN>78<", 1))
+	rg.consume(8, routetest.Dnld(2, routetest.Fltr("16", "24JAN210535", ""), routetest.Fltr("20", "23JAN210535", ""))) // 16 is on the 23rd
+	rg.consume(9, sample.XML(t, "INSERT_CMINMSGS_AIRL.sql", 0))
+	rg.consume(10, strings.Replace(routetest.Dnld(0), "<SEQN>77<", "<SEQN>78<", 1))
 
 	for _, tc := range []struct {
 		id     int64
@@ -224,7 +227,7 @@ func TestRouterOutcomes(t *testing.T) {
 
 func TestRouterReplayReemitsWithoutChangingState(t *testing.T) {
 	rg := newRig(t, nil)
-	raw := sampleXML(t, "INSERT_CMINMSGS_SCHD.sql", 0)
+	raw := sample.XML(t, "INSERT_CMINMSGS_SCHD.sql", 0)
 	rg.consume(1, raw)
 	first := rg.drainFlights()
 	before := rg.row(1)
@@ -289,8 +292,8 @@ func (rg *rig) decidedWithoutWaiting(done chan struct{}) {
 func TestRouterRetriesHeadThenExhausts(t *testing.T) {
 	rg := newRig(t, nil)
 	rg.rejectFLID("666")
-	head := dnld(1, fltr("666", "23JAN210535", ""))
-	done := rg.consumeAll(head, msg("LDM", "X", "1", "<LDM/>"))
+	head := routetest.Dnld(1, routetest.Fltr("666", "23JAN210535", ""))
+	done := rg.consumeAll(head, routetest.Msg("LDM", "X", "1", "<LDM/>"))
 	// Four waits (1s, 2s, 4s, 8s) between five attempts; message 2 must wait.
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
 		if err := rg.clock.BlockUntil(context.Background(), 1); err != nil {
@@ -349,7 +352,7 @@ func TestRouterFailureKeepsAnotherMessagesIdentity(t *testing.T) {
 		t.Fatalf("the failure took message 1's identity: %+v", m)
 	}
 	rg.clock.Advance(time.Second)
-	rg.consume(2, dnld(1, fltr("1", "23JAN210535", "")))
+	rg.consume(2, routetest.Dnld(1, routetest.Fltr("1", "23JAN210535", "")))
 	if m := rg.row(2); m.State != message.StateSkipped || str(m.Reason) != "duplicate-of:1" {
 		t.Fatalf("retried message: %+v", m)
 	}
@@ -360,13 +363,13 @@ func TestRouterFailureKeepsAnotherMessagesIdentity(t *testing.T) {
 func TestRouterDecidesBadValuesAtOnce(t *testing.T) {
 	rg := newRig(t, func(c *Config) { c.IgnoreRules = "LDM-*,EROR-*,FLOP-FINT" })
 	done := rg.consumeAll(
-		strings.Replace(flop("1", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"), "20261130080000", "2026-11-30", 1), // 1: codec error
-		dnld(2, fltr("1", "23JAN210535", ""), fltr("2", "31NOV260800", "")),                                     // 2: impossible SODT
-		rsta("ADD", rstaRec("GATE", "21", "X", "", "")),                                                         // 3: STAT neither E nor D
-		rsta("UPD", rstaRec("GATE", "21", "D", "30NOV261000", "30NOV260800")),                                   // 4: window ends before it starts
-		rsta("RESP", rstaRec("GATE", "21", "D", "", ""), rstaRec("GATE", "22", "D", "soon", "")),                // 5: window does not parse
-		msg("FLOP", "FINT", "9", "<FLOP><FINT/></FLOP>"),                                                        // 6: ignored, payload broken
-		strings.Replace(dnld(1, fltr("1", "23JAN210535", "")), "<SEQN>77<", "<SEQN>78<", 1),                     // 7: fine
+		strings.Replace(flop("1", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"), "20261130080000", "2026-11-30", 1),                // 1: codec error
+		routetest.Dnld(2, routetest.Fltr("1", "23JAN210535", ""), routetest.Fltr("2", "31NOV260800", "")),                      // 2: impossible SODT
+		routetest.Rsta("ADD", routetest.RstaRec("GATE", "21", "X", "", "")),                                                    // 3: STAT neither E nor D
+		routetest.Rsta("UPD", routetest.RstaRec("GATE", "21", "D", "30NOV261000", "30NOV260800")),                              // 4: window ends before it starts
+		routetest.Rsta("RESP", routetest.RstaRec("GATE", "21", "D", "", ""), routetest.RstaRec("GATE", "22", "D", "soon", "")), // 5: window does not parse
+		routetest.Msg("FLOP", "FINT", "9", "<FLOP><FINT/></FLOP>"),                                                             // 6: ignored, payload broken
+		strings.Replace(routetest.Dnld(1, routetest.Fltr("1", "23JAN210535", "")), "<SEQN>77<", "<SEQN>78<", 1),                // 7: fine
 	)
 	rg.decidedWithoutWaiting(done)
 	for _, tc := range []struct {
@@ -415,7 +418,7 @@ func TestRouterRedecidesLegacyCodecFailureAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := strings.Replace(flop("1", "15", "ESTT", "<ESTT>23JAN210600</ESTT>"), "20261130080000", "2026-11-30", 1)
-	rg.decidedWithoutWaiting(rg.consumeAll(bad, msg("LDM", "X", "1", "<LDM/>")))
+	rg.decidedWithoutWaiting(rg.consumeAll(bad, routetest.Msg("LDM", "X", "1", "<LDM/>")))
 	if m := rg.row(1); m.State != message.StateDead || str(m.ErrorClass) != message.ClassCodecError || m.NextAttempt != nil {
 		t.Fatalf("legacy codec failure: %+v", m)
 	}
@@ -430,11 +433,11 @@ func TestRouterRedecidesLegacyCodecFailureAtOnce(t *testing.T) {
 func TestRouterRefdataKeyTagIndex(t *testing.T) {
 	rg := newRig(t, nil)
 	rg.decidedWithoutWaiting(rg.consumeAll(
-		abdg("DNLD", "ABCD"), // 1: keys the category by ABCD
-		abdg("UPD", "DESC"),  // 2: keyed otherwise
-		abdg("ADD", "ABCD"),  // 3: fine
-		abdg("RESP", "DESC"), // 4: a replace re-keys the category
-		abdg("DEL", "DESC"),  // 5: fine now
+		routetest.Abdg("DNLD", "ABCD"), // 1: keys the category by ABCD
+		routetest.Abdg("UPD", "DESC"),  // 2: keyed otherwise
+		routetest.Abdg("ADD", "ABCD"),  // 3: fine
+		routetest.Abdg("RESP", "DESC"), // 4: a replace re-keys the category
+		routetest.Abdg("DEL", "DESC"),  // 5: fine now
 	))
 	for id, want := range map[int64]string{1: message.StateRouted, 2: message.StateDead, 3: message.StateRouted, 4: message.StateRouted, 5: message.StateRouted} {
 		if m := rg.row(id); m.State != want {
@@ -455,7 +458,7 @@ func TestRouterRefdataKeyTagIndex(t *testing.T) {
 		}
 	}
 	// Re-delivered after a later re-keying, message 3 re-emits its decision.
-	rg.consume(3, abdg("ADD", "ABCD"))
+	rg.consume(3, routetest.Abdg("ADD", "ABCD"))
 	if _, _, ok := rg.refs.Next(); !ok || rg.row(3).State != message.StateRouted {
 		t.Fatal("a re-delivered routed message was re-decided against the newer index")
 	}
@@ -475,13 +478,13 @@ func TestRouterOversizeMarkerIsDead(t *testing.T) {
 // request is closed by now.
 func TestRouterRerouteOfGuardedResp(t *testing.T) {
 	rg := newRig(t, func(c *Config) { c.RespGuard = true })
-	resp := strings.Replace(strings.Replace(dnld(1, fltr("1", "23JAN210535", "")), "<STYP>DNLD<", "<STYP>RESP<", 1), "<SEQN>77<", "<SEQN>81<", 1)
+	resp := strings.Replace(strings.Replace(routetest.Dnld(1, routetest.Fltr("1", "23JAN210535", "")), "<STYP>DNLD<", "<STYP>RESP<", 1), "<SEQN>77<", "<SEQN>81<", 1)
 	ctx := context.Background()
 	if _, err := rg.msgs.Touch(ctx, 1, nil, rg.t0, rg.t0); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := rg.msgs.Record(ctx, sink.Decision{MsgID: 1, State: message.StateRouted, N: 1, Now: rg.t0,
-		Index: []message.FlightDay{{FLID: "1", Day: day("2021-01-23")}}}); err != nil || !ok {
+		Index: []message.FlightDay{{FLID: "1", Day: routetest.Day("2021-01-23")}}}); err != nil || !ok {
 		t.Fatalf("record: %v %v", ok, err)
 	}
 	rg.consume(1, resp)
@@ -515,7 +518,7 @@ func TestNewRefusesIncompleteDeps(t *testing.T) {
 func TestRouterReplayGeneration(t *testing.T) {
 	rg := newRig(t, nil)
 	ctx := context.Background()
-	sched := dnld(1, fltr("100", "23JAN210535", "<FLNO>CA100</FLNO>"))
+	sched := routetest.Dnld(1, routetest.Fltr("100", "23JAN210535", "<FLNO>CA100</FLNO>"))
 	rg.consume(1, sched)
 	if trs := rg.drainFlights(); len(trs) != 1 || trs[0].Replay != 0 || rg.row(1).ReplayGen != 0 {
 		t.Fatalf("a new message: %+v, row gen %d", trs, rg.row(1).ReplayGen)

@@ -1,7 +1,6 @@
 package flight
 
 import (
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -34,14 +33,6 @@ const (
 	ScheduleMissingKeep = "keep"
 	// ScheduleMissingClear clears every scalar and collection the FLTR omits.
 	ScheduleMissingClear = "clear"
-)
-
-// Event types of the msg topic.
-const (
-	// EventUpsert announces a new version of a live flight.
-	EventUpsert = "UPSERT"
-	// EventTombstone announces a new version of a deleted flight.
-	EventTombstone = "TOMBSTONE"
 )
 
 // Outcomes of Apply.
@@ -106,33 +97,6 @@ type Result struct {
 	// Drop says the table entry, a placeholder, leaves the table: no child
 	// names it any more. There is nothing to archive (State is nil).
 	Drop bool
-}
-
-// Events are the msg-topic events of the new versions, in order.
-func (r Result) Events() []*Event {
-	out := make([]*Event, len(r.Versions))
-	for i, v := range r.Versions {
-		out[i] = eventOf(v, true)
-	}
-	return out
-}
-
-// Event is one msg-topic record (docs/design.md#msg-topic), keyed by FLID.
-type Event struct {
-	// EventType is EventUpsert or EventTombstone.
-	EventType string `json:"eventType"`
-	// FLID is the flight.
-	FLID string `json:"flid"`
-	// StateVersion is the flight's version after the change.
-	StateVersion int64 `json:"stateVersion"`
-	// MsgID is the message of the change (0: the history sweep's).
-	MsgID int64 `json:"msgId"`
-	// Source is the transition's source, e.g. "FLOP-ESTT".
-	Source string `json:"source"`
-	// Changed lists the changed tags in ChangeOrder.
-	Changed []string `json:"changed"`
-	// Flight is the full flight after the change, without bookkeeping.
-	Flight *State `json:"flight"`
 }
 
 // Apply applies transition t — every step one message makes on one flight,
@@ -824,64 +788,6 @@ func applyPurge(s *State, t Transition) step {
 		r.version, r.changed = true, []string{ChangedState}
 	}
 	return r
-}
-
-// eventOf is the msg-topic event of the flight's current version.
-// EncodeEvent is the msg-topic record of the version s (the JSON of the
-// Event that Events makes of it), given doc, the flight JSON of s (Doc):
-// a version's document is encoded once, for its row and its event.
-func EncodeEvent(s *State, doc string) ([]byte, error) {
-	e := eventOf(s, false)
-	head, err := json.Marshal(eventHead{EventType: e.EventType, FLID: e.FLID, StateVersion: e.StateVersion,
-		MsgID: e.MsgID, Source: e.Source, Changed: e.Changed})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the event of %s v%d: %w", s.FLID, s.StateVersion, err)
-	}
-	// Flight is Event's last field: the record is the head with it
-	// appended, as encoding/json writes it (doc is compact and escaped
-	// alike).
-	const key = `,"flight":`
-	out := make([]byte, 0, len(head)+len(key)+len(doc)+1)
-	out = append(out, head[:len(head)-1]...)
-	out = append(out, key...)
-	out = append(out, doc...)
-	return append(out, '}'), nil
-}
-
-// eventHead is Event without Flight, in Event's order.
-type eventHead struct {
-	EventType    string   `json:"eventType"`
-	FLID         string   `json:"flid"`
-	StateVersion int64    `json:"stateVersion"`
-	MsgID        int64    `json:"msgId"`
-	Source       string   `json:"source"`
-	Changed      []string `json:"changed"`
-}
-
-// EventMsgID is the msgId of the event of version s: the message of its
-// change.
-func EventMsgID(s *State) int64 {
-	if s.Last != nil {
-		return s.Last.MsgID
-	}
-	return s.LastMsgID
-}
-
-func eventOf(s *State, withFlight bool) *Event {
-	e := &Event{EventType: EventUpsert, FLID: s.FLID, StateVersion: s.StateVersion, MsgID: EventMsgID(s)}
-	if withFlight {
-		e.Flight = s.View()
-	}
-	if s.State == StateDeleted {
-		e.EventType = EventTombstone
-	}
-	if s.Last != nil {
-		e.Source, e.Changed = s.Last.Source, slices.Clone(s.Last.Changed)
-	}
-	if e.Changed == nil {
-		e.Changed = []string{}
-	}
-	return e
 }
 
 func setOrClear(fields map[string]string, tag, v string) {

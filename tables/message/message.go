@@ -78,6 +78,17 @@ const (
 	ReasonRawMissing = "raw-missing"
 )
 
+// Reasons a terminal message's processed mark was abandoned
+// (proc_state.backfill_abandoned_reason, docs/design.md#backfill-results).
+const (
+	// AbandonMissingRow: the inbox row does not exist (it was deleted after
+	// it was enqueued). Deterministic, so it is abandoned at once, R or not.
+	AbandonMissingRow = "MISSING_ROW"
+	// AbandonTransientDeadline: writing the mark kept failing (MySQL down,
+	// timeouts, …) until the row was older than R (MSGX_OVERDUE_BACKFILL).
+	AbandonTransientDeadline = "TRANSIENT_DEADLINE"
+)
+
 // IsTerminal reports whether a message in this state no longer blocks the
 // queue (SUCCEEDED, SKIPPED, DEAD; ARCHIVED rows were terminal).
 func IsTerminal(state string) bool {
@@ -141,7 +152,7 @@ type RefKey struct {
 }
 
 // Query is what a routing decision must look up in the store
-// (router.Plan.Query).
+// (route.Plan.Query).
 type Query struct {
 	// IdentityKey is the message's identity ("": none).
 	IdentityKey string
@@ -160,7 +171,7 @@ type Query struct {
 }
 
 // Lookups are what a routing decision needs to know from the store
-// (router.Decide).
+// (route.Decide).
 type Lookups struct {
 	// Owner is the message holding the identity key, 0 when free.
 	Owner int64
@@ -177,6 +188,27 @@ type Lookups struct {
 	RequestOpen bool
 	// KeyTag is the indexed key tag of Query.RefType ("": none indexed).
 	KeyTag string
+}
+
+// BatchLookups is what the store knew before a batch, for its queries. The
+// router decides each message of the batch against it plus the decisions
+// of the messages before it in the batch.
+type BatchLookups struct {
+	// Owners maps each held identity key to the message holding it.
+	Owners map[string]int64
+	// Index holds the flight_index entries of the queried FLIDs, of the
+	// flights of the queried operation days and of the live descendants of
+	// those and of the Cascade FLIDs.
+	Index map[string]FlightDay
+	// KeyTags maps each queried reference type to its indexed key tag.
+	KeyTags map[string]string
+}
+
+// KeyIndex is a refdata_key_index entry as a batch leaves it: the key tag
+// of the last message of the batch routed to the reference type.
+type KeyIndex struct {
+	RefKey
+	MsgID int64
 }
 
 // Clip returns s cut to at most n bytes at a character boundary: reasons

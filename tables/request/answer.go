@@ -78,7 +78,7 @@ type ErorAnswer struct {
 	MetaSTYP, RefSEQN, RefTYPE, RefSTYP string
 	// DTTM is its META DTTM; zero when absent.
 	DTTM time.Time
-	// Code and Text are its error code and text (processors/sis).
+	// Code and Text are its error code and text (tables/sis).
 	Code, Text string
 	// At is the instant the EROR is recorded.
 	At time.Time

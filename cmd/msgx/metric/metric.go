@@ -10,16 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"msgx/emitters/backfill"
 	"msgx/emitters/event"
 	"msgx/emitters/schd"
 	"msgx/ingest"
+	"msgx/inspect/status"
 	"msgx/internal/health"
 	"msgx/internal/web"
-	"msgx/processors/flights"
-	refdataproc "msgx/processors/refdata"
+	"msgx/processors/applier"
 	"msgx/processors/router"
-	"msgx/sink/backfill"
-	"msgx/sink/status"
 	"msgx/tables/message"
 )
 
@@ -28,8 +27,8 @@ import (
 type Sources struct {
 	Ingest    func() ingest.Stats
 	Router    func() router.Stats
-	Flights   func() flights.Stats
-	Refdata   func() refdataproc.Stats
+	Flights   func() applier.Stats
+	Refdata   func() applier.Stats
 	Backfill  func() backfill.Stats
 	Schd      func() schd.Stats
 	Publisher func() event.Stats
@@ -302,23 +301,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, routerBatches, st.Batches)
 		counter(ch, routerBatched, st.Batched)
 	}
-	if s.Flights != nil {
-		st := s.Flights()
-		counter(ch, applied, st.Applied, "flights")
-		counter(ch, replayed, st.Replays, "flights")
-		counter(ch, rejected, st.Rejected, "flights")
-		counter(ch, applyBatches, st.Batches, "flights")
-		counter(ch, applyBatched, st.Batched, "flights")
-		counter(ch, recovered, st.Recovered, "flights")
-	}
-	if s.Refdata != nil {
-		st := s.Refdata()
-		counter(ch, applied, st.Applied, "refdata")
-		counter(ch, replayed, st.Replays, "refdata")
-		counter(ch, rejected, st.Rejected, "refdata")
-		counter(ch, applyBatches, st.Batches, "refdata")
-		counter(ch, applyBatched, st.Batched, "refdata")
-		counter(ch, recovered, st.Recovered, "refdata")
+	for _, p := range []struct {
+		name  string
+		stats func() applier.Stats
+	}{{"flights", s.Flights}, {"refdata", s.Refdata}} {
+		if p.stats == nil {
+			continue
+		}
+		st := p.stats()
+		counter(ch, applied, st.Applied, p.name)
+		counter(ch, replayed, st.Replays, p.name)
+		counter(ch, rejected, st.Rejected, p.name)
+		counter(ch, applyBatches, st.Batches, p.name)
+		counter(ch, applyBatched, st.Batched, p.name)
+		counter(ch, recovered, st.Recovered, p.name)
 	}
 	if s.Schd != nil {
 		counter(ch, events, s.Schd().Flushed, "schd-flush")
@@ -413,7 +409,7 @@ func (c *collector) collectReport(ch chan<- prometheus.Metric, s Sources) {
 	}
 	r := c.report
 	// The sources the report could not read: its "status incomplete"
-	// alerts (sink/status.Alerts).
+	// alerts (inspect/status.Alerts).
 	pgErrs := len(r.Inbox.Errors) + len(r.Messages.Errors) + len(r.Backfill.Errors) + len(r.Requests.Errors)
 	gauge(ch, sourceOK, b2f(pgErrs == 0), "postgres")
 	gauge(ch, sourceOK, b2f(r.Inbox.MaxIDError == ""), "mysql")

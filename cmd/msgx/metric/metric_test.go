@@ -11,16 +11,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"msgx/emitters/backfill"
 	"msgx/emitters/event"
 	"msgx/emitters/schd"
 	"msgx/ingest"
+	"msgx/inspect/status"
 	"msgx/internal/health"
 	"msgx/internal/web"
-	"msgx/processors/flights"
-	refdataproc "msgx/processors/refdata"
+	"msgx/processors/applier"
 	"msgx/processors/router"
-	"msgx/sink/backfill"
-	"msgx/sink/status"
 )
 
 // values returns the samples of a metric family by their label values.
@@ -289,7 +288,7 @@ func TestCatalogueIsTheRegistry(t *testing.T) {
 	reg.WatchHalt("router", func() string { return "" })
 	m.SetSources(Sources{
 		Ingest: func() ingest.Stats { return ingest.Stats{} }, Router: func() router.Stats { return router.Stats{} },
-		Flights: func() flights.Stats { return flights.Stats{} }, Refdata: func() refdataproc.Stats { return refdataproc.Stats{} },
+		Flights: func() applier.Stats { return applier.Stats{} }, Refdata: func() applier.Stats { return applier.Stats{} },
 		Backfill: func() backfill.Stats { return backfill.Stats{} }, Schd: func() schd.Stats { return schd.Stats{} },
 		Publisher: func() event.Stats { return event.Stats{ExactlyOnce: true} }, HTTP: func() web.Stats { return web.Stats{} },
 		Health: reg, Thresholds: &status.Config{}, ReportTTL: time.Hour,

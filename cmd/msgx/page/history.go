@@ -13,8 +13,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"msgx/inspect/status"
 	"msgx/internal/clock"
-	"msgx/sink/status"
+	"msgx/internal/need"
 )
 
 // Config sizes the history of the status page.
@@ -164,13 +165,18 @@ type History struct {
 	havePrevCounts bool
 }
 
+// Validate reports which required collaborators are missing.
+func (d Deps) Validate() error {
+	return need.Check("page", need.Has(d.Lag != nil, "lag"), need.Has(d.Counters != nil, "counters"), need.Clock(d.Clock), need.Log(d.Log))
+}
+
 // New checks cfg and deps and returns the history; Run fills it.
 func New(cfg Config, d Deps) (*History, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Lag == nil || d.Counters == nil || d.Clock == nil || d.Log == nil {
-		return nil, errors.New("page: lag, counters, clock and log are required")
+	if err := d.Validate(); err != nil {
+		return nil, err
 	}
 	rnd := d.Rand
 	if rnd == nil {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"msgx/inspect/status"
 	"msgx/internal/clock"
-	"msgx/sink/status"
 )
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"msgx/inspect/status"
 	"msgx/internal/browser"
 	"msgx/internal/clock"
-	"msgx/sink/status"
 )
 
 // pageReport is a report with something in every section of the page: a
