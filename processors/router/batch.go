@@ -78,11 +78,25 @@ type item struct {
 // finish: they are delivered again after the restart.
 var errStopping = errors.New("router stopping before the message was decided; it is decided after the restart")
 
-// queueBytes bounds the inbox records (their text) held by the worker's
-// queue and batch together: with records of up to
-// MSGX_KAFKA_MAX_MESSAGE_BYTES, a batch of large packages is cut short
-// rather than held whole in memory.
+// queueBytes bounds the memory the inbox records held by the worker's
+// queue and batch together take, each weighed by weight: with records of
+// up to MSGX_KAFKA_MAX_MESSAGE_BYTES, a batch of large packages is cut
+// short rather than held whole in memory.
 const queueBytes = 32 << 20
+
+// planFactor is what a queued record takes in memory, its text and its
+// decoded plan together, per byte of its text. A SCHD DNLD package of 100
+// flights (~34 KB of text) decodes to ~6 times its text (flights, their
+// flattened fields, the expanded links; TestPlanFactor measures it). Weighed
+// by their text alone, the queue and batch held ~1,000 such packages, ~250
+// MB, when a backlog began with a day's schedule download.
+const planFactor = 8
+
+// weight is what a record of n bytes of text counts against queueBytes:
+// never more than all of it, so that one record of any size still passes.
+func weight(n int) int64 {
+	return min(int64(n)*planFactor+1, queueBytes)
+}
 
 type worker struct {
 	r    *Router
@@ -91,7 +105,7 @@ type worker struct {
 	// pending is the last batch whose records are produced but not yet all
 	// acknowledged, with its messages' commits (flush).
 	pending *pendingEmit
-	// budget holds the bytes of the records queued or in a batch.
+	// budget holds the weight of the records queued or in a batch.
 	budget *semaphore.Weighted
 	// purges are the history sweep's hand-overs (Router.Purge).
 	purges chan purgeReq
@@ -108,13 +122,13 @@ func newWorker(r *Router, prod goka.Producer) *worker {
 // the record for the worker with goka's deferred commit, so goka delivers
 // the next record at once while the worker decides; the offset is committed
 // only when the worker calls done. A full queue blocks the callback
-// (bounded memory), as does a queue holding queueBytes of records.
+// (bounded memory), as does a queue whose records weigh queueBytes.
 func (w *worker) handle(gctx goka.Context, msg any) {
 	rec, ok := msg.(*ingest.Record)
 	if !ok {
 		kafka.Abort(gctx, fmt.Errorf("router: unexpected input %T", msg))
 	}
-	size := min(int64(len(rec.Raw))+1, queueBytes)
+	size := weight(len(rec.Raw))
 	if err := w.budget.Acquire(gctx.Context(), size); err != nil {
 		// Stopping: the record is delivered again after the restart.
 		kafka.Abort(gctx, err)
