@@ -154,13 +154,19 @@ func cpuProfile(b *testing.B, addr, path string) {
 	// The allocations of the same 10 s, beside the CPU profile (-sample_index=alloc_space).
 	go fetchProfile(b, addr, "allocs", strings.TrimSuffix(path, ".pprof")+".allocs.pprof")
 	fetchProfile(b, addr, "profile", path)
-	b.Logf("CPU and allocation profiles of the 10 s from %v after the start: %s", after, path)
+	// What is live at the end of those 10 s, whatever allocated it (-sample_index=inuse_space).
+	fetchProfile(b, addr, "heap", strings.TrimSuffix(path, ".pprof")+".heap.pprof")
+	b.Logf("CPU and allocation profiles of the 10 s from %v after the start, and the live heap at their end: %s", after, path)
 }
 
-// fetchProfile writes to path the 10-second profile kind (profile, allocs)
-// of the msgx serving http://addr.
+// fetchProfile writes to path the profile kind of the msgx serving
+// http://addr: profile and allocs over 10 seconds, heap as it is now.
 func fetchProfile(b *testing.B, addr, kind, path string) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/debug/pprof/"+kind+"?seconds=10", nil)
+	q := "?seconds=10"
+	if kind == "heap" {
+		q = ""
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/debug/pprof/"+kind+q, nil)
 	if err != nil {
 		b.Log(err)
 		return
