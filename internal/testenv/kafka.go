@@ -128,45 +128,24 @@ func KafkaLib() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	base, err := os.UserCacheDir()
+	cache, err := installOnce("kafka-"+version, "Apache Kafka's jars", func(cache string) error {
+		if _, err := exec.LookPath("mvn"); err != nil {
+			return fmt.Errorf("resolving Apache Kafka %s: Maven (mvn) is not installed", version)
+		}
+		lib := filepath.Join(cache, "lib")
+		_ = os.RemoveAll(lib)
+		cmd := exec.Command("mvn", "-q", "-B", "-f", pomPath(), "dependency:copy-dependencies",
+			"-DoutputDirectory="+lib, "-DincludeScope=runtime")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("resolving Apache Kafka %s from Maven Central failed (mvn -f %s dependency:copy-dependencies): %v: %s",
+				version, pomPath(), err, lastLines(out, 3))
+		}
+		return nil
+	})
 	if err != nil {
-		return "", fmt.Errorf("no cache directory for Apache Kafka's jars: %w", err)
-	}
-	cache := filepath.Join(base, "msgx", "kafka-"+version)
-	lib := filepath.Join(cache, "lib")
-	done := filepath.Join(cache, "resolved")
-	if _, err := os.Stat(done); err == nil {
-		return lib, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
-	lock, err := os.OpenFile(filepath.Join(cache, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", cache, err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if _, err := os.Stat(done); err == nil {
-		return lib, nil // another process resolved it meanwhile
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		return "", fmt.Errorf("resolving Apache Kafka %s: Maven (mvn) is not installed", version)
-	}
-	_ = os.RemoveAll(lib)
-	cmd := exec.Command("mvn", "-q", "-B", "-f", pomPath(), "dependency:copy-dependencies",
-		"-DoutputDirectory="+lib, "-DincludeScope=runtime")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("resolving Apache Kafka %s from Maven Central failed (mvn -f %s dependency:copy-dependencies): %v: %s",
-			version, pomPath(), err, lastLines(out, 3))
-	}
-	if err := os.WriteFile(done, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return lib, nil
+	return filepath.Join(cache, "lib"), nil
 }
 
 // lastLines is the last n non-empty lines of out, joined by " | ".

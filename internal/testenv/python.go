@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
-	"time"
 )
 
 // Python returns the interpreter of a virtual environment holding the
@@ -24,45 +22,23 @@ func Python(requirements string) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(reqs)
-	base, err := os.UserCacheDir()
+	cache, err := installOnce("python-"+hex.EncodeToString(sum[:6]), "a Python environment", func(cache string) error {
+		if _, err := exec.LookPath("python3"); err != nil {
+			return fmt.Errorf("installing %s: python3 is not installed (make services installs it)", requirements)
+		}
+		venv := filepath.Join(cache, "venv")
+		_ = os.RemoveAll(venv)
+		if out, err := exec.Command("python3", "-m", "venv", venv).CombinedOutput(); err != nil {
+			return fmt.Errorf("creating a Python environment in %s failed (python3 -m venv; Debian needs python3-venv): %v: %s", venv, err, lastLines(out, 3))
+		}
+		cmd := exec.Command(filepath.Join(venv, "bin", "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input", "-r", requirements)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("installing %s from PyPI failed (pip install -r): %v: %s", requirements, err, lastLines(out, 3))
+		}
+		return nil
+	})
 	if err != nil {
-		return "", fmt.Errorf("no cache directory for a Python environment: %w", err)
-	}
-	cache := filepath.Join(base, "msgx", "python-"+hex.EncodeToString(sum[:6]))
-	python := filepath.Join(cache, "venv", "bin", "python")
-	done := filepath.Join(cache, "installed")
-	if _, err := os.Stat(done); err == nil {
-		return python, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
-	lock, err := os.OpenFile(filepath.Join(cache, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", cache, err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if _, err := os.Stat(done); err == nil {
-		return python, nil // another process installed it meanwhile
-	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		return "", fmt.Errorf("installing %s: python3 is not installed (make services installs it)", requirements)
-	}
-	venv := filepath.Join(cache, "venv")
-	_ = os.RemoveAll(venv)
-	if out, err := exec.Command("python3", "-m", "venv", venv).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("creating a Python environment in %s failed (python3 -m venv; Debian needs python3-venv): %v: %s", venv, err, lastLines(out, 3))
-	}
-	cmd := exec.Command(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input", "-r", requirements)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("installing %s from PyPI failed (pip install -r): %v: %s", requirements, err, lastLines(out, 3))
-	}
-	if err := os.WriteFile(done, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return python, nil
+	return filepath.Join(cache, "venv", "bin", "python"), nil
 }

@@ -73,6 +73,15 @@ func (t *Tables) sizesAfter(ctx context.Context, w int64, limit int) ([]rowSize,
 	if err != nil {
 		return nil, fmt.Errorf("reading inbox sizes after %d: %w", w, err)
 	}
+	out, err := scanSizes(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading inbox sizes after %d: %w", w, err)
+	}
+	return out, nil
+}
+
+// scanSizes reads rows of (id, text length) and closes them.
+func scanSizes(rows *sql.Rows) ([]rowSize, error) {
 	defer rows.Close()
 	var out []rowSize
 	for rows.Next() {
@@ -82,10 +91,7 @@ func (t *Tables) sizesAfter(ctx context.Context, w int64, limit int) ([]rowSize,
 		}
 		out = append(out, s)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading inbox sizes after %d: %w", w, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // Sizes returns the text length in bytes of each of ids that has a row.
@@ -101,17 +107,12 @@ func (t *Tables) Sizes(ctx context.Context, ids []int64) (map[int64]int, error) 
 	if err != nil {
 		return nil, fmt.Errorf("reading the sizes of %d inbox rows: %w", len(ids), err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, fmt.Errorf("scanning inbox sizes: %w", err)
-		}
-		out[id] = n
-	}
-	if err := rows.Err(); err != nil {
+	sizes, err := scanSizes(rows)
+	if err != nil {
 		return nil, fmt.Errorf("reading the sizes of %d inbox rows: %w", len(ids), err)
+	}
+	for _, s := range sizes {
+		out[s.id] = s.bytes
 	}
 	return out, nil
 }
