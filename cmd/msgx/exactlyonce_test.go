@@ -247,7 +247,7 @@ func assertReadersAgree(t *testing.T, k *testenv.Kafka, topic string, final map[
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
 	}
-	java, err := k.ConsoleConsume(topic, true, 5*time.Second)
+	java, err := k.ConsoleConsume(topic, true, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

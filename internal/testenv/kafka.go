@@ -705,7 +705,8 @@ func (k *Kafka) java(main string, args ...string) *exec.Cmd {
 // ConsoleConsume reads topic from its beginning with Apache Kafka's own
 // console consumer (Java, org.apache.kafka.tools.consumer.ConsoleConsumer)
 // on the plaintext listeners, read_committed or read_uncommitted, until it
-// was idle for idle; it returns one "key\tvalue" line per record.
+// was idle for idle (the first poll, joining its group, included); it returns
+// one "key\tvalue" line per record.
 func (k *Kafka) ConsoleConsume(topic string, readCommitted bool, idle time.Duration) ([]string, error) {
 	iso := "read_uncommitted"
 	if readCommitted {
